@@ -1,0 +1,26 @@
+# One-command entry points: `make demo` (the main job) and `make test` (the test suite).
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-test
+
+.PHONY: demo test bench clean
+
+$(STAMP): pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e ".[test]"
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/compileiq-lab demo
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+bench: $(STAMP)
+	$(BIN)/python bench/bench_overhead.py
+	$(BIN)/python bench/bench_toy.py
+
+clean:
+	rm -rf $(VENV) compileiq_runs .pytest_cache

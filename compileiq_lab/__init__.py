@@ -1,0 +1,60 @@
+"""compileiq-lab: find the compiler settings under which a kernel runs best, in the open."""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Search",
+    "SearchConfiguration",
+    "SearchSpace",
+    "Results",
+    "Measurement",
+    "load_results",
+    "range",
+    "choice",
+    "literal",
+    "log_sampling",
+    "flag",
+    "CompileIQLabError",
+    "__version__",
+]
+
+# name -> module; resolved on first access so `import compileiq_lab` stays light
+_LAZY = {
+    "Search": "compileiq_lab.tuning",
+    "SearchConfiguration": "compileiq_lab.config",
+    "SearchSpace": "compileiq_lab.space",
+    "Results": "compileiq_lab.results",
+    "load_results": "compileiq_lab.results",
+    "Measurement": "compileiq_lab.measure.measurement",
+    "range": "compileiq_lab.space",
+    "choice": "compileiq_lab.space",
+    "literal": "compileiq_lab.space",
+    "log_sampling": "compileiq_lab.space",
+    "flag": "compileiq_lab.space",
+    "CompileIQLabError": "compileiq_lab.exceptions",
+}
+
+if TYPE_CHECKING:
+    from compileiq_lab.config import SearchConfiguration
+    from compileiq_lab.exceptions import CompileIQLabError
+    from compileiq_lab.measure.measurement import Measurement
+    from compileiq_lab.results import Results, load_results
+    from compileiq_lab.space import SearchSpace, choice, flag, literal, log_sampling, range
+    from compileiq_lab.tuning import Search
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'compileiq_lab' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -1,0 +1,92 @@
+"""`compileiq-lab` command line: headless runs and run inspection."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from typing import Any, Sequence
+
+from compileiq_lab import __version__
+
+__all__ = ["main"]
+
+EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="compileiq-lab", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter,
+                                epilog="exit codes: 0 ok, 1 error, 2 usage error, 130 interrupted")
+    p.add_argument("--version", action="version", version=f"compileiq-lab {__version__}")
+    p.add_argument("-v", "--verbose", action="store_true", help="log every generation")
+    sub = p.add_subparsers(dest="command", required=True)
+    d = sub.add_parser("demo", help="run the quickstart search (x**2 + y) and print its results",
+                       description="Run the quickstart search and print the results.\n\n"
+                                   "example: compileiq-lab demo --generations 15 --seed 3",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    d.add_argument("--generations", type=int, default=15)
+    d.add_argument("--seed", type=int, default=0)
+    d.add_argument("--store", default=None, help="run store path (default: a new file under ./compileiq_runs/)")
+    s = sub.add_parser("show", help="summarise a stored run",
+                       description="Summarise a stored run.\n\nexample: compileiq-lab show compileiq_runs/run-....db",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    s.add_argument("store", help="the run's .db file")
+    return p
+
+
+def _print_results(results: Any) -> None:
+    import pandas as pd
+
+    df = results.get_results()
+    with pd.option_context("display.width", 120, "display.max_colwidth", 60):
+        cols = [c for c in df.columns if c not in ("started_at",)]
+        print(df[cols].tail(10).to_string(index=False))
+    print(f"\n{len(df)} evaluations; statuses {results.status_counts()}; run {results.status}")
+    best = results.get_best_result()
+    if isinstance(best, list):
+        print(f"Pareto front: {len(best)} points")
+        for row in best:
+            print(f"  eval {row['eval_id']}: {[row[f'score_{i + 1}'] for i in range(results.n_objectives)]} {row['params']}")
+    elif best is not None:
+        print(f"best: score_1={best['score_1']} at eval {best['eval_id']} (generation {best['generation']}) "
+              f"with {best['params']}")
+    print(f"stored in {results.store_path}")
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from compileiq_lab import Search, SearchConfiguration
+    from compileiq_lab.testing import toy_objective, toy_space
+
+    cfg = SearchConfiguration(generations=args.generations, seed=args.seed)
+    results = Search(toy_objective, toy_space(), cfg, store=args.store).start()
+    _print_results(results)
+    return EXIT_INTERRUPTED if results.status == "interrupted" else EXIT_OK
+
+
+def _show(args: argparse.Namespace) -> int:
+    from compileiq_lab import load_results
+
+    _print_results(load_results(args.store))
+    return EXIT_OK
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point; returns the exit code."""
+    from compileiq_lab.exceptions import CompileIQLabError
+
+    args = _parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+                        format="%(levelname)s %(name)s: %(message)s")
+    try:
+        return {"demo": _demo, "show": _show}[args.command](args)
+    except CompileIQLabError as exc:
+        print(f"compileiq-lab: error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        print("compileiq-lab: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+if __name__ == "__main__":
+    sys.exit(main())

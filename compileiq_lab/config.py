@@ -1,0 +1,154 @@
+"""SearchConfiguration: how long and how a search runs, validated with actionable messages."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any, Sequence
+
+from compileiq_lab.exceptions import ConfigurationError
+from compileiq_lab.search import STRATEGIES
+
+__all__ = ["SearchConfiguration", "ResolvedConfiguration", "default_pool_size"]
+
+_DIRECTIONS = ("min", "max")
+# settings that change which candidates the strategy asks for: a resumed run must keep them
+TRAJECTORY_KEYS = ("pool_size", "problem_type", "num_objectives", "seed", "mutate_rate",
+                   "crossover_rate", "strategy", "baseline")
+
+
+def default_pool_size(n_genes: int) -> int:
+    """Pool size used when none is given: small pools reach good configs in fewer calls.
+
+    Chosen by measurement (bench/bench_defaults.py): 8 for spaces of up to 4 genes, growing with
+    the genome so that larger flag spaces keep enough diversity, capped at 32.
+    """
+    return int(min(32, max(8, 2 * n_genes)))
+
+
+def _fail(rule: str, got: str, fix: str) -> ConfigurationError:
+    return ConfigurationError(f"SearchConfiguration: `{rule}` must hold, but got {got}. {fix}")
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+@dataclass
+class SearchConfiguration:
+    """How a search runs.
+
+    Args:
+        generations: Number of generations (the baseline call comes before generation 1).
+        pool_size: Candidates per generation; None picks a measured default from the space size.
+        problem_type: "min" or "max", or one per objective.
+        num_objectives: Number of values the objective returns.
+        seed: Seed of the search; the same seed and scores give the same candidates.
+        mutate_rate: Per-gene mutation probability; None means 1 / number of genes.
+        crossover_rate: Probability that two parents are crossed (else copied, then mutated).
+        timeout_s: Limit per objective call; set, the objective runs in a killable worker process.
+        strategy: "auto" (GA for one objective, NSGA-II for several), "ga", "nsga2" or "random".
+        baseline: Also evaluate the empty config (compiler defaults) once, before generation 1.
+        objective_names: Optional display names, one per objective.
+    """
+
+    generations: int
+    pool_size: int | None = None
+    problem_type: str | Sequence[str] = "min"
+    num_objectives: int = 1
+    seed: int = 0
+    mutate_rate: float | None = None
+    crossover_rate: float = 0.9
+    timeout_s: float | None = None
+    strategy: str = "auto"
+    baseline: bool = True
+    objective_names: Sequence[str] | None = field(default=None)
+
+    def __post_init__(self) -> None:
+        if not _is_int(self.generations) or self.generations < 1:
+            raise _fail("generations >= 1", f"generations={self.generations!r}", "Pass a positive int.")
+        if self.pool_size is not None and (not _is_int(self.pool_size) or self.pool_size < 2):
+            raise _fail("pool_size >= 2", f"pool_size={self.pool_size!r}",
+                        "Pass an int of at least 2, or None for the default.")
+        if not _is_int(self.num_objectives) or self.num_objectives < 1:
+            raise _fail("num_objectives >= 1", f"num_objectives={self.num_objectives!r}", "Pass a positive int.")
+        self.problem_type = self._check_directions(self.problem_type)
+        if not _is_int(self.seed) or self.seed < 0:
+            raise _fail("seed is an int >= 0", f"seed={self.seed!r}", "Pass a non-negative int.")
+        if self.mutate_rate is not None and not (_is_num(self.mutate_rate) and 0 < self.mutate_rate <= 1):
+            raise _fail("0 < mutate_rate <= 1", f"mutate_rate={self.mutate_rate!r}",
+                        "Pass a per-gene probability, or None for 1/number of genes.")
+        if not (_is_num(self.crossover_rate) and 0 <= self.crossover_rate <= 1):
+            raise _fail("0 <= crossover_rate <= 1", f"crossover_rate={self.crossover_rate!r}", "Pass a probability.")
+        if self.timeout_s is not None and not (_is_num(self.timeout_s) and 0 < self.timeout_s < math.inf):
+            raise _fail("timeout_s > 0", f"timeout_s={self.timeout_s!r}",
+                        "Pass seconds as a positive number, or None for no limit.")
+        if self.strategy not in ("auto",) + STRATEGIES:
+            raise _fail(f"strategy in {['auto', *STRATEGIES]}", f"strategy={self.strategy!r}", "Pick one of those.")
+        if self.strategy == "ga" and self.num_objectives > 1:
+            raise _fail("strategy 'ga' has num_objectives == 1", f"num_objectives={self.num_objectives}",
+                        "Use strategy='nsga2' (or 'auto') for several objectives.")
+        if self.objective_names is not None:
+            names = list(self.objective_names)
+            if len(names) != self.num_objectives or not all(isinstance(n, str) and n for n in names):
+                raise _fail("objective_names holds num_objectives non-empty strings",
+                            f"objective_names={names!r} with num_objectives={self.num_objectives}",
+                            "Give one name per objective, or None.")
+            self.objective_names = names
+
+    def _check_directions(self, value: str | Sequence[str]) -> str | list[str]:
+        if isinstance(value, str):
+            if value not in _DIRECTIONS:
+                raise _fail("problem_type in ['min', 'max']", f"problem_type={value!r}", "Use 'min' or 'max'.")
+            return value
+        dirs = list(value)
+        if len(dirs) != self.num_objectives or any(d not in _DIRECTIONS for d in dirs):
+            raise _fail("problem_type is 'min'/'max' or one of them per objective",
+                        f"problem_type={dirs!r} with num_objectives={self.num_objectives}",
+                        "Pass a single direction or a list as long as num_objectives.")
+        return dirs
+
+    @property
+    def directions(self) -> list[str]:
+        """One "min"/"max" per objective."""
+        pt = self.problem_type
+        return [pt] * self.num_objectives if isinstance(pt, str) else list(pt)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-serialisable settings."""
+        d = asdict(self)
+        d["problem_type"] = self.problem_type if isinstance(self.problem_type, str) else list(self.problem_type)
+        return d
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "SearchConfiguration":
+        """Rebuild from ``to_dict()`` output (unknown keys are rejected)."""
+        known = set(cls.__dataclass_fields__)
+        extra = set(data) - known
+        if extra:
+            raise ConfigurationError(f"unknown SearchConfiguration keys {sorted(extra)}; valid keys: {sorted(known)}")
+        return cls(**data)
+
+    def resolve(self, n_genes: int) -> "ResolvedConfiguration":
+        """Fill the automatic settings for a space with ``n_genes`` genes."""
+        strategy = self.strategy
+        if strategy == "auto":
+            strategy = "ga" if self.num_objectives == 1 else "nsga2"
+        return ResolvedConfiguration(
+            pool_size=self.pool_size or default_pool_size(n_genes),
+            mutate_rate=self.mutate_rate if self.mutate_rate is not None else 1.0 / max(1, n_genes),
+            strategy=strategy,
+        )
+
+
+@dataclass(frozen=True)
+class ResolvedConfiguration:
+    """The automatic settings of a SearchConfiguration, made concrete for one space."""
+
+    pool_size: int
+    mutate_rate: float
+    strategy: str
+
+
+def _is_num(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)

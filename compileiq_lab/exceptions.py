@@ -1,0 +1,41 @@
+"""Exception hierarchy: one root, members also inherit the matching built-in."""
+
+from __future__ import annotations
+
+__all__ = [
+    "CompileIQLabError",
+    "SpaceDefinitionError",
+    "ConfigurationError",
+    "StoreError",
+    "StoreMismatchError",
+    "SearchStateError",
+    "OptionalDependencyError",
+]
+
+
+class CompileIQLabError(Exception):
+    """Root of every error raised by compileiq-lab."""
+
+
+class SpaceDefinitionError(CompileIQLabError, ValueError):
+    """A search-space parameter or space is defined with invalid values."""
+
+
+class ConfigurationError(CompileIQLabError, ValueError):
+    """A SearchConfiguration (or another user setting) has an invalid value."""
+
+
+class StoreError(CompileIQLabError, OSError):
+    """The run store cannot be opened, read or written."""
+
+
+class StoreMismatchError(StoreError):
+    """A store holds a run whose space or configuration differs from the one given."""
+
+
+class SearchStateError(CompileIQLabError, RuntimeError):
+    """A method was called in a state where it cannot work (e.g. tell before ask)."""
+
+
+class OptionalDependencyError(CompileIQLabError, ImportError):
+    """An optional dependency needed by a feature is not installed."""

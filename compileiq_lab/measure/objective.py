@@ -1,0 +1,97 @@
+"""Call a user objective in-process and classify what it returns (number, tuple, failure)."""
+
+from __future__ import annotations
+
+import math
+import numbers
+import time
+import traceback
+from typing import Any, Callable, Mapping
+
+from compileiq_lab.measure.measurement import Measurement
+
+__all__ = ["call_objective", "classify_return"]
+
+_TB_LINES = 12
+
+
+def classify_return(value: Any, n_objectives: int) -> Measurement:
+    """Turn an objective's return value into a Measurement.
+
+    Args:
+        value: What the objective returned: a number, a sequence of numbers, or a Measurement.
+        n_objectives: How many numbers are expected.
+
+    Returns:
+        An "ok" measurement with the scores, or an "invalid" one saying what was wrong.
+    """
+    if isinstance(value, Measurement):
+        if value.ok:
+            inner = classify_return(value.scores, n_objectives)
+            if not inner.ok:
+                return inner
+            value.scores = inner.scores
+        return value
+    if value is None:
+        return Measurement("invalid", error="objective returned None; return a number "
+                           f"({n_objectives} values for {n_objectives} objectives)")
+    items = _as_items(value)
+    if items is None:
+        return Measurement("invalid", error=f"objective returned {type(value).__name__} {_short(value)}; "
+                           "return a number or a tuple of numbers")
+    if len(items) != n_objectives:
+        return Measurement("invalid", error=f"objective returned {len(items)} values but "
+                           f"num_objectives={n_objectives}: {_short(value)}")
+    scores = []
+    for v in items:
+        if isinstance(v, bool) or not isinstance(v, numbers.Real):
+            return Measurement("invalid", error=f"objective returned a non-number {_short(v)} "
+                               f"({type(v).__name__}) in {_short(value)}")
+        f = float(v)
+        if not math.isfinite(f):
+            return Measurement("invalid", error=f"objective returned a non-finite value {f} in {_short(value)}")
+        scores.append(f)
+    return Measurement("ok", scores=tuple(scores))
+
+
+def _as_items(value: Any) -> list[Any] | None:
+    if isinstance(value, (str, bytes, Mapping)):
+        return None
+    if isinstance(value, numbers.Real) or (hasattr(value, "shape") and getattr(value, "shape", None) == ()):
+        return [value.item() if hasattr(value, "item") else value]
+    try:
+        return list(value)
+    except TypeError:
+        return None
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def call_objective(fn: Callable[[dict[str, Any]], Any], config: dict[str, Any], n_objectives: int) -> Measurement:
+    """Call ``fn(config)`` and return a Measurement; exceptions become status "error".
+
+    KeyboardInterrupt is not caught: it stops the run (with every finished row kept).
+
+    Args:
+        fn: The objective function.
+        config: The config dict (knocked-out parameters absent).
+        n_objectives: Expected number of values.
+
+    Returns:
+        The measurement, with ``elapsed_s`` set to the wall time of the call.
+    """
+    t0 = time.perf_counter()
+    try:
+        value = fn(config)
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - failures are values
+        elapsed = time.perf_counter() - t0
+        tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)[-_TB_LINES:])
+        return Measurement("error", error=f"{type(exc).__name__}: {exc}"[:500], elapsed_s=elapsed,
+                           detail={"traceback": tb})
+    elapsed = time.perf_counter() - t0
+    m = classify_return(value, n_objectives)
+    m.elapsed_s = elapsed if not m.elapsed_s else m.elapsed_s
+    return m

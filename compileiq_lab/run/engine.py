@@ -1,0 +1,180 @@
+"""Engine: ask -> evaluate -> tell -> store, with stored evaluations replayed on resume."""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+from compileiq_lab import __version__
+from compileiq_lab.config import TRAJECTORY_KEYS, SearchConfiguration
+from compileiq_lab.exceptions import StoreMismatchError
+from compileiq_lab.measure.measurement import Measurement
+from compileiq_lab.search import make_strategy
+from compileiq_lab.space.space import SearchSpace, config_key
+from compileiq_lab.store.sqlite import SCHEMA_VERSION, EvalRecord, RunStore
+
+__all__ = ["Candidate", "Engine", "prepare_store"]
+
+log = logging.getLogger(__name__)
+Evaluate = Callable[[dict[str, Any]], Measurement]
+
+
+@dataclass(frozen=True, eq=False)
+class Candidate:
+    """A config to evaluate.
+
+    Attributes:
+        generation: 0 for the baseline (empty config), then 1..generations.
+        config: The config dict the objective receives.
+        key: Canonical identity of the config.
+        genome: The integer genome (None for the baseline).
+    """
+
+    generation: int
+    config: dict[str, Any]
+    key: str
+    genome: np.ndarray | None = None
+
+    @property
+    def is_baseline(self) -> bool:
+        """Whether this is the empty config (compiler defaults)."""
+        return self.genome is None
+
+
+def prepare_store(store: RunStore, space: SearchSpace, config: SearchConfiguration,
+                  objective: str) -> None:
+    """Write a new store's header, or check that an existing run matches and may continue.
+
+    Raises:
+        StoreMismatchError: If the stored run has another space or trajectory settings.
+    """
+    h = store.header()
+    if not h:
+        store.set_header(schema_version=SCHEMA_VERSION, created_at=time.time(), space=space.to_spec(),
+                         config=config.to_dict(), objective=objective, package_version=__version__,
+                         status="running")
+        return
+    stored_space = SearchSpace.from_spec(h["space"])
+    if stored_space != space:
+        raise StoreMismatchError(
+            f"run store {store.path!r} holds a run over a different search space "
+            f"(stored vs given: {stored_space.diff(space)}); stored space {stored_space!r}, "
+            f"given space {space!r}. Use a new store path, or resume with the stored space.")
+    stored_cfg = h["config"]
+    given = config.to_dict()
+    diff = [f"{k}: stored {stored_cfg.get(k)!r} vs given {given[k]!r}"
+            for k in TRAJECTORY_KEYS if stored_cfg.get(k) != given[k]]
+    if diff:
+        raise StoreMismatchError(
+            f"run store {store.path!r} was made with other search settings ({'; '.join(diff)}); "
+            "a resumed run must keep them (only generations and timeout_s may change). "
+            "Use a new store path to search with new settings.")
+    store.set_header(config=given, status="running")
+
+
+class Engine:
+    """Drives one search over a store; knows nothing of threads, widgets or compilers.
+
+    Args:
+        space: The search space.
+        config: The search settings.
+        store: Where evaluations are committed (its rows are replayed, never re-evaluated).
+    """
+
+    def __init__(self, space: SearchSpace, config: SearchConfiguration, store: RunStore) -> None:
+        self.space = space
+        self.config = config
+        self.store = store
+        self.resolved = config.resolve(space.n_genes)
+        self.sign = np.array([1.0 if d == "min" else -1.0 for d in config.directions])
+        self.strategy = make_strategy(
+            self.resolved.strategy, space, n_objectives=config.num_objectives,
+            pool_size=self.resolved.pool_size, seed=config.seed,
+            mutate_rate=self.resolved.mutate_rate, crossover_rate=config.crossover_rate)
+        self.generation = -1  # -1: nothing asked yet; 0: baseline; 1..: generations
+        self.pending: list[Candidate] = []
+        self.outcomes: dict[str, Measurement] = {}
+        self.done_reason = ""
+        if config.baseline:
+            try:
+                self.strategy.mark_seen(space.encode({})[None, :])
+            except ValueError:
+                pass  # the empty config is not a point of this space
+
+    # -- generations -------------------------------------------------------------------------
+    def next_generation(self) -> list[Candidate]:
+        """Advance to the next generation and return its candidates ([] when the search is done)."""
+        if self.pending and len(self.outcomes) < len(self.pending):
+            raise RuntimeError("next_generation() before every candidate has an outcome")
+        if self.pending and self.generation >= 1:
+            self._tell()
+        self.pending, self.outcomes = [], {}
+        if self.generation < 0 and self.config.baseline:
+            self.generation = 0
+            self.pending = [Candidate(0, {}, config_key({}))]
+            return self.pending
+        self.generation = max(self.generation, 0) + 1
+        if self.generation > self.config.generations:
+            self.done_reason = "finished"
+            return []
+        X = self.strategy.ask()
+        if len(X) == 0:
+            self.done_reason = "exhausted"
+            log.info("search space exhausted after %d evaluations", len(self.store))
+            return []
+        self.pending = [self._candidate(x) for x in X]
+        return self.pending
+
+    def _candidate(self, x: np.ndarray) -> Candidate:
+        config = self.space.decode(x)
+        return Candidate(self.generation, config, config_key(config), x)
+
+    def _tell(self) -> None:
+        k = self.config.num_objectives
+        F = np.zeros((len(self.pending), k))
+        feasible = np.zeros(len(self.pending), dtype=bool)
+        for i, c in enumerate(self.pending):
+            m = self.outcomes[c.key]
+            if m.ok and m.scores is not None:
+                F[i] = np.asarray(m.scores) * self.sign
+                feasible[i] = True
+        self.strategy.tell(F, feasible)
+
+    # -- evaluations -------------------------------------------------------------------------
+    def cached(self, c: Candidate) -> Measurement | None:
+        """The stored outcome of a candidate's config (replay and dedup), or None."""
+        rec = self.store.lookup(c.key)
+        if rec is None:
+            return None
+        m = _measurement(rec)
+        self.outcomes[c.key] = m
+        return m
+
+    def record(self, c: Candidate, m: Measurement, started_at: float) -> EvalRecord:
+        """Commit a new outcome to the store (before anything else is evaluated)."""
+        rec = EvalRecord(eval_id=len(self.store), generation=c.generation, config_key=c.key,
+                         params=c.config, status=m.status, error=m.error,
+                         scores=list(m.scores) if m.scores is not None else None,
+                         elapsed_s=m.elapsed_s, started_at=started_at, is_baseline=c.is_baseline,
+                         detail=m.detail)
+        self.store.append(rec)
+        self.outcomes[c.key] = m
+        return rec
+
+    def evaluate(self, c: Candidate, evaluate: Evaluate) -> tuple[EvalRecord | None, Measurement]:
+        """Outcome of a candidate: from the store if known, else by calling ``evaluate``."""
+        m = self.cached(c)
+        if m is not None:
+            return None, m
+        started = time.time()
+        m = evaluate(c.config)
+        return self.record(c, m, started), m
+
+
+def _measurement(rec: EvalRecord) -> Measurement:
+    return Measurement(rec.status, tuple(rec.scores) if rec.scores is not None else None,
+                       rec.error, rec.elapsed_s, rec.detail)

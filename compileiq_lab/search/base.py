@@ -1,0 +1,87 @@
+"""Strategy base: pure ask/tell over integer genomes (no IO, threads or printing)."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+
+import numpy as np
+
+from compileiq_lab.exceptions import SearchStateError
+from compileiq_lab.space.space import SearchSpace
+
+__all__ = ["Strategy"]
+
+
+class Strategy(ABC):
+    """Ask for genomes never asked before; tell their (minimisation) scores and feasibility.
+
+    Args:
+        space: The encoded search space.
+        n_objectives: Number of objectives (scores are minimised; the caller flips maxima).
+        pool_size: Candidates per generation.
+        seed: Seed of the strategy's own random generator (the same seed gives the same asks).
+        mutate_rate: Per-gene mutation probability.
+        crossover_rate: Probability that a mating uses crossover.
+    """
+
+    name = "base"
+
+    def __init__(self, space: SearchSpace, *, n_objectives: int, pool_size: int, seed: int,
+                 mutate_rate: float, crossover_rate: float) -> None:
+        self.space = space
+        self.n_objectives = n_objectives
+        self.pool_size = pool_size
+        self.seed = seed
+        self.mutate_rate = mutate_rate
+        self.crossover_rate = crossover_rate
+        self.seen: set[bytes] = set()
+        self._asked: np.ndarray | None = None
+        self.exhausted = False
+
+    def mark_seen(self, X: np.ndarray) -> None:
+        """Record genomes evaluated outside the strategy (e.g. the baseline) so they are not asked."""
+        self.seen.update(self.space.keys(X))
+
+    def ask(self) -> np.ndarray:
+        """Return the next generation: genomes (rows) whose configs were never asked before.
+
+        An empty result means the strategy cannot produce anything new (space exhausted).
+        """
+        if self._asked is not None:
+            raise SearchStateError(
+                f"ask() called while {len(self._asked)} genomes of the previous ask await tell(); "
+                "call tell() with their scores first.")
+        if self.exhausted:
+            return np.zeros((0, self.space.n_genes), dtype=np.int64)
+        if self.space.n_genes == 0:
+            X = np.zeros((0 if self.seen else 1, 0), dtype=np.int64)
+        else:
+            X = self._ask()
+        X = np.asarray(X, dtype=np.int64).reshape(len(X), self.space.n_genes)
+        if len(X) == 0:
+            self.exhausted = True
+            return X
+        self.seen.update(self.space.keys(X))
+        self._asked = X
+        return X
+
+    def tell(self, F: np.ndarray, feasible: np.ndarray) -> None:
+        """Report the scores of the last ask, in its order.
+
+        Args:
+            F: Minimisation scores, shape (n, n_objectives); rows of infeasible candidates are ignored.
+            feasible: Boolean per row; False for failed evaluations (treated as constraint violations).
+        """
+        if self._asked is None:
+            raise SearchStateError("tell() called without a pending ask(); call ask() first.")
+        F = np.asarray(F, dtype=float).reshape(len(self._asked), self.n_objectives)
+        feasible = np.asarray(feasible, dtype=bool).reshape(len(self._asked))
+        if self.space.n_genes:
+            self._tell(self._asked, F, feasible)
+        self._asked = None
+
+    @abstractmethod
+    def _ask(self) -> np.ndarray: ...
+
+    @abstractmethod
+    def _tell(self, X: np.ndarray, F: np.ndarray, feasible: np.ndarray) -> None: ...

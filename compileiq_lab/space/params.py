@@ -1,0 +1,300 @@
+"""Search-space parameter DSL: range, choice, literal, log_sampling and flag."""
+
+from __future__ import annotations
+
+import builtins
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from compileiq_lab.exceptions import SpaceDefinitionError
+
+__all__ = [
+    "Param",
+    "range",
+    "choice",
+    "literal",
+    "log_sampling",
+    "flag",
+    "param_from_spec",
+]
+
+ORDINAL = "ordinal"
+CATEGORICAL = "categorical"
+
+
+def _fail(func: str, rule: str, got: str, fix: str) -> SpaceDefinitionError:
+    return SpaceDefinitionError(f"{func}(): `{rule}` must hold, but got {got}. {fix}")
+
+
+def _check_number(func: str, name: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise _fail(func, f"{name} is a finite number", f"{name}={value!r}",
+                    f"Pass a finite int or float as {name}.")
+    return value
+
+
+def _check_knockout(func: str, knockout_prob: float | None) -> float | None:
+    if knockout_prob is None:
+        return None
+    if isinstance(knockout_prob, bool) or not isinstance(knockout_prob, (int, float)) or not (
+        0.0 <= knockout_prob <= 1.0
+    ):
+        raise _fail(func, "0 <= knockout_prob <= 1", f"knockout_prob={knockout_prob!r}",
+                    "Pass a probability in [0, 1], or None for a parameter that is always present.")
+    return float(knockout_prob)
+
+
+def _json_key(value: Any, func: str) -> str:
+    if isinstance(value, dict):
+        raise _fail(func, "values are not dicts (a dict in a space is a group of parameters)",
+                    f"{value!r}", "Use a nested dict of parameters, or a list/str value.")
+    try:
+        return json.dumps(value, sort_keys=True, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise _fail(func, "values are JSON-serialisable (str, int, float, bool, None, lists)",
+                    f"{value!r} ({type(value).__name__})",
+                    "Use plain strings or numbers as values.") from exc
+
+
+@dataclass(frozen=True)
+class Param:
+    """One parameter of a search space.
+
+    Attributes:
+        kind: The DSL function that made it ("range", "choice", ...).
+        values: Every value the parameter can take, in order.
+        knockout_prob: Prior probability that the parameter is absent, or None if always present.
+        encoding: "ordinal" (neighbouring values are similar) or "categorical".
+        init_low: Lowest value index used when sampling the initial population.
+        init_high: Highest value index used when sampling the initial population.
+        args: The construction arguments, for display and serialisation.
+    """
+
+    kind: str
+    values: tuple[Any, ...]
+    knockout_prob: float | None
+    encoding: str
+    init_low: int = 0
+    init_high: int = -1
+    args: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.init_high < 0:
+            object.__setattr__(self, "init_high", len(self.values) - 1)
+
+    @property
+    def n_values(self) -> int:
+        """Number of distinct values."""
+        return len(self.values)
+
+    @property
+    def can_knockout(self) -> bool:
+        """Whether the parameter has an evolvable on/off gene."""
+        return self.knockout_prob is not None
+
+    def index_of(self, value: Any) -> int:
+        """Return the index of ``value`` in the domain.
+
+        Args:
+            value: A value of this parameter.
+
+        Raises:
+            SpaceDefinitionError: If the value is not in the domain.
+        """
+        key = _json_key(value, self.kind)
+        for i, v in enumerate(self.values):
+            if _json_key(v, self.kind) == key:
+                return i
+        raise SpaceDefinitionError(
+            f"value {value!r} is not in the domain of {self!r}; valid values: "
+            f"{_preview(self.values)}"
+        )
+
+    def to_spec(self) -> dict[str, Any]:
+        """Return a JSON-serialisable description that ``param_from_spec`` rebuilds."""
+        return {"kind": self.kind, **self.args}
+
+    def __repr__(self) -> str:
+        inner = ", ".join(f"{k}={v!r}" for k, v in self.args.items() if v is not None)
+        return f"{self.kind}({inner})"
+
+
+def _preview(values: Sequence[Any], limit: int = 8) -> str:
+    shown = ", ".join(repr(v) for v in values[:limit])
+    return f"[{shown}{', ...' if len(values) > limit else ''}] ({len(values)} values)"
+
+
+def _grid(start: float, end: float, step: float) -> list[float | int]:
+    n = int(math.floor((end - start) / step + 1e-9)) + 1
+    if all(isinstance(v, int) for v in (start, end, step)):
+        return [start + i * step for i in builtins.range(n)]
+    decimals = max(0, -int(math.floor(math.log10(abs(step))))) + 6
+    return [round(start + i * step, decimals) for i in builtins.range(n)]
+
+
+def range(  # noqa: A001 - the CompileIQ DSL name
+    start: float,
+    end: float,
+    step: float = 1,
+    knockout_prob: float | None = None,
+    seed_low: float | None = None,
+    seed_high: float | None = None,
+) -> Param:
+    """Ordered values ``start, start+step, ...`` up to ``end`` inclusive.
+
+    Args:
+        start: First value.
+        end: Last value (included when it lies on the grid).
+        step: Positive distance between values.
+        knockout_prob: Prior probability that the parameter is absent; None means always present.
+        seed_low: Lowest value sampled in the initial population (defaults to start).
+        seed_high: Highest value sampled in the initial population (defaults to end).
+
+    Returns:
+        The parameter.
+    """
+    for name, v in (("start", start), ("end", end), ("step", step)):
+        _check_number("range", name, v)
+    if not end > start:
+        raise _fail("range", "end > start", f"(start={start!r}, end={end!r})",
+                    "Pass an end greater than start, or use literal() for a constant.")
+    if not step > 0:
+        raise _fail("range", "step > 0", f"step={step!r}", "Pass a positive step.")
+    values = _grid(start, end, step)
+    low, high = 0, len(values) - 1
+    if seed_low is not None or seed_high is not None:
+        lo = start if seed_low is None else _check_number("range", "seed_low", seed_low)
+        hi = end if seed_high is None else _check_number("range", "seed_high", seed_high)
+        if not start <= lo <= hi <= end:
+            raise _fail("range", "start <= seed_low <= seed_high <= end",
+                        f"(start={start!r}, seed_low={lo!r}, seed_high={hi!r}, end={end!r})",
+                        "Pick seed bounds inside [start, end], low before high.")
+        low = next(i for i, v in enumerate(values) if v >= lo - 1e-12)
+        high = max(i for i, v in enumerate(values) if v <= hi + 1e-12)
+        if high < low:
+            raise _fail("range", "the seed interval holds a grid value",
+                        f"(seed_low={lo!r}, seed_high={hi!r}) with step={step!r}",
+                        "Widen [seed_low, seed_high] to contain start + k*step for some k.")
+    return Param("range", tuple(values), _check_knockout("range", knockout_prob), ORDINAL, low, high,
+                 {"start": start, "end": end, "step": step, "knockout_prob": knockout_prob,
+                  "seed_low": seed_low, "seed_high": seed_high})
+
+
+def choice(values: Sequence[Any], knockout_prob: float | None = None) -> Param:
+    """One of an unordered set of values.
+
+    Args:
+        values: The distinct values to choose from (JSON-serialisable).
+        knockout_prob: Prior probability that the parameter is absent; None means always present.
+
+    Returns:
+        The parameter.
+    """
+    if isinstance(values, (str, bytes, dict)) or not isinstance(values, Sequence):
+        raise _fail("choice", "values is a list or tuple", f"{type(values).__name__} {values!r}",
+                    "Wrap the options in a list, e.g. choice(['ca', 'cg']).")
+    if len(values) == 0:
+        raise _fail("choice", "len(values) >= 1", "an empty list",
+                    "Give at least one value (two or more to have something to search).")
+    seen: dict[str, int] = {}
+    for i, v in enumerate(values):
+        key = _json_key(v, "choice")
+        if key in seen:
+            raise _fail("choice", "values are distinct", f"{v!r} at positions {seen[key]} and {i}",
+                        "Remove the duplicate; to weight an option, use knockout_prob or a range.")
+        seen[key] = i
+    return Param("choice", tuple(values), _check_knockout("choice", knockout_prob), CATEGORICAL,
+                 args={"values": list(values), "knockout_prob": knockout_prob})
+
+
+def literal(value: Any, knockout_prob: float | None = None) -> Param:
+    """A constant value that can be switched on and off through knockout.
+
+    Args:
+        value: The constant (JSON-serialisable).
+        knockout_prob: Prior probability that the parameter is absent; None means always present.
+
+    Returns:
+        The parameter.
+    """
+    _json_key(value, "literal")
+    return Param("literal", (value,), _check_knockout("literal", knockout_prob), CATEGORICAL,
+                 args={"value": value, "knockout_prob": knockout_prob})
+
+
+def log_sampling(start: float, end: float, total: int, knockout_prob: float | None = None) -> Param:
+    """``total`` values spaced geometrically from ``start`` to ``end`` (both included).
+
+    Integer ``start`` and ``end`` give integer values (duplicates after rounding are dropped).
+
+    Args:
+        start: First value (> 0).
+        end: Last value (> start).
+        total: Number of values (>= 2).
+        knockout_prob: Prior probability that the parameter is absent; None means always present.
+
+    Returns:
+        The parameter.
+    """
+    _check_number("log_sampling", "start", start)
+    _check_number("log_sampling", "end", end)
+    if not start > 0:
+        raise _fail("log_sampling", "start > 0", f"start={start!r}",
+                    "Logarithmic spacing needs positive values; use range() for zero or negatives.")
+    if not end > start:
+        raise _fail("log_sampling", "end > start", f"(start={start!r}, end={end!r})",
+                    "Pass an end greater than start.")
+    if isinstance(total, bool) or not isinstance(total, int) or total < 2:
+        raise _fail("log_sampling", "total is an int >= 2", f"total={total!r}",
+                    "Ask for at least two values.")
+    ratio = (end / start) ** (1.0 / (total - 1))
+    raw = [start * ratio**i for i in builtins.range(total)]
+    raw[-1] = end
+    if isinstance(start, int) and isinstance(end, int):
+        values: list[Any] = sorted({int(round(v)) for v in raw})
+    else:
+        values = [float(f"{v:.12g}") for v in raw]
+    return Param("log_sampling", tuple(values), _check_knockout("log_sampling", knockout_prob),
+                 ORDINAL, args={"start": start, "end": end, "total": total,
+                                "knockout_prob": knockout_prob})
+
+
+def flag(name_or_value: Any, knockout_prob: float = 0.5) -> Param:
+    """An on/off switch: present with its value, or absent (knocked out).
+
+    Args:
+        name_or_value: The value the config holds when the switch is on, e.g. "--use_fast_math".
+        knockout_prob: Prior probability that the switch is off.
+
+    Returns:
+        The parameter.
+    """
+    if knockout_prob is None:
+        raise _fail("flag", "knockout_prob is a probability", "knockout_prob=None",
+                    "A flag is an on/off switch; use literal() for a value that is always present.")
+    _json_key(name_or_value, "flag")
+    return Param("flag", (name_or_value,), _check_knockout("flag", knockout_prob), CATEGORICAL,
+                 args={"name_or_value": name_or_value, "knockout_prob": knockout_prob})
+
+
+_FACTORIES = {"range": range, "choice": choice, "literal": literal,
+              "log_sampling": log_sampling, "flag": flag}
+
+
+def param_from_spec(spec: dict[str, Any]) -> Param:
+    """Rebuild a parameter from ``Param.to_spec()`` output.
+
+    Args:
+        spec: The description, with a "kind" key naming the DSL function.
+
+    Returns:
+        The parameter.
+    """
+    args = dict(spec)
+    kind = args.pop("kind", None)
+    if kind not in _FACTORIES:
+        raise SpaceDefinitionError(
+            f"unknown parameter kind {kind!r}; valid kinds: {sorted(_FACTORIES)}")
+    return _FACTORIES[kind](**args)

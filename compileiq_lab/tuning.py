@@ -1,0 +1,269 @@
+"""Search: the CompileIQ-compatible entry point (start(), ask/tell, resume) over a run store."""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from functools import partial
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from compileiq_lab.config import SearchConfiguration
+from compileiq_lab.exceptions import ConfigurationError, SearchStateError
+from compileiq_lab.measure.measurement import Measurement
+from compileiq_lab.measure.objective import call_objective, classify_return
+from compileiq_lab.results import Results
+from compileiq_lab.run.engine import Candidate, Engine, prepare_store
+from compileiq_lab.space.space import SearchSpace
+from compileiq_lab.store.sqlite import EvalRecord, RunStore, new_store_path
+
+__all__ = ["Search", "Event"]
+
+log = logging.getLogger("compileiq_lab")
+Objective = Callable[[dict[str, Any]], Any]
+#: Events passed to ``start(callback=...)``: dicts with a "type" key ("evaluation",
+#: "generation", "finished") and the data of that event.
+Event = dict[str, Any]
+
+
+class Search:
+    """A search of ``search_space`` for the configs that optimise ``objective_function``.
+
+    Args:
+        objective_function: Called with a config dict; returns a number, or a tuple of
+            ``num_objectives`` numbers (raising, None, NaN or a wrong arity are recorded as failures).
+            May be None when you evaluate yourself through ``ask``/``tell``.
+        search_space: A dict of parameters (``compileiq_lab.space``), nested dicts allowed.
+        search_config: The settings (a SearchConfiguration or a dict of its arguments).
+        store: None (a new file under ./compileiq_runs/), ":memory:" (nothing persisted) or a
+            path; an existing path with the same space and settings continues that run.
+    """
+
+    def __init__(self, objective_function: Objective | None = None,
+                 search_space: Mapping[str, Any] | SearchSpace | None = None,
+                 search_config: SearchConfiguration | Mapping[str, Any] | None = None,
+                 store: str | os.PathLike[str] | None = None) -> None:
+        if search_space is None:
+            raise ConfigurationError("Search needs search_space, e.g. {'x': ss.range(1, 10)}")
+        if search_config is None:
+            raise ConfigurationError("Search needs search_config, e.g. SearchConfiguration(generations=10)")
+        if objective_function is not None and not callable(objective_function):
+            raise ConfigurationError(f"objective_function must be callable, but got "
+                                     f"{type(objective_function).__name__}; pass a function of one config dict")
+        self.objective_function = objective_function
+        self.space = SearchSpace(search_space)
+        self.config = (search_config if isinstance(search_config, SearchConfiguration)
+                       else SearchConfiguration(**dict(search_config)))
+        path = new_store_path() if store is None else store
+        self.store = RunStore(path)
+        try:
+            prepare_store(self.store, self.space, self.config, _name_of(objective_function))
+        except BaseException:
+            self.store.close()
+            raise
+        self.engine = Engine(self.space, self.config, self.store)
+        self._stop = threading.Event()
+        self._handed: int = 0  # candidates of the current generation given out by ask()
+
+    # -- construction from a stored run ------------------------------------------------------
+    @classmethod
+    def open(cls, path: str | os.PathLike[str], objective_function: Objective | None = None,
+             generations: int | None = None, timeout_s: float | None = None) -> "Search":
+        """Reopen a stored run (space and settings come from its header) to continue it.
+
+        Args:
+            path: The run's .db file.
+            objective_function: The objective (None for ask/tell use).
+            generations: Continue to this many generations instead of the stored number.
+            timeout_s: A new per-call limit (None keeps the stored one).
+        """
+        store = RunStore(path, readonly=True)
+        h = store.header()
+        store.close()
+        if "space" not in h:
+            raise ConfigurationError(f"{str(path)!r} holds no run header; it was not written by a Search")
+        cfg = dict(h["config"])
+        if generations is not None:
+            cfg["generations"] = generations
+        if timeout_s is not None:
+            cfg["timeout_s"] = timeout_s
+        return cls(objective_function, SearchSpace.from_spec(h["space"]),
+                   SearchConfiguration.from_dict(cfg), store=path)
+
+    @classmethod
+    def resume(cls, path: str | os.PathLike[str], objective_function: Objective,
+               generations: int | None = None, callback: Callable[[Event], None] | None = None) -> Results:
+        """Continue a stopped or killed run to its configured generations and return its results.
+
+        Stored evaluations are replayed (never re-evaluated), so the resumed run asks exactly
+        the candidates an uninterrupted run would have asked.
+        """
+        search = cls.open(path, objective_function, generations=generations)
+        return search.start(callback=callback)
+
+    # -- blocking run ------------------------------------------------------------------------
+    def start(self, callback: Callable[[Event], None] | None = None) -> Results:
+        """Run the search to its end (or to Ctrl-C / ``stop()``) and return the results.
+
+        Args:
+            callback: Called with each event (see ``Event``) in this thread.
+
+        Returns:
+            The results; ``results.status`` says how the run ended.
+        """
+        if self.objective_function is None:
+            raise ConfigurationError("start() needs an objective_function; pass one to Search(...) "
+                                     "or evaluate yourself with ask()/tell()")
+        engine = self.engine
+        awaiting = [c for c in engine.pending[: self._handed] if c.key not in engine.outcomes]
+        if awaiting:
+            raise SearchStateError(f"{len(awaiting)} asked candidates await tell(); tell their scores "
+                                   "before start()")
+        self._handed = 0
+        evaluate, closer = self._evaluator()
+        emit = callback or (lambda event: None)
+        status = "running"
+        try:
+            status = self._loop(evaluate, emit)
+        except KeyboardInterrupt:
+            status = "interrupted"
+            log.warning("search interrupted after %d evaluations; every finished one is kept in %s",
+                        len(self.store), self.store.path)
+        finally:
+            closer()
+            self.store.set_header(status=status, updated_at=time.time())
+        results = self.results
+        emit({"type": "finished", "status": status, "n_evaluations": len(results)})
+        return results
+
+    def _evaluator(self) -> tuple[Callable[[dict[str, Any]], Measurement], Callable[[], None]]:
+        n = self.config.num_objectives
+        if self.config.timeout_s is None:
+            return partial(call_objective, self.objective_function, n_objectives=n), lambda: None
+        from compileiq_lab.measure.worker import WorkerObjective
+
+        worker = WorkerObjective(self.objective_function, n, self.config.timeout_s)
+        worker.start()
+        return worker, worker.close
+
+    def _loop(self, evaluate: Callable[[dict[str, Any]], Measurement], emit: Callable[[Event], None]) -> str:
+        engine = self.engine
+        while True:
+            candidates = engine.pending if engine.pending and len(engine.outcomes) < len(engine.pending) \
+                else engine.next_generation()
+            if not candidates:
+                return engine.done_reason
+            for c in candidates:
+                if c.key in engine.outcomes:
+                    continue
+                if self._stop.is_set():
+                    self._stop.clear()
+                    return "stopped"
+                rec, m = engine.evaluate(c, evaluate)
+                if rec is not None:
+                    emit({"type": "evaluation", "record": rec})
+            self._report_generation(emit)
+
+    def _report_generation(self, emit: Callable[[Event], None]) -> None:
+        engine = self.engine
+        failed = sum(not m.ok for m in engine.outcomes.values())
+        scores = [r.scores[0] for r in self.store.records() if r.status == "ok" and r.scores]
+        best = (min(scores) if engine.sign[0] > 0 else max(scores)) if scores else None
+        log.info("generation %d/%d: %d candidates, %d failed, best score_1 so far %s", engine.generation,
+                 self.config.generations, len(engine.outcomes), failed, best)
+        emit({"type": "generation", "generation": engine.generation, "n_candidates": len(engine.outcomes),
+              "n_failed": failed, "best_score_1": best, "n_evaluations": len(self.store)})
+
+    def stop(self) -> None:
+        """Ask a running ``start()`` (in another thread) to stop before its next evaluation."""
+        self._stop.set()
+
+    # -- ask / tell --------------------------------------------------------------------------
+    def ask(self, n: int | None = None) -> list[Candidate]:
+        """Candidates for you to evaluate: up to ``n`` of the current generation (all if None).
+
+        The first ask returns the baseline (the empty config) alone when the configuration has
+        ``baseline=True``. Configs evaluated before are answered from the store and never
+        returned. An empty list means the search is done.
+        """
+        engine = self.engine
+        while True:
+            if self._handed < len(engine.pending):
+                start = self._handed
+                end = len(engine.pending) if n is None else min(len(engine.pending), start + n)
+                batch = engine.pending[start:end]
+                self._handed = end
+                fresh = [c for c in batch if engine.cached(c) is None]
+                if fresh:
+                    return fresh
+                continue
+            if len(engine.outcomes) < len(engine.pending):
+                raise SearchStateError(
+                    f"all {len(engine.pending)} candidates of generation {engine.generation} were asked and "
+                    f"{len(engine.pending) - len(engine.outcomes)} await tell(); tell their scores first")
+            self._handed = 0
+            if not engine.next_generation():
+                self.store.set_header(status=engine.done_reason, updated_at=time.time())
+                return []
+
+    def tell(self, candidates: Sequence[Candidate], scores: Sequence[Any],
+             elapsed_s: Sequence[float] | None = None) -> list[EvalRecord]:
+        """Record your evaluations of asked candidates (each committed to the store at once).
+
+        Args:
+            candidates: Candidates returned by ``ask``.
+            scores: Per candidate: a number, a tuple of numbers, None/NaN (recorded as invalid)
+                or a Measurement.
+            elapsed_s: Optional evaluation times to record.
+
+        Returns:
+            The stored rows.
+        """
+        if len(candidates) != len(scores):
+            raise ConfigurationError(f"tell() needs one score per candidate, but got {len(candidates)} "
+                                     f"candidates and {len(scores)} scores")
+        pending = {c.key: c for c in self.engine.pending[: self._handed]}
+        for c in candidates:  # check them all before recording any
+            if c.key in self.engine.outcomes and pending.get(c.key) is c:
+                raise SearchStateError(f"candidate {c.config!r} was already told; each takes one score")
+            if pending.get(c.key) is not c:
+                raise SearchStateError(f"candidate {c.config!r} is not awaiting a score in generation "
+                                       f"{self.engine.generation}; tell only what the last ask() returned")
+        records = []
+        for i, (c, s) in enumerate(zip(candidates, scores)):
+            m = classify_return(s, self.config.num_objectives)
+            if elapsed_s is not None:
+                m.elapsed_s = float(elapsed_s[i])
+            records.append(self.engine.record(c, m, time.time()))
+        return records
+
+    # -- state -------------------------------------------------------------------------------
+    @property
+    def results(self) -> Results:
+        """A snapshot of the results so far."""
+        return Results.from_store(self.store)
+
+    @property
+    def store_path(self) -> str:
+        """Where the run is stored (":memory:" if nowhere)."""
+        return self.store.path
+
+    def close(self) -> None:
+        """Close the store (results already returned stay usable)."""
+        self.store.close()
+
+    def __enter__(self) -> "Search":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _name_of(fn: Objective | None) -> str:
+    if fn is None:
+        return "(ask/tell)"
+    return f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}"
+

@@ -1,0 +1,66 @@
+"""ask/tell for users who evaluate themselves: same trajectory as start(), misuse rejected clearly."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from compileiq_lab import Search, SearchConfiguration, load_results
+from compileiq_lab.exceptions import ConfigurationError, SearchStateError
+from compileiq_lab.testing import FlagProblem
+
+PROBLEM = FlagProblem(n_flags=6, n_levels=2, seed=2)
+CFG = SearchConfiguration(generations=5, pool_size=6, seed=3)
+
+
+def test_ask_tell_matches_start():
+    ref = Search(PROBLEM, PROBLEM.space(), CFG, store=":memory:").start()
+    s = Search(None, PROBLEM.space(), CFG, store=":memory:")
+    first = s.ask()
+    assert len(first) == 1 and first[0].is_baseline and first[0].config == {}
+    s.tell(first, [PROBLEM({})])
+    while batch := s.ask(n=4):
+        assert len(batch) <= 4
+        s.tell(batch, [PROBLEM(c.config) for c in batch])
+    assert list(s.results.get_results()["params"]) == list(ref.get_results()["params"])
+    assert s.results.get_best_result()["score_1"] == ref.get_best_result()["score_1"]
+
+
+def test_tell_accepts_failures_as_values(store_path):
+    s = Search(None, PROBLEM.space(), CFG, store=store_path)
+    s.tell(s.ask(), [None])
+    batch = s.ask()
+    s.tell(batch, [math.nan] + [PROBLEM(c.config) for c in batch[1:]])
+    statuses = list(load_results(store_path).get_results()["status"])
+    assert statuses[:2] == ["invalid", "invalid"] and set(statuses[2:]) == {"ok"}
+
+
+def test_misuse_is_rejected_with_the_fix():
+    s = Search(None, PROBLEM.space(), CFG, store=":memory:")
+    base = s.ask()
+    with pytest.raises(SearchStateError, match="await tell"):
+        s.ask()
+    with pytest.raises(ConfigurationError, match="one score per candidate"):
+        s.tell(base, [1.0, 2.0])
+    s.tell(base, [1.0])
+    with pytest.raises(SearchStateError, match="already told"):
+        s.tell(base, [1.0])
+    other = Search(None, PROBLEM.space(), CFG, store=":memory:")
+    other.tell(other.ask(), [1.0])
+    foreign = other.ask()
+    with pytest.raises(SearchStateError, match="not awaiting a score"):
+        s.tell(foreign[:1], [1.0])
+    with pytest.raises(ConfigurationError, match="needs an objective_function"):
+        s.start()
+
+
+def test_start_continues_after_partial_ask_tell():
+    ref = Search(PROBLEM, PROBLEM.space(), CFG, store=":memory:").start()
+    s = Search(PROBLEM, PROBLEM.space(), CFG, store=":memory:")
+    b = s.ask()
+    s.tell(b, [PROBLEM(c.config) for c in b])
+    b = s.ask(n=2)
+    s.tell(b, [PROBLEM(c.config) for c in b])
+    res = s.start()
+    assert list(res.get_results()["params"]) == list(ref.get_results()["params"])

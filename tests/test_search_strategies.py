@@ -1,0 +1,122 @@
+"""Strategy behaviour on static objectives: determinism, no repeats, convergence, knockout, exhaustion."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import compileiq_lab.space as ss
+from compileiq_lab import Search, SearchConfiguration
+from compileiq_lab.exceptions import SearchStateError
+from compileiq_lab.search import make_strategy
+from compileiq_lab.space import SearchSpace
+from compileiq_lab.testing import FlagProblem
+
+
+def _run(objective, space, **cfg):
+    return Search(objective, space, SearchConfiguration(**cfg), store=":memory:").start()
+
+
+@pytest.mark.parametrize("strategy", ["ga", "random"])
+def test_same_seed_same_candidates(toy, strategy):
+    f, space = toy
+    a = _run(f, space, generations=6, seed=7, strategy=strategy).get_results()
+    b = _run(f, space, generations=6, seed=7, strategy=strategy).get_results()
+    assert list(a["params"]) == list(b["params"])
+    assert list(a["score_1"].fillna(-1)) == list(b["score_1"].fillna(-1))
+
+
+def test_different_seed_different_candidates(toy):
+    f, space = toy
+    a = _run(f, space, generations=3, seed=1).get_results()
+    b = _run(f, space, generations=3, seed=2).get_results()
+    assert list(a["params"]) != list(b["params"])
+
+
+def test_nsga2_same_seed_same_candidates():
+    prob = FlagProblem(n_flags=8, n_levels=2, seed=3)
+
+    def two(c):
+        return prob(c), float(len(c))
+
+    a = _run(two, prob.space(), generations=5, num_objectives=2, seed=4).get_results()
+    b = _run(two, prob.space(), generations=5, num_objectives=2, seed=4).get_results()
+    assert list(a["params"]) == list(b["params"])
+
+
+@pytest.mark.parametrize("strategy", ["ga", "random", "nsga2"])
+def test_never_evaluates_a_config_twice(strategy):
+    prob = FlagProblem(n_flags=6, n_levels=1, seed=1)
+    calls: list[str] = []
+
+    def f(c):
+        calls.append(repr(sorted(c.items())))
+        return prob(c)
+
+    res = _run(f, prob.space(), generations=12, pool_size=10, strategy=strategy)
+    assert len(calls) == len(set(calls)) == len(res)
+
+
+def test_ga_finds_toy_optimum_every_seed(toy):
+    f, space = toy
+    for seed in range(5):
+        best = _run(f, space, generations=15, seed=seed).get_best_result()
+        assert best["score_1"] == 2.0
+        assert best["params"]["x"] == 1.0 and best["params"]["y"] == 1
+
+
+def test_ga_beats_random_on_flag_problem():
+    prob = FlagProblem(n_flags=12, n_levels=3, seed=0)
+    ga = [_run(prob, prob.space(), generations=10, seed=s).get_best_result()["score_1"] for s in range(4)]
+    rnd = [_run(prob, prob.space(), generations=10, seed=s, strategy="random").get_best_result()["score_1"]
+           for s in range(4)]
+    assert np.mean(ga) < np.mean(rnd)
+    assert min(ga) <= prob.optimum() + 0.01
+
+
+def test_max_direction_is_maximised(toy):
+    _, space = toy
+    best = _run(lambda c: c["x"] + c["y"], space, generations=10, problem_type="max").get_best_result()
+    assert best["score_1"] == 23.0
+
+
+def test_knockout_is_an_evolvable_gene():
+    # the prior never knocks "penalty" out, yet the optimum needs it absent: only mutation of the
+    # knockout gene can get there
+    space = {"a": ss.range(0, 9), "penalty": ss.literal(5, knockout_prob=0.0)}
+
+    def f(c):
+        return c["a"] + c.get("penalty", 0)
+
+    res = _run(f, space, generations=10, pool_size=4, baseline=False)
+    first_gen = res.get_results().query("generation == 1")
+    assert all("penalty" in p for p in first_gen["params"])
+    best = res.get_best_result()
+    assert best["score_1"] == 0 and "penalty" not in best["params"]
+
+
+def test_small_space_is_exhausted_not_looped():
+    space = {"a": ss.choice([1, 2, 3]), "b": ss.flag("-b")}
+    res = _run(lambda c: c["a"], space, generations=50, pool_size=4)
+    assert res.status == "exhausted"
+    # every config of the space exactly once, plus the baseline call
+    assert len(res) == SearchSpace(space).size + 1
+
+
+def test_space_without_genes_evaluates_its_single_config():
+    res = _run(lambda c: len(c), {"k": ss.literal("v")}, generations=3, baseline=False)
+    assert len(res) == 1 and res.get_best_result()["params"] == {"k": "v"}
+
+
+def test_strategy_refuses_ask_before_tell():
+    space = SearchSpace({"a": ss.range(0, 9)})
+    s = make_strategy("ga", space, n_objectives=1, pool_size=4, seed=0, mutate_rate=0.5, crossover_rate=0.9)
+    s.ask()
+    with pytest.raises(SearchStateError, match="tell"):
+        s.ask()
+
+
+def test_initial_population_respects_seed_bounds():
+    space = {"r": ss.range(0, 100, seed_low=10, seed_high=20), "c": ss.choice(["a", "b"])}
+    res = _run(lambda c: c["r"], space, generations=1, pool_size=16, baseline=False)
+    assert all(10 <= p["r"] <= 20 for p in res.get_results()["params"])

@@ -1,0 +1,168 @@
+"""Run store: rows committed as they happen, header checks, read-only loading, kill -9 and resume."""
+
+from __future__ import annotations
+
+import random
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+import compileiq_lab.space as ss
+from compileiq_lab import Search, SearchConfiguration, load_results
+from compileiq_lab.exceptions import StoreError, StoreMismatchError
+from compileiq_lab.testing import FlagProblem
+
+PROBLEM = FlagProblem(n_flags=8, n_levels=2, seed=5)
+CFG = dict(generations=6, pool_size=8, seed=11)
+
+
+def _reference() -> list[dict]:
+    res = Search(PROBLEM, PROBLEM.space(), SearchConfiguration(**CFG), store=":memory:").start()
+    return list(res.get_results()["params"])
+
+
+def test_each_row_is_committed_before_the_next_call(store_path):
+    seen_counts = []
+
+    def f(c):
+        # another connection sees every earlier evaluation already committed
+        with sqlite3.connect(f"file:{store_path}?mode=ro", uri=True) as conn:
+            seen_counts.append(conn.execute("SELECT COUNT(*) FROM evals").fetchone()[0])
+        return PROBLEM(c)
+
+    Search(f, PROBLEM.space(), SearchConfiguration(generations=3, pool_size=5), store=store_path).start()
+    assert seen_counts == list(range(len(seen_counts)))
+
+
+def test_default_store_is_a_new_file_under_compileiq_runs(tmp_path):
+    r1 = Search(PROBLEM, PROBLEM.space(), SearchConfiguration(generations=1)).start()
+    r2 = Search(PROBLEM, PROBLEM.space(), SearchConfiguration(generations=1)).start()
+    p1, p2 = Path(r1.store_path), Path(r2.store_path)
+    assert p1 != p2 and p1.parent.name == p2.parent.name == "compileiq_runs"
+    assert p1.is_file() and len(load_results(str(p1))) == len(r1)
+
+
+def test_memory_store_writes_nothing(tmp_path):
+    Search(PROBLEM, PROBLEM.space(), SearchConfiguration(generations=1), store=":memory:").start()
+    assert not (tmp_path / "compileiq_runs").exists()
+
+
+def test_header_records_space_config_seed_and_schema(store_path):
+    Search(PROBLEM, PROBLEM.space(), SearchConfiguration(**CFG), store=store_path).start()
+    h = load_results(store_path).header
+    assert h["schema_version"] == 1 and h["config"]["seed"] == 11 and h["status"] == "finished"
+    assert set(h["space"]) == set(PROBLEM.space())
+    assert h["space"]["L0"] == {"kind": "range", "start": 0, "end": 15, "step": 1, "knockout_prob": 0.5,
+                                "seed_low": None, "seed_high": None}
+
+
+def test_different_space_is_refused_naming_both(store_path):
+    Search(PROBLEM, {"a": ss.range(0, 9)}, SearchConfiguration(generations=1), store=store_path).start()
+    with pytest.raises(StoreMismatchError) as err:
+        Search(PROBLEM, {"a": ss.range(0, 5)}, SearchConfiguration(generations=1), store=store_path)
+    msg = str(err.value)
+    assert "range(start=0, end=9, step=1)" in msg and "range(start=0, end=5, step=1)" in msg
+    assert "new store path" in msg
+
+
+def test_different_seed_is_refused(store_path):
+    Search(PROBLEM, PROBLEM.space(), SearchConfiguration(generations=1, seed=1), store=store_path).start()
+    with pytest.raises(StoreMismatchError, match="seed: stored 1 vs given 2"):
+        Search(PROBLEM, PROBLEM.space(), SearchConfiguration(generations=1, seed=2), store=store_path)
+
+
+def test_load_results_is_read_only_and_rejects_non_stores(store_path, tmp_path):
+    Search(PROBLEM, PROBLEM.space(), SearchConfiguration(generations=2), store=store_path).start()
+    res = load_results(store_path)
+    assert len(res) > 0 and res.get_best_result() is not None
+    junk = tmp_path / "junk.db"
+    junk.write_bytes(b"not a database at all" * 100)
+    with pytest.raises(StoreError, match="not a compileiq-lab run store"):
+        load_results(str(junk))
+    with pytest.raises(StoreError, match="does not exist"):
+        load_results(str(tmp_path / "missing.db"))
+
+
+def test_resume_to_more_generations_extends_the_same_trajectory(store_path):
+    calls = []
+
+    def f(c):
+        calls.append(c)
+        return PROBLEM(c)
+
+    Search(f, PROBLEM.space(), SearchConfiguration(**{**CFG, "generations": 3}), store=store_path).start()
+    first = len(calls)
+    res = Search.resume(store_path, f, generations=6)
+    assert list(res.get_results()["params"]) == _reference()
+    assert len(calls) == len(res) and first < len(calls)
+
+
+SCRIPT = textwrap.dedent("""
+    import os, signal, sys, time
+    from compileiq_lab import Search, SearchConfiguration
+    from compileiq_lab.testing import FlagProblem
+
+    PROBLEM = FlagProblem(n_flags=8, n_levels=2, seed=5)
+    kill_at, delay = int(sys.argv[2]), float(sys.argv[3])
+    n = 0
+
+    def f(config):
+        global n
+        n += 1
+        if n == kill_at:
+            os.kill(os.getpid(), signal.SIGKILL)
+        time.sleep(delay)
+        return PROBLEM(config)
+
+    Search(f, PROBLEM.space(), SearchConfiguration(generations=6, pool_size=8, seed=11),
+           store=sys.argv[1]).start()
+""")
+
+
+def _resume_and_check(db: Path) -> None:
+    before = load_results(str(db))
+    stored_keys = {repr(sorted(p.items())) for p in before.get_results()["params"]}
+    calls = []
+
+    def f(c):
+        calls.append(repr(sorted(c.items())))
+        return PROBLEM(c)
+
+    res = Search.resume(str(db), f)
+    assert res.status == "finished"
+    assert list(res.get_results()["params"]) == _reference()           # nothing lost or reordered
+    assert not stored_keys & set(calls)                                 # nothing evaluated twice
+    assert len(calls) == len(res) - len(before)
+    assert list(res.get_results()["eval_id"]) == list(range(len(res)))
+
+
+@pytest.mark.parametrize("kill_at", [1, 2, 9, 17, 30])
+def test_kill_9_at_a_chosen_call_then_resume(tmp_path, kill_at):
+    script = tmp_path / "victim.py"
+    script.write_text(SCRIPT)
+    db = tmp_path / "victim.db"
+    out = subprocess.run([sys.executable, str(script), str(db), str(kill_at), "0"], capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == -9
+    assert len(load_results(str(db))) == kill_at - 1
+    _resume_and_check(db)
+
+
+@pytest.mark.parametrize("attempt", range(3))
+def test_kill_9_at_a_random_moment_then_resume(tmp_path, attempt):
+    script = tmp_path / "victim.py"
+    script.write_text(SCRIPT)
+    db = tmp_path / "victim.db"
+    proc = subprocess.Popen([sys.executable, str(script), str(db), "0", "0.002"])
+    deadline = time.monotonic() + 30
+    while not db.exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(random.Random(attempt).uniform(0.0, 0.15))
+    proc.kill()
+    proc.wait(timeout=30)
+    _resume_and_check(db)

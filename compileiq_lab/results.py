@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import math
+import numbers
 from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
@@ -89,7 +90,7 @@ class Results:
             base = self.baseline
             for i in range(self.n_objectives):
                 b = base[f"score_{i + 1}"] if base and base["status"] == "ok" else math.nan
-                if not (isinstance(b, float) and math.isfinite(b) and b != 0):
+                if not (isinstance(b, numbers.Real) and math.isfinite(b) and b != 0):
                     if base is not None:
                         log.warning("baseline has no usable score_%d (%s); normalised scores are NaN",
                                     i + 1, base["status"] if base else "missing")

@@ -89,15 +89,11 @@ def test_seed_low_equal_to_start_seeds_from_first_value() -> None:
     assert ss.range(0.5, 3.0, 0.5, seed_low=0.5).init_low == 0
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: seed interval past the last grid value raises "
-                   "StopIteration (next() without default in params.range) instead of SpaceDefinitionError")
 def test_range_seed_interval_without_grid_value_is_definition_error() -> None:
     with pytest.raises(SpaceDefinitionError, match="seed interval holds a grid value"):
         ss.range(0, 10, 3, seed_low=9.5, seed_high=10)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: _grid rounds to decimals derived from step only, so "
-                   "a start with more digits (1/3) is not the first value and seed_low=start skips it")
 def test_range_first_value_is_start_for_unclean_start() -> None:
     p = ss.range(1 / 3, 2.0, 0.5, seed_low=1 / 3)
     assert p.values[0] == 1 / 3
@@ -161,15 +157,11 @@ def test_log_sampling_float_is_geometric_with_exact_endpoints() -> None:
     assert ratios == pytest.approx([10.0] * 4)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: log_sampling formats floats with .12g after setting "
-                   "raw[-1] = end, so an end with more digits is not in the domain")
 def test_log_sampling_float_end_with_many_digits_is_included() -> None:
     p = ss.log_sampling(0.1, 1 / 3, 5)
     assert p.values[-1] == 1 / 3
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: float log_sampling does not drop values that become "
-                   "equal after .12g rounding, so the domain holds duplicates")
 def test_log_sampling_float_values_are_distinct() -> None:
     p = ss.log_sampling(1.0, 1.0000000000001, 5)
     assert len(set(p.values)) == p.n_values

@@ -24,7 +24,7 @@ class PriorSampling(Sampling):
 
     def _do(self, problem: Any, n_samples: int, *args: Any, random_state: np.random.Generator | None = None,
             **kwargs: Any) -> np.ndarray:
-        return self.space.sample(random_state, n_samples)
+        return self.space.sample(random_state, n_samples, stratified=True)
 
 
 class GeneUniformCrossover(Crossover):

@@ -130,8 +130,12 @@ def _grid(start: float, end: float, step: float) -> list[float | int]:
     n = int(math.floor((end - start) / step + 1e-9)) + 1
     if all(isinstance(v, int) for v in (start, end, step)):
         return [start + i * step for i in builtins.range(n)]
-    decimals = max(0, -int(math.floor(math.log10(abs(step))))) + 6
-    return [round(start + i * step, decimals) for i in builtins.range(n)]
+    # 12 significant digits hide float noise (0.1 * 3 -> 0.3); the ends stay exact
+    values: list[float | int] = [float(f"{start + i * step:.12g}") for i in builtins.range(n)]
+    values[0] = start
+    if abs(start + (n - 1) * step - end) <= 1e-9 * max(1.0, abs(step)):
+        values[-1] = end
+    return values
 
 
 def range(  # noqa: A001 - the CompileIQ DSL name
@@ -171,8 +175,8 @@ def range(  # noqa: A001 - the CompileIQ DSL name
             raise _fail("range", "start <= seed_low <= seed_high <= end",
                         f"(start={start!r}, seed_low={lo!r}, seed_high={hi!r}, end={end!r})",
                         "Pick seed bounds inside [start, end], low before high.")
-        low = next(i for i, v in enumerate(values) if v >= lo - 1e-12)
-        high = max(i for i, v in enumerate(values) if v <= hi + 1e-12)
+        low = next((i for i, v in enumerate(values) if v >= lo - 1e-12), len(values))
+        high = max((i for i, v in enumerate(values) if v <= hi + 1e-12), default=-1)
         if high < low:
             raise _fail("range", "the seed interval holds a grid value",
                         f"(seed_low={lo!r}, seed_high={hi!r}) with step={step!r}",
@@ -255,7 +259,11 @@ def log_sampling(start: float, end: float, total: int, knockout_prob: float | No
     if isinstance(start, int) and isinstance(end, int):
         values: list[Any] = sorted({int(round(v)) for v in raw})
     else:
-        values = [float(f"{v:.12g}") for v in raw]
+        rounded = [start] + [float(f"{v:.12g}") for v in raw[1:-1]] + [end]
+        values = list(dict.fromkeys(rounded))  # drop duplicates, keep order
+    if len(values) < 2:
+        raise _fail("log_sampling", "the values are distinct", f"(start={start!r}, end={end!r}, total={total})",
+                    "Widen [start, end] so that the spaced values differ.")
     return Param("log_sampling", tuple(values), _check_knockout("log_sampling", knockout_prob),
                  ORDINAL, args={"start": start, "end": end, "total": total,
                                 "knockout_prob": knockout_prob})

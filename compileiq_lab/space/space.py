@@ -140,13 +140,33 @@ class SearchSpace:
         return "; ".join(lines) or "(same parameters, different order)"
 
     # -- genomes -----------------------------------------------------------------------------
-    def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
-        """Draw ``n`` genomes from the prior (seed bounds for values, knockout_prob for genes)."""
-        X = rng.integers(self.init_low, self.init_high + 1, size=(n, self.n_genes))
+    def sample(self, rng: np.random.Generator, n: int, stratified: bool = False) -> np.ndarray:
+        """Draw ``n`` genomes from the prior (seed bounds for values, knockout_prob for genes).
+
+        Args:
+            rng: Random generator.
+            n: Number of genomes.
+            stratified: Latin-hypercube style: each value gene's range is cut into ``n`` equal
+                strata sampled once each, and each knockout gene is on in ``n * (1 - p)`` rows
+                (rounded at random), so a small initial population covers every gene evenly.
+        """
         knock = self.gene_kind == GENE_KNOCKOUT
-        if knock.any():
-            X[:, knock] = (rng.random((n, int(knock.sum()))) >= self.knockout_prob[knock]).astype(np.int64)
-        return X.astype(np.int64)
+        if not stratified:
+            X = rng.integers(self.init_low, self.init_high + 1, size=(n, self.n_genes))
+            if knock.any():
+                X[:, knock] = rng.random((n, int(knock.sum()))) >= self.knockout_prob[knock]
+            return X.astype(np.int64)
+        X = np.empty((n, self.n_genes), dtype=np.int64)
+        width = self.init_high - self.init_low + 1
+        for j in range(self.n_genes):
+            if knock[j]:
+                on = (1.0 - self.knockout_prob[j]) * n
+                k = int(np.floor(on)) + int(rng.random() < on - np.floor(on))
+                X[:, j] = rng.permutation(np.r_[np.ones(k, np.int64), np.zeros(n - k, np.int64)])
+            else:
+                u = (rng.permutation(n) + rng.random(n)) / n
+                X[:, j] = self.init_low[j] + np.minimum((u * width[j]).astype(np.int64), width[j] - 1)
+        return X
 
     def canonical(self, X: np.ndarray) -> np.ndarray:
         """Genomes with the value genes of knocked-out parameters set to -1 (one per config)."""

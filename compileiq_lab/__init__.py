@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from compileiq_lab._version import __version__
 
 __all__ = [
     "Search",

@@ -7,7 +7,7 @@ import logging
 import sys
 from typing import Any, Sequence
 
-from compileiq_lab import __version__
+from compileiq_lab._version import __version__
 
 __all__ = ["main"]
 

@@ -6,17 +6,14 @@ import logging
 import os
 import threading
 import time
-from functools import partial
 from typing import Any, Callable, Mapping, Sequence
-
-import numpy as np
 
 from compileiq_lab.config import SearchConfiguration
 from compileiq_lab.exceptions import ConfigurationError, SearchStateError
-from compileiq_lab.measure.measurement import Measurement
-from compileiq_lab.measure.objective import call_objective, classify_return
+from compileiq_lab.measure.objective import classify_return, make_evaluator
 from compileiq_lab.results import Results
 from compileiq_lab.run.engine import Candidate, Engine, prepare_store
+from compileiq_lab.run.loop import Event, drive
 from compileiq_lab.space.space import SearchSpace
 from compileiq_lab.store.sqlite import EvalRecord, RunStore, new_store_path
 
@@ -24,9 +21,6 @@ __all__ = ["Search", "Event"]
 
 log = logging.getLogger("compileiq_lab")
 Objective = Callable[[dict[str, Any]], Any]
-#: Events passed to ``start(callback=...)``: dicts with a "type" key ("evaluation",
-#: "generation", "finished") and the data of that event.
-Event = dict[str, Any]
 
 
 class Search:
@@ -123,11 +117,12 @@ class Search:
             raise SearchStateError(f"{len(awaiting)} asked candidates await tell(); tell their scores "
                                    "before start()")
         self._handed = 0
-        evaluate, closer = self._evaluator()
+        evaluate, closer = make_evaluator(self.objective_function, self.config.num_objectives,
+                                          self.config.timeout_s)
         emit = callback or (lambda event: None)
         status = "running"
         try:
-            status = self._loop(evaluate, emit)
+            status = drive(self.engine, evaluate, emit, self._stop)
         except KeyboardInterrupt:
             status = "interrupted"
             log.warning("search interrupted after %d evaluations; every finished one is kept in %s",
@@ -138,44 +133,6 @@ class Search:
         results = self.results
         emit({"type": "finished", "status": status, "n_evaluations": len(results)})
         return results
-
-    def _evaluator(self) -> tuple[Callable[[dict[str, Any]], Measurement], Callable[[], None]]:
-        n = self.config.num_objectives
-        if self.config.timeout_s is None:
-            return partial(call_objective, self.objective_function, n_objectives=n), lambda: None
-        from compileiq_lab.measure.worker import WorkerObjective
-
-        worker = WorkerObjective(self.objective_function, n, self.config.timeout_s)
-        worker.start()
-        return worker, worker.close
-
-    def _loop(self, evaluate: Callable[[dict[str, Any]], Measurement], emit: Callable[[Event], None]) -> str:
-        engine = self.engine
-        while True:
-            candidates = engine.pending if engine.pending and len(engine.outcomes) < len(engine.pending) \
-                else engine.next_generation()
-            if not candidates:
-                return engine.done_reason
-            for c in candidates:
-                if c.key in engine.outcomes:
-                    continue
-                if self._stop.is_set():
-                    self._stop.clear()
-                    return "stopped"
-                rec, m = engine.evaluate(c, evaluate)
-                if rec is not None:
-                    emit({"type": "evaluation", "record": rec})
-            self._report_generation(emit)
-
-    def _report_generation(self, emit: Callable[[Event], None]) -> None:
-        engine = self.engine
-        failed = sum(not m.ok for m in engine.outcomes.values())
-        scores = [r.scores[0] for r in self.store.records() if r.status == "ok" and r.scores]
-        best = (min(scores) if engine.sign[0] > 0 else max(scores)) if scores else None
-        log.info("generation %d/%d: %d candidates, %d failed, best score_1 so far %s", engine.generation,
-                 self.config.generations, len(engine.outcomes), failed, best)
-        emit({"type": "generation", "generation": engine.generation, "n_candidates": len(engine.outcomes),
-              "n_failed": failed, "best_score_1": best, "n_evaluations": len(self.store)})
 
     def stop(self) -> None:
         """Ask a running ``start()`` (in another thread) to stop before its next evaluation."""

@@ -6,11 +6,12 @@ import math
 import numbers
 import time
 import traceback
+from functools import partial
 from typing import Any, Callable, Mapping
 
 from compileiq_lab.measure.measurement import Measurement
 
-__all__ = ["call_objective", "classify_return"]
+__all__ = ["call_objective", "classify_return", "make_evaluator"]
 
 _TB_LINES = 12
 
@@ -95,3 +96,24 @@ def call_objective(fn: Callable[[dict[str, Any]], Any], config: dict[str, Any], 
     m = classify_return(value, n_objectives)
     m.elapsed_s = elapsed if not m.elapsed_s else m.elapsed_s
     return m
+
+
+def make_evaluator(fn: Callable[[dict[str, Any]], Any], n_objectives: int,
+                   timeout_s: float | None) -> tuple[Callable[[dict[str, Any]], Measurement], Callable[[], None]]:
+    """An evaluator for ``fn`` and the function that releases it.
+
+    Without a timeout the objective is called in-process; with one it runs in a killable worker
+    process (see ``compileiq_lab.measure.worker.WorkerObjective``), started here.
+
+    Args:
+        fn: The objective.
+        n_objectives: Number of values it must return.
+        timeout_s: Limit per call, or None.
+    """
+    if timeout_s is None:
+        return partial(call_objective, fn, n_objectives=n_objectives), lambda: None
+    from compileiq_lab.measure.worker import WorkerObjective
+
+    worker = WorkerObjective(fn, n_objectives, timeout_s)
+    worker.start()
+    return worker, worker.close

@@ -9,7 +9,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from compileiq_lab import __version__
+from compileiq_lab._version import __version__
 from compileiq_lab.config import TRAJECTORY_KEYS, SearchConfiguration
 from compileiq_lab.exceptions import StoreMismatchError
 from compileiq_lab.measure.measurement import Measurement
@@ -164,6 +164,13 @@ class Engine:
         self.store.append(rec)
         self.outcomes[c.key] = m
         return rec
+
+    def best_score(self) -> float | None:
+        """Best first-objective score stored so far (None if nothing succeeded)."""
+        scores = [r.scores[0] for r in self.store.records() if r.status == "ok" and r.scores]
+        if not scores:
+            return None
+        return min(scores) if self.sign[0] > 0 else max(scores)
 
     def evaluate(self, c: Candidate, evaluate: Evaluate) -> tuple[EvalRecord | None, Measurement]:
         """Outcome of a candidate: from the store if known, else by calling ``evaluate``."""

@@ -12,7 +12,7 @@ from compileiq_lab.config import SearchConfiguration
 from compileiq_lab.exceptions import ConfigurationError, SearchStateError
 from compileiq_lab.measure.objective import classify_return, make_evaluator
 from compileiq_lab.results import Results
-from compileiq_lab.run.engine import Candidate, Engine, prepare_store
+from compileiq_lab.run.engine import Candidate, Engine, new_header, prepare_store
 from compileiq_lab.run.loop import Event, drive
 from compileiq_lab.space.space import SearchSpace
 from compileiq_lab.store.sqlite import EvalRecord, RunStore, new_store_path
@@ -52,7 +52,7 @@ class Search:
         self.config = (search_config if isinstance(search_config, SearchConfiguration)
                        else SearchConfiguration(**dict(search_config)))
         path = new_store_path() if store is None else store
-        self.store = RunStore(path)
+        self.store = RunStore(path, header=new_header(self.space, self.config, _name_of(objective_function)))
         try:
             prepare_store(self.store, self.space, self.config, _name_of(objective_function))
         except BaseException:

@@ -166,3 +166,13 @@ def test_kill_9_at_a_random_moment_then_resume(tmp_path, attempt):
     proc.kill()
     proc.wait(timeout=30)
     _resume_and_check(db)
+
+
+def test_new_store_file_appears_with_its_header(tmp_path):
+    from compileiq_lab.store import RunStore
+
+    path = tmp_path / "sub" / "new.db"
+    store = RunStore(path, header={"schema_version": 1, "space": {"a": 1}})
+    assert sorted(p.name for p in path.parent.iterdir() if p.name.endswith(".tmp")) == []
+    assert load_results(str(path)).header["space"] == {"a": 1}
+    store.close()

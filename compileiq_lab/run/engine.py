@@ -17,7 +17,7 @@ from compileiq_lab.search import make_strategy
 from compileiq_lab.space.space import SearchSpace, config_key
 from compileiq_lab.store.sqlite import SCHEMA_VERSION, EvalRecord, RunStore
 
-__all__ = ["Candidate", "Engine", "prepare_store"]
+__all__ = ["Candidate", "Engine", "new_header", "prepare_store"]
 
 log = logging.getLogger(__name__)
 Evaluate = Callable[[dict[str, Any]], Measurement]
@@ -45,6 +45,13 @@ class Candidate:
         return self.genome is None
 
 
+def new_header(space: SearchSpace, config: SearchConfiguration, objective: str) -> dict[str, Any]:
+    """The header of a new run: schema version, space, configuration, objective, package version."""
+    return {"schema_version": SCHEMA_VERSION, "created_at": time.time(), "space": space.to_spec(),
+            "config": config.to_dict(), "objective": objective, "package_version": __version__,
+            "status": "running"}
+
+
 def prepare_store(store: RunStore, space: SearchSpace, config: SearchConfiguration,
                   objective: str) -> None:
     """Write a new store's header, or check that an existing run matches and may continue.
@@ -54,9 +61,7 @@ def prepare_store(store: RunStore, space: SearchSpace, config: SearchConfigurati
     """
     h = store.header()
     if not h:
-        store.set_header(schema_version=SCHEMA_VERSION, created_at=time.time(), space=space.to_spec(),
-                         config=config.to_dict(), objective=objective, package_version=__version__,
-                         status="running")
+        store.set_header(**new_header(space, config, objective))
         return
     stored_space = SearchSpace.from_spec(h["space"])
     if stored_space != space:

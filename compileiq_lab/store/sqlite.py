@@ -88,12 +88,18 @@ class RunStore:
     Args:
         path: A file path, or ":memory:" for a store that lives only in this process.
         readonly: Open an existing file without the right to change it.
+        header: Header values for a store that does not exist yet. A new file is built under a
+            temporary name and renamed into place with its header, so a store file that exists
+            always holds a header, whenever the process dies.
     """
 
-    def __init__(self, path: str | os.PathLike[str] = MEMORY, *, readonly: bool = False) -> None:
+    def __init__(self, path: str | os.PathLike[str] = MEMORY, *, readonly: bool = False,
+                 header: dict[str, Any] | None = None) -> None:
         self.path = str(path)
         self.readonly = readonly
         self._lock = threading.RLock()
+        if header is not None and not readonly and self.path != MEMORY and not Path(self.path).exists():
+            self._create(header)
         try:
             self._conn = self._connect()
         except sqlite3.Error as exc:
@@ -101,6 +107,20 @@ class RunStore:
         self._records: list[EvalRecord] = [EvalRecord.from_row(r) for r in self._conn.execute(
             f"SELECT {', '.join(_COLUMNS)} FROM evals ORDER BY eval_id")]
         self._by_key = {r.config_key: r for r in self._records}
+
+    def _create(self, header: dict[str, Any]) -> None:
+        target = Path(self.path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+        conn = sqlite3.connect(tmp, isolation_level=None)
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.executescript(_SCHEMA)
+            conn.executemany("INSERT INTO meta(key, value) VALUES (?, ?)",
+                             [(k, json.dumps(v)) for k, v in header.items()])
+        finally:
+            conn.close()
+        os.replace(tmp, target)
 
     def _connect(self) -> sqlite3.Connection:
         if self.readonly:

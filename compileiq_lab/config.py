@@ -67,12 +67,13 @@ class SearchConfiguration:
 
     def __post_init__(self) -> None:
         if not _is_int(self.generations) or self.generations < 1:
-            raise _fail("generations >= 1", f"generations={self.generations!r}", "Pass a positive int.")
+            raise _fail("generations is an int >= 1", f"generations={self.generations!r}", "Pass a positive int.")
         if self.pool_size is not None and (not _is_int(self.pool_size) or self.pool_size < 2):
-            raise _fail("pool_size >= 2", f"pool_size={self.pool_size!r}",
+            raise _fail("pool_size is an int >= 2", f"pool_size={self.pool_size!r}",
                         "Pass an int of at least 2, or None for the default.")
         if not _is_int(self.num_objectives) or self.num_objectives < 1:
-            raise _fail("num_objectives >= 1", f"num_objectives={self.num_objectives!r}", "Pass a positive int.")
+            raise _fail("num_objectives is an int >= 1", f"num_objectives={self.num_objectives!r}",
+                        "Pass a positive int.")
         self.problem_type = self._check_directions(self.problem_type)
         if not _is_int(self.seed) or self.seed < 0:
             raise _fail("seed is an int >= 0", f"seed={self.seed!r}", "Pass a non-negative int.")
@@ -82,7 +83,7 @@ class SearchConfiguration:
         if not (_is_num(self.crossover_rate) and 0 <= self.crossover_rate <= 1):
             raise _fail("0 <= crossover_rate <= 1", f"crossover_rate={self.crossover_rate!r}", "Pass a probability.")
         if self.timeout_s is not None and not (_is_num(self.timeout_s) and 0 < self.timeout_s < math.inf):
-            raise _fail("timeout_s > 0", f"timeout_s={self.timeout_s!r}",
+            raise _fail("0 < timeout_s < inf", f"timeout_s={self.timeout_s!r}",
                         "Pass seconds as a positive number, or None for no limit.")
         if self.strategy not in ("auto",) + STRATEGIES:
             raise _fail(f"strategy in {['auto', *STRATEGIES]}", f"strategy={self.strategy!r}", "Pick one of those.")

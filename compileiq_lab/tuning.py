@@ -50,11 +50,13 @@ class Search:
         self.objective_function = objective_function
         self.space = SearchSpace(search_space)
         self.config = (search_config if isinstance(search_config, SearchConfiguration)
-                       else SearchConfiguration(**dict(search_config)))
+                       else SearchConfiguration.from_dict(dict(search_config)))
         path = new_store_path() if store is None else store
         self.store = RunStore(path, header=new_header(self.space, self.config, _name_of(objective_function)))
         try:
             prepare_store(self.store, self.space, self.config, _name_of(objective_function))
+            self.store.acquire()  # refuse at once a store another run is writing
+            self.store.release()
         except BaseException:
             self.store.close()
             raise
@@ -117,8 +119,14 @@ class Search:
             raise SearchStateError(f"{len(awaiting)} asked candidates await tell(); tell their scores "
                                    "before start()")
         self._handed = 0
-        evaluate, closer = make_evaluator(self.objective_function, self.config.num_objectives,
-                                          self.config.timeout_s)
+        self._stop.clear()  # a stop() issued while nothing ran must not end this run at once
+        self.store.acquire()
+        try:
+            evaluate, closer = make_evaluator(self.objective_function, self.config.num_objectives,
+                                              self.config.timeout_s)
+        except BaseException:
+            self.store.release()
+            raise
         emit = callback or (lambda event: None)
         status = "running"
         try:
@@ -130,6 +138,7 @@ class Search:
         finally:
             closer()
             self.store.set_header(status=status, updated_at=time.time())
+            self.store.release()
         results = self.results
         emit({"type": "finished", "status": status, "n_evaluations": len(results)})
         return results
@@ -146,7 +155,11 @@ class Search:
         ``baseline=True``. Configs evaluated before are answered from the store and never
         returned. An empty list means the search is done.
         """
+        if n is not None and (not isinstance(n, int) or isinstance(n, bool) or n < 1):
+            raise ConfigurationError(f"ask(n): `n is None or an int >= 1` must hold, but got n={n!r}; "
+                                     "pass a positive batch size or None for the whole generation")
         engine = self.engine
+        self.store.acquire()
         while True:
             if self._handed < len(engine.pending):
                 start = self._handed
@@ -157,10 +170,11 @@ class Search:
                 if fresh:
                     return fresh
                 continue
-            if len(engine.outcomes) < len(engine.pending):
+            if engine.unfinished():
+                waiting = sum(c.key not in engine.outcomes for c in engine.pending)
                 raise SearchStateError(
                     f"all {len(engine.pending)} candidates of generation {engine.generation} were asked and "
-                    f"{len(engine.pending) - len(engine.outcomes)} await tell(); tell their scores first")
+                    f"{waiting} await tell(); tell their scores first")
             self._handed = 0
             if not engine.next_generation():
                 self.store.set_header(status=engine.done_reason, updated_at=time.time())
@@ -183,6 +197,9 @@ class Search:
             raise ConfigurationError(f"tell() needs one score per candidate, but got {len(candidates)} "
                                      f"candidates and {len(scores)} scores")
         pending = {c.key: c for c in self.engine.pending[: self._handed]}
+        keys = [c.key for c in candidates]
+        if len(set(keys)) != len(keys):
+            raise SearchStateError("tell() got the same candidate twice; give each candidate one score")
         for c in candidates:  # check them all before recording any
             if c.key in self.engine.outcomes and pending.get(c.key) is c:
                 raise SearchStateError(f"candidate {c.config!r} was already told; each takes one score")

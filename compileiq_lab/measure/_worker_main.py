@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import pickle
 import signal
 import sys
 import threading
@@ -10,15 +11,29 @@ import time
 import traceback
 
 from compileiq_lab.measure import _wire
+from compileiq_lab.measure.measurement import Measurement
 from compileiq_lab.measure.objective import call_objective
 
 
 def _watch_parent(parent_pid: int) -> None:
-    # a worker must not outlive the run that started it (kill -9 of the parent included)
+    # a worker must not outlive the run that started it (kill -9 of the parent included), nor
+    # leave the objective's own children behind: the worker leads its process group
     while True:
         time.sleep(0.5)
         if os.getppid() != parent_pid:
-            os._exit(3)
+            try:
+                os.killpg(os.getpgid(0), signal.SIGKILL)
+            finally:
+                os._exit(3)
+
+
+def _reply(wfd: int, m: Measurement) -> None:
+    try:
+        payload = pickle.dumps(m, protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception:  # noqa: BLE001 - an unpicklable detail must not lose the scores
+        m.detail = {k: repr(v) for k, v in m.detail.items()}
+        payload = pickle.dumps(m, protocol=pickle.HIGHEST_PROTOCOL)
+    _wire.send(wfd, None, raw=payload)
 
 
 def main(argv: list[str]) -> int:
@@ -44,7 +59,7 @@ def main(argv: list[str]) -> int:
             return 0
         if config is None:
             return 0
-        _wire.send(wfd, call_objective(fn, config, n_objectives))
+        _reply(wfd, call_objective(fn, config, n_objectives))
 
 
 if __name__ == "__main__":

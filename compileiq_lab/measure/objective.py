@@ -48,7 +48,10 @@ def classify_return(value: Any, n_objectives: int) -> Measurement:
         if isinstance(v, bool) or not isinstance(v, numbers.Real):
             return Measurement("invalid", error=f"objective returned a non-number {_short(v)} "
                                f"({type(v).__name__}) in {_short(value)}")
-        f = float(v)
+        try:
+            f = float(v)
+        except (OverflowError, ValueError):
+            f = math.inf
         if not math.isfinite(f):
             return Measurement("invalid", error=f"objective returned a non-finite value {f} in {_short(value)}")
         scores.append(f)

@@ -111,9 +111,13 @@ class Engine:
                 pass  # the empty config is not a point of this space
 
     # -- generations -------------------------------------------------------------------------
+    def unfinished(self) -> bool:
+        """Whether a candidate of the current generation still lacks an outcome."""
+        return any(c.key not in self.outcomes for c in self.pending)
+
     def next_generation(self) -> list[Candidate]:
         """Advance to the next generation and return its candidates ([] when the search is done)."""
-        if self.pending and len(self.outcomes) < len(self.pending):
+        if self.unfinished():
             raise RuntimeError("next_generation() before every candidate has an outcome")
         if self.pending and self.generation >= 1:
             self._tell()
@@ -183,8 +187,14 @@ class Engine:
         if m is not None:
             return None, m
         started = time.time()
-        m = evaluate(c.config)
+        m = evaluate(copy_config(c.config))  # the objective may change its copy freely
         return self.record(c, m, started), m
+
+
+def copy_config(config: dict[str, Any]) -> dict[str, Any]:
+    """A copy of a config deep enough that changing it cannot reach the space or the store."""
+    return {k: copy_config(v) if isinstance(v, dict) else list(v) if isinstance(v, list) else v
+            for k, v in config.items()}
 
 
 def _measurement(rec: EvalRecord) -> Measurement:

@@ -30,8 +30,7 @@ def drive(engine: Engine, evaluate: Callable[[dict[str, Any]], Measurement],
         How it ended: "finished", "exhausted" or "stopped".
     """
     while True:
-        unfinished = engine.pending and len(engine.outcomes) < len(engine.pending)
-        candidates = engine.pending if unfinished else engine.next_generation()
+        candidates = engine.pending if engine.unfinished() else engine.next_generation()
         if not candidates:
             return engine.done_reason
         for c in candidates:

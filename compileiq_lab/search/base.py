@@ -25,6 +25,7 @@ class Strategy(ABC):
     """
 
     name = "base"
+    max_draw_rounds = 50
 
     def __init__(self, space: SearchSpace, *, n_objectives: int, pool_size: int, seed: int,
                  mutate_rate: float, crossover_rate: float) -> None:
@@ -37,6 +38,7 @@ class Strategy(ABC):
         self.seen: set[bytes] = set()
         self._asked: np.ndarray | None = None
         self.exhausted = False
+        self._space_size = space.size
 
     def mark_seen(self, X: np.ndarray) -> None:
         """Record genomes evaluated outside the strategy (e.g. the baseline) so they are not asked."""
@@ -51,7 +53,8 @@ class Strategy(ABC):
             raise SearchStateError(
                 f"ask() called while {len(self._asked)} genomes of the previous ask await tell(); "
                 "call tell() with their scores first.")
-        if self.exhausted:
+        if self.exhausted or len(self.seen) >= self._space_size:
+            self.exhausted = True
             return np.zeros((0, self.space.n_genes), dtype=np.int64)
         if self.space.n_genes == 0:
             X = np.zeros((0 if self.seen else 1, 0), dtype=np.int64)
@@ -79,6 +82,20 @@ class Strategy(ABC):
         if self.space.n_genes:
             self._tell(self._asked, F, feasible)
         self._asked = None
+
+    def draw_unseen(self, rng: np.random.Generator, n: int, exclude: set[bytes] | None = None) -> np.ndarray:
+        """Up to ``n`` prior samples whose configs were never asked (nor are in ``exclude``)."""
+        rows: list[np.ndarray] = []
+        keys = set(exclude or ())
+        for _ in range(self.max_draw_rounds):
+            X = self.space.sample(rng, max(n, 8))
+            for x, k in zip(X, self.space.keys(X)):
+                if k not in self.seen and k not in keys:
+                    keys.add(k)
+                    rows.append(x)
+                    if len(rows) == n:
+                        return np.array(rows)
+        return np.array(rows, dtype=np.int64).reshape(len(rows), self.space.n_genes)
 
     @abstractmethod
     def _ask(self) -> np.ndarray: ...

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from pymoo.core.population import Population
 from pymoo.core.problem import Problem
 from pymoo.core.termination import NoTermination
 from pymoo.problems.static import StaticProblem
@@ -40,7 +41,17 @@ class PymooStrategy(Strategy):
 
     def _ask(self) -> np.ndarray:
         pop = self.algorithm.ask()
-        if pop is None or len(pop) == 0:
+        if pop is None:
+            pop = Population.empty()
+        if len(pop) < self.pool_size:
+            # mating found too few unseen offspring (a crowded corner of the space): fill the
+            # generation with unseen prior samples rather than end the search early
+            extra = self.draw_unseen(self.algorithm.random_state, self.pool_size - len(pop),
+                                     exclude=set(self.space.keys(pop.get("X"))) if len(pop) else None)
+            if len(extra):
+                pop = Population.merge(pop, Population.new("X", extra))
+            self.algorithm.termination.force_termination = False
+        if len(pop) == 0:
             return np.zeros((0, self.space.n_genes), dtype=np.int64)
         self._pop = pop
         return np.asarray(pop.get("X"), dtype=np.int64)

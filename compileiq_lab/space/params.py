@@ -58,6 +58,11 @@ def _json_key(value: Any, func: str) -> str:
                     "Use plain strings or numbers as values.") from exc
 
 
+def _canon(value: Any, func: str) -> Any:
+    """The value as it reads back from JSON (tuples become lists), so stored runs compare equal."""
+    return json.loads(_json_key(value, func))
+
+
 @dataclass(frozen=True)
 class Param:
     """One parameter of a search space.
@@ -166,7 +171,15 @@ def range(  # noqa: A001 - the CompileIQ DSL name
                     "Pass an end greater than start, or use literal() for a constant.")
     if not step > 0:
         raise _fail("range", "step > 0", f"step={step!r}", "Pass a positive step.")
+    if step > end - start:
+        raise _fail("range", "step <= end - start", f"(start={start!r}, end={end!r}, step={step!r})",
+                    "Use a smaller step so that end can be reached, or literal() for a constant.")
     values = _grid(start, end, step)
+    if len(set(values)) != len(values):
+        raise _fail("range", "the values start + k*step are distinct floats",
+                    f"(start={start!r}, end={end!r}, step={step!r}), which gives {len(values)} steps "
+                    f"but only {len(set(values))} distinct values",
+                    "The step is below the float resolution at this magnitude: use a larger step.")
     low, high = 0, len(values) - 1
     if seed_low is not None or seed_high is not None:
         lo = start if seed_low is None else _check_number("range", "seed_low", seed_low)
@@ -202,6 +215,7 @@ def choice(values: Sequence[Any], knockout_prob: float | None = None) -> Param:
     if len(values) == 0:
         raise _fail("choice", "len(values) >= 1", "an empty list",
                     "Give at least one value (two or more to have something to search).")
+    values = [_canon(v, "choice") for v in values]
     seen: dict[str, int] = {}
     for i, v in enumerate(values):
         key = _json_key(v, "choice")
@@ -223,7 +237,7 @@ def literal(value: Any, knockout_prob: float | None = None) -> Param:
     Returns:
         The parameter.
     """
-    _json_key(value, "literal")
+    value = _canon(value, "literal")
     return Param("literal", (value,), _check_knockout("literal", knockout_prob), CATEGORICAL,
                  args={"value": value, "knockout_prob": knockout_prob})
 
@@ -282,7 +296,7 @@ def flag(name_or_value: Any, knockout_prob: float = 0.5) -> Param:
     if knockout_prob is None:
         raise _fail("flag", "knockout_prob is a probability", "knockout_prob=None",
                     "A flag is an on/off switch; use literal() for a value that is always present.")
-    _json_key(name_or_value, "flag")
+    name_or_value = _canon(name_or_value, "flag")
     return Param("flag", (name_or_value,), _check_knockout("flag", knockout_prob), CATEGORICAL,
                  args={"name_or_value": name_or_value, "knockout_prob": knockout_prob})
 

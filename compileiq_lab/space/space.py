@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 from typing import Any, Iterator, Mapping
@@ -117,7 +118,10 @@ class SearchSpace:
         return f"SearchSpace({body})"
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, SearchSpace) and self.to_spec() == other.to_spec()
+        # JSON text, not dict equality: 1, 1.0 and True differ, and so does parameter order
+        return isinstance(other, SearchSpace) and json.dumps(self.to_spec()) == json.dumps(other.to_spec())
+
+    __hash__ = None  # type: ignore[assignment]
 
     def to_spec(self) -> dict[str, Any]:
         """JSON-serialisable description (nested like the definition)."""
@@ -133,11 +137,15 @@ class SearchSpace:
 
     def diff(self, other: "SearchSpace") -> str:
         """One line per parameter that differs between two spaces (for error messages)."""
-        mine = {n: repr(p) for n, (_, p) in zip(self.names, self.params)}
-        theirs = {n: repr(p) for n, (_, p) in zip(other.names, other.params)}
-        lines = [f"'{n}': {mine.get(n, '(absent)')} vs {theirs.get(n, '(absent)')}"
+        mine = {n: json.dumps(p.to_spec()) for n, (_, p) in zip(self.names, self.params)}
+        theirs = {n: json.dumps(p.to_spec()) for n, (_, p) in zip(other.names, other.params)}
+        shown = {n: repr(p) for n, (_, p) in zip(self.names, self.params)}
+        shown_other = {n: repr(p) for n, (_, p) in zip(other.names, other.params)}
+        lines = [f"'{n}': {shown.get(n, '(absent)')} vs {shown_other.get(n, '(absent)')}"
                  for n in sorted(set(mine) | set(theirs)) if mine.get(n) != theirs.get(n)]
-        return "; ".join(lines) or "(same parameters, different order)"
+        if not lines and self.names != other.names:
+            return f"same parameters in another order ({self.names} vs {other.names})"
+        return "; ".join(lines) or "(no difference)"
 
     # -- genomes -----------------------------------------------------------------------------
     def sample(self, rng: np.random.Generator, n: int, stratified: bool = False) -> np.ndarray:
@@ -188,7 +196,8 @@ class SearchSpace:
             if kg >= 0 and int(x[kg]) == 0:
                 continue
             vg = self.value_gene[i]
-            flat[path] = prm.values[int(x[vg])] if vg >= 0 else prm.values[0]
+            value = prm.values[int(x[vg])] if vg >= 0 else prm.values[0]
+            flat[path] = copy.deepcopy(value) if isinstance(value, list) else value
         return _unflatten(flat)
 
     def encode(self, config: Mapping[str, Any]) -> np.ndarray:

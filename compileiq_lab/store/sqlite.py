@@ -14,6 +14,11 @@ from typing import Any, Iterable
 
 from compileiq_lab.exceptions import StoreError
 
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows: no writer lock
+    fcntl = None  # type: ignore[assignment]
+
 __all__ = ["RunStore", "EvalRecord", "SCHEMA_VERSION", "DEFAULT_DIR", "new_store_path"]
 
 SCHEMA_VERSION = 1
@@ -100,10 +105,12 @@ class RunStore:
         self._lock = threading.RLock()
         if header is not None and not readonly and self.path != MEMORY and not Path(self.path).exists():
             self._create(header)
+        self._lock_fd: int | None = None
         try:
             self._conn = self._connect()
         except sqlite3.Error as exc:
-            raise StoreError(f"cannot open run store {self.path!r}: {exc}") from exc
+            raise StoreError(f"cannot open run store {self.path!r}: {exc}. Pass the path of a .db file in a "
+                             "writable folder (e.g. 'runs/tune.db'), or ':memory:'") from exc
         self._records: list[EvalRecord] = [EvalRecord.from_row(r) for r in self._conn.execute(
             f"SELECT {', '.join(_COLUMNS)} FROM evals ORDER BY eval_id")]
         self._by_key = {r.config_key: r for r in self._records}
@@ -197,9 +204,37 @@ class RunStore:
     def __len__(self) -> int:
         return len(self._records)
 
+    def acquire(self) -> None:
+        """Become the only writer of this file (until ``release``, ``close`` or process exit).
+
+        Raises:
+            StoreError: If another run (in this or another process) is writing the file.
+        """
+        if self.path == MEMORY or self._lock_fd is not None or fcntl is None:
+            return
+        fd = os.open(self.path + ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            holder = os.read(fd, 32).decode(errors="replace").strip() or "?"
+            os.close(fd)
+            raise StoreError(f"run store {self.path!r} is being written by another run (process {holder}); "
+                             "wait for it or stop it before continuing this run, or read it with "
+                             "load_results()") from None
+        os.ftruncate(fd, 0)
+        os.write(fd, str(os.getpid()).encode())
+        self._lock_fd = fd
+
+    def release(self) -> None:
+        """Stop being the writer (the lock file stays; it is only a lock)."""
+        fd, self._lock_fd = self._lock_fd, None
+        if fd is not None:
+            os.close(fd)  # closing the descriptor releases the flock
+
     def close(self) -> None:
         """Close the connection (the file stays)."""
         with self._lock:
+            self.release()
             self._conn.close()
 
     def _require_writable(self) -> None:

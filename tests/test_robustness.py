@@ -1,0 +1,176 @@
+"""Edge cases found in review: value types, float grids, crowded spaces, shared stores, odd returns."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import pytest
+
+import compileiq_lab.space as ss
+from compileiq_lab import Measurement, Search, SearchConfiguration
+from compileiq_lab.exceptions import ConfigurationError, SearchStateError, SpaceDefinitionError, StoreError, \
+    StoreMismatchError
+
+
+def test_tuple_values_work_on_a_file_store_and_resume_with_lists(store_path):
+    space = {"opts": ss.choice([("-O2", "-g"), ("-O3",)]), "lvl": ss.range(0, 3)}
+    seen = []
+
+    def f(c):
+        seen.append(c.get("opts"))
+        return len(c.get("opts", [])) + c.get("lvl", 0)
+
+    Search(f, space, SearchConfiguration(generations=1, pool_size=4), store=store_path).start()
+    res = Search.resume(store_path, f, generations=3)
+    assert res.status in ("finished", "exhausted")
+    assert all(isinstance(o, list) for o in seen if o is not None)
+
+
+def test_float_range_below_resolution_is_rejected():
+    with pytest.raises(SpaceDefinitionError, match="distinct floats"):
+        ss.range(1000.0, 1000.0000001, 1e-9)
+    with pytest.raises(SpaceDefinitionError, match="step <= end - start"):
+        ss.range(1, 2, step=5)
+
+
+def test_int_and_float_ranges_are_different_spaces(store_path):
+    Search(lambda c: c["x"], {"x": ss.range(1, 9)}, SearchConfiguration(generations=1), store=store_path).start()
+    with pytest.raises(StoreMismatchError, match="range\\(start=1, end=9, step=1\\) vs range\\(start=1.0"):
+        Search(lambda c: c["x"], {"x": ss.range(1.0, 9.0)}, SearchConfiguration(generations=1), store=store_path)
+    with pytest.raises(StoreMismatchError, match="another order"):
+        Search(lambda c: 1.0, {"y": ss.range(1, 9), "x": ss.range(1, 9)}, SearchConfiguration(generations=1),
+               store=str(store_path) + "2").start() and None
+        Search(lambda c: 1.0, {"x": ss.range(1, 9), "y": ss.range(1, 9)}, SearchConfiguration(generations=1),
+               store=str(store_path) + "2")
+
+
+@pytest.mark.parametrize("strategy", ["ga", "nsga2", "random"])
+def test_crowded_space_is_evaluated_completely_before_exhausted(strategy):
+    space = {"a": ss.range(0, 4), "b": ss.range(0, 4), "c": ss.range(0, 4)}
+
+    def f(c):
+        return (float(c["a"] + c["b"] + c["c"]), float(c["a"])) if strategy == "nsga2" else float(c["a"])
+
+    res = Search(f, space, SearchConfiguration(generations=500, num_objectives=2 if strategy == "nsga2" else 1,
+                 strategy=strategy, baseline=False), store=":memory:").start()
+    assert res.status == "exhausted" and len(res) == 125
+
+
+def test_objective_mutating_its_config_cannot_corrupt_the_run():
+    space = {"flags": ss.choice([["-O2"], ["-O3", "-ffast-math"]]), "n": ss.range(0, 9)}
+    sp = Search(lambda c: c["flags"].append("-o") or len(c["flags"]) + c["n"], space,
+                SearchConfiguration(generations=4, pool_size=4), store=":memory:")
+    res = sp.start()
+    assert sp.space["flags"].values == (["-O2"], ["-O3", "-ffast-math"])
+    assert all(p["flags"] in (["-O2"], ["-O3", "-ffast-math"]) for p in res.get_results()["params"] if p)
+
+
+def test_second_writer_is_refused_while_a_run_writes(store_path):
+    errors = []
+
+    def f(c):
+        if not errors:
+            try:
+                Search(f, {"a": ss.range(0, 9)}, SearchConfiguration(generations=2), store=store_path)
+            except StoreError as exc:
+                errors.append(str(exc))
+        return c.get("a", 0)
+
+    Search(f, {"a": ss.range(0, 9)}, SearchConfiguration(generations=2), store=store_path).start()
+    assert errors and f"process {os.getpid()}" in errors[0] and "load_results" in errors[0]
+    # once the run ended, the store can be continued
+    assert Search.resume(store_path, f, generations=3).status in ("finished", "exhausted")
+
+
+def test_huge_number_is_invalid_not_a_crash():
+    res = Search(lambda c: 10**400 if c.get("a") == 2 else c.get("a", 0), {"a": ss.range(0, 4)},
+                 SearchConfiguration(generations=3, pool_size=5), store=":memory:").start()
+    bad = res.get_results().query("status != 'ok'")
+    assert [p["a"] for p in bad["params"]] == [2] and set(bad["status"]) == {"invalid"}
+
+
+def test_worker_keeps_scores_when_detail_is_unpicklable():
+    def f(c):
+        return Measurement("ok", scores=(float(c["a"]),), detail={"lock": threading.Lock()})
+
+    res = Search(f, {"a": ss.range(0, 3)}, SearchConfiguration(generations=1, pool_size=4, timeout_s=10,
+                 baseline=False), store=":memory:").start()
+    df = res.get_results(detail=True)
+    assert set(df["status"]) == {"ok"} and all("lock" in d["lock"] for d in df["detail"])
+
+
+def test_ask_tell_and_stop_misuse():
+    s = Search(lambda c: 1.0, {"a": ss.range(0, 9)}, SearchConfiguration(generations=2), store=":memory:")
+    for bad in (0, -1, 2.5, True):
+        with pytest.raises(ConfigurationError, match="n is None or an int >= 1"):
+            s.ask(bad)
+    base = s.ask()
+    s.tell(base, [1.0])
+    batch = s.ask()
+    with pytest.raises(SearchStateError, match="same candidate twice"):
+        s.tell([batch[0], batch[0]], [1.0, 2.0])
+    assert len(s.results) == 1  # nothing half-recorded
+    s.tell(batch, [1.0] * len(batch))
+    s.stop()  # nothing running: must not end the next start() at once
+    assert s.start().status == "finished"
+
+
+def test_config_dict_typo_and_folder_store_explain_the_fix(tmp_path):
+    with pytest.raises(ConfigurationError, match="unknown SearchConfiguration keys \\['generation'\\]"):
+        Search(lambda c: 1.0, {"a": ss.range(0, 9)}, {"generation": 3}, store=":memory:")
+    with pytest.raises(StoreError, match="Pass the path of a .db file"):
+        Search(lambda c: 1.0, {"a": ss.range(0, 9)}, {"generations": 3}, store=str(tmp_path))
+
+
+ORPHAN = textwrap.dedent("""
+    import subprocess, sys, time
+    import compileiq_lab.space as ss
+    from compileiq_lab import Search, SearchConfiguration
+
+    PIDFILE = sys.argv[2]  # read here: the objective runs in a worker with its own argv
+
+    def spawn(config):
+        child = subprocess.Popen(["sleep", "300"])
+        with open(PIDFILE, "w") as fh:
+            fh.write(str(child.pid))
+        time.sleep(300)
+        return 1.0
+
+    Search(spawn, {"a": ss.range(0, 3)}, SearchConfiguration(generations=1, timeout_s=600, baseline=False),
+           store=sys.argv[1]).start()
+""")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().split()[2] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_killing_the_run_ends_the_objectives_children(tmp_path):
+    script, pidfile = tmp_path / "orphan.py", tmp_path / "child.pid"
+    script.write_text(ORPHAN)
+    proc = subprocess.Popen([sys.executable, str(script), str(tmp_path / "o.db"), str(pidfile)])
+    deadline = time.monotonic() + 60
+    while not (pidfile.exists() and pidfile.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    child = int(pidfile.read_text())
+    assert _alive(child)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=10)
+    deadline = time.monotonic() + 10
+    while _alive(child) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    alive = _alive(child)
+    if alive:
+        os.kill(child, signal.SIGKILL)
+    assert not alive

@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-test
 
-.PHONY: demo test bench clean
+.PHONY: demo test bench bench-defaults clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -21,6 +21,10 @@ test: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/bench_overhead.py
 	$(BIN)/python bench/bench_toy.py
+
+bench-defaults: $(STAMP)
+	$(BIN)/python bench/bench_defaults.py
+	$(BIN)/python bench/bench_defaults.py --pools auto --mutate 0.5,1,2,3
 
 clean:
 	rm -rf $(VENV) compileiq_runs .pytest_cache

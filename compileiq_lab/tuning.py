@@ -34,12 +34,16 @@ class Search:
         search_config: The settings (a SearchConfiguration or a dict of its arguments).
         store: None (a new file under ./compileiq_runs/), ":memory:" (nothing persisted) or a
             path; an existing path with the same space and settings continues that run.
+        constraint: Optional ``config -> reason | None``; configs with a reason (e.g. flag
+            combinations the compiler rejects) are never asked. Not stored: pass the same one
+            when resuming.
     """
 
     def __init__(self, objective_function: Objective | None = None,
                  search_space: Mapping[str, Any] | SearchSpace | None = None,
                  search_config: SearchConfiguration | Mapping[str, Any] | None = None,
-                 store: str | os.PathLike[str] | None = None) -> None:
+                 store: str | os.PathLike[str] | None = None,
+                 constraint: Callable[[dict[str, Any]], str | None] | None = None) -> None:
         if search_space is None:
             raise ConfigurationError("Search needs search_space, e.g. {'x': ss.range(1, 10)}")
         if search_config is None:
@@ -60,14 +64,15 @@ class Search:
         except BaseException:
             self.store.close()
             raise
-        self.engine = Engine(self.space, self.config, self.store)
+        self.engine = Engine(self.space, self.config, self.store, constraint)
         self._stop = threading.Event()
         self._handed: int = 0  # candidates of the current generation given out by ask()
 
     # -- construction from a stored run ------------------------------------------------------
     @classmethod
     def open(cls, path: str | os.PathLike[str], objective_function: Objective | None = None,
-             generations: int | None = None, timeout_s: float | None = None) -> "Search":
+             generations: int | None = None, timeout_s: float | None = None,
+             constraint: Callable[[dict[str, Any]], str | None] | None = None) -> "Search":
         """Reopen a stored run (space and settings come from its header) to continue it.
 
         Args:
@@ -75,6 +80,7 @@ class Search:
             objective_function: The objective (None for ask/tell use).
             generations: Continue to this many generations instead of the stored number.
             timeout_s: A new per-call limit (None keeps the stored one).
+            constraint: The constraint the run was made with, if any.
         """
         store = RunStore(path, readonly=True)
         h = store.header()
@@ -87,7 +93,7 @@ class Search:
         if timeout_s is not None:
             cfg["timeout_s"] = timeout_s
         return cls(objective_function, SearchSpace.from_spec(h["space"]),
-                   SearchConfiguration.from_dict(cfg), store=path)
+                   SearchConfiguration.from_dict(cfg), store=path, constraint=constraint)
 
     @classmethod
     def resume(cls, path: str | os.PathLike[str], objective_function: Objective,

@@ -120,3 +120,19 @@ def test_initial_population_respects_seed_bounds():
     space = {"r": ss.range(0, 100, seed_low=10, seed_high=20), "c": ss.choice(["a", "b"])}
     res = _run(lambda c: c["r"], space, generations=1, pool_size=16, baseline=False)
     assert all(10 <= p["r"] <= 20 for p in res.get_results()["params"])
+
+
+@pytest.mark.parametrize("strategy", ["ga", "random", "nsga2"])
+def test_constraint_rejected_configs_are_never_evaluated(strategy):
+    space = {"a": ss.range(0, 9), "b": ss.choice(["x", "y"])}
+    seen = []
+
+    def f(c):
+        seen.append(c)
+        return (float(c["a"]), 1.0) if strategy == "nsga2" else float(c["a"])
+
+    res = Search(f, space, SearchConfiguration(generations=30, pool_size=4, strategy=strategy, baseline=False,
+                 num_objectives=2 if strategy == "nsga2" else 1),
+                 store=":memory:", constraint=lambda c: "odd with y" if c["b"] == "y" and c["a"] % 2 else None).start()
+    assert res.status == "exhausted"
+    assert len(seen) == 15 and not [c for c in seen if c["b"] == "y" and c["a"] % 2]

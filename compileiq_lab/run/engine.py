@@ -88,9 +88,11 @@ class Engine:
         space: The search space.
         config: The search settings.
         store: Where evaluations are committed (its rows are replayed, never re-evaluated).
+        constraint: Returns a reason for configs never worth evaluating (None for valid ones).
     """
 
-    def __init__(self, space: SearchSpace, config: SearchConfiguration, store: RunStore) -> None:
+    def __init__(self, space: SearchSpace, config: SearchConfiguration, store: RunStore,
+                 constraint: Callable[[dict[str, Any]], str | None] | None = None) -> None:
         self.space = space
         self.config = config
         self.store = store
@@ -100,6 +102,8 @@ class Engine:
             self.resolved.strategy, space, n_objectives=config.num_objectives,
             pool_size=self.resolved.pool_size, seed=config.seed,
             mutate_rate=self.resolved.mutate_rate, crossover_rate=config.crossover_rate)
+        if constraint is not None:
+            self.strategy.reject = lambda x: constraint(space.decode(x)) is not None
         self.generation = -1  # -1: nothing asked yet; 0: baseline; 1..: generations
         self.pending: list[Candidate] = []
         self.outcomes: dict[str, Measurement] = {}

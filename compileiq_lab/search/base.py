@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from typing import Callable
 
 import numpy as np
 
@@ -39,6 +40,17 @@ class Strategy(ABC):
         self._asked: np.ndarray | None = None
         self.exhausted = False
         self._space_size = space.size
+        #: Optional test of a genome; rejected configs are never asked (e.g. known compiler conflicts).
+        self.reject: Callable[[np.ndarray], bool] | None = None
+
+    def known(self, key: bytes, x: np.ndarray) -> bool:
+        """Whether a config was asked before or is rejected (rejected ones are remembered as seen)."""
+        if key in self.seen:
+            return True
+        if self.reject is not None and self.reject(x):
+            self.seen.add(key)
+            return True
+        return False
 
     def mark_seen(self, X: np.ndarray) -> None:
         """Record genomes evaluated outside the strategy (e.g. the baseline) so they are not asked."""
@@ -90,7 +102,7 @@ class Strategy(ABC):
         for _ in range(self.max_draw_rounds):
             X = self.space.sample(rng, max(n, 8))
             for x, k in zip(X, self.space.keys(X)):
-                if k not in self.seen and k not in keys:
+                if k not in keys and not self.known(k, x):
                     keys.add(k)
                     rows.append(x)
                     if len(rows) == n:

@@ -30,7 +30,7 @@ class PymooStrategy(Strategy):
             sampling=PriorSampling(space),
             crossover=GeneUniformCrossover(prob=self.crossover_rate),
             mutation=GeneMutation(space, self.mutate_rate),
-            eliminate_duplicates=HistoryDedup(space, self.seen),
+            eliminate_duplicates=HistoryDedup(space, self.known),
         )
         if space.n_genes:
             self.algorithm.setup(self.problem, termination=NoTermination(), seed=self.seed, verbose=False)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 from pymoo.core.crossover import Crossover
@@ -101,26 +101,22 @@ class GeneMutation(Mutation):
 class HistoryDedup(DuplicateElimination):
     """Duplicate elimination by config identity, against the population and the whole run history.
 
-    ``seen`` is shared with the strategy: every genome handed out is added to it, so an offspring
-    equal (as a config) to anything asked before is dropped and the mating loop draws another.
+    ``known(key, genome)`` is the strategy's test: true for every config asked before (and for
+    configs its constraint rejects), so such an offspring is dropped and the mating loop draws another.
     """
 
-    def __init__(self, space: SearchSpace, seen: set[bytes]) -> None:
+    def __init__(self, space: SearchSpace, known: Callable[[bytes, np.ndarray], bool]) -> None:
         super().__init__()
         self.space = space
-        self.seen = seen
+        self.known = known
 
     def _do(self, pop: Any, other: Any, is_duplicate: np.ndarray) -> np.ndarray:
-        keys = self.space.keys(pop.get("X"))
-        if other is None:
-            first: set[bytes] = set()
-            for i, k in enumerate(keys):
-                if k in self.seen or k in first:
-                    is_duplicate[i] = True
-                first.add(k)
-        else:
-            others = set(self.space.keys(other.get("X")))
-            for i, k in enumerate(keys):
-                if k in others or k in self.seen:
-                    is_duplicate[i] = True
+        X = pop.get("X")
+        keys = self.space.keys(X)
+        taken: set[bytes] = set() if other is None else set(self.space.keys(other.get("X")))
+        for i, k in enumerate(keys):
+            if k in taken or self.known(k, X[i]):
+                is_duplicate[i] = True
+            if other is None:
+                taken.add(k)
         return is_duplicate

@@ -1,0 +1,222 @@
+"""Compiler calls that are fast and safe: argv only, timeouts that kill the process group, caches."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import re
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+from compileiq_lab.exceptions import ConfigurationError
+
+__all__ = ["ToolResult", "run_tool", "find_tool", "tool_version", "CudaCompiler", "parse_ptxas_verbose",
+           "CompileOutcome"]
+
+log = logging.getLogger(__name__)
+_TAIL = 2000
+
+
+@dataclass
+class ToolResult:
+    """Outcome of one compiler process."""
+
+    returncode: int | None  # None: killed on timeout
+    stdout: str
+    stderr: str
+    elapsed_s: float
+
+    @property
+    def timed_out(self) -> bool:
+        return self.returncode is None
+
+    def tail(self) -> str:
+        """The last lines of the compiler's output (for error rows)."""
+        text = (self.stderr + ("\n" + self.stdout if self.stdout.strip() else "")).strip()
+        return text[-_TAIL:]
+
+
+def run_tool(argv: Sequence[str], timeout_s: float, cwd: str | Path | None = None) -> ToolResult:
+    """Run a command (never through a shell) in its own process group; kill the group on timeout."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                            cwd=cwd, start_new_session=True, text=True, errors="replace")
+    try:
+        out, err = proc.communicate(timeout=timeout_s)
+        return ToolResult(proc.returncode, out, err, time.perf_counter() - t0)
+    except subprocess.TimeoutExpired:
+        _killpg(proc)
+        out, err = proc.communicate()
+        return ToolResult(None, out, err, time.perf_counter() - t0)
+    except BaseException:
+        _killpg(proc)
+        proc.wait()
+        raise
+
+
+def _killpg(proc: subprocess.Popen[str]) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        proc.kill()
+
+
+def find_tool(name: str) -> str:
+    """Path of a compiler executable, or a ConfigurationError with an install hint."""
+    path = shutil.which(name)
+    if path is None:
+        hint = ("install the CUDA toolkit, or `pip install 'compileiq-lab[cuda]'` for pinned nvcc/ptxas wheels"
+                if name in ("nvcc", "ptxas") else f"install {name} (e.g. apt-get install {name})")
+        raise ConfigurationError(f"compiler {name!r} is not on PATH; {hint}")
+    return path
+
+
+_VERSION_CACHE: dict[str, str] = {}
+
+
+def tool_version(exe: str) -> str:
+    """The first version-looking line of ``exe --version`` (cached)."""
+    if exe not in _VERSION_CACHE:
+        res = run_tool([exe, "--version"], 30)
+        lines = [ln for ln in (res.stdout + res.stderr).splitlines() if re.search(r"\d+\.\d+", ln)]
+        _VERSION_CACHE[exe] = lines[-1].strip() if lines else "unknown"
+    return _VERSION_CACHE[exe]
+
+
+_PTXAS_PATTERNS = {
+    "registers": r"Used (\d+) registers",
+    "stack_bytes": r"(\d+) bytes stack frame",
+    "spill_store_bytes": r"(\d+) bytes spill stores",
+    "spill_load_bytes": r"(\d+) bytes spill loads",
+    "barriers": r"used (\d+) barriers",
+    "smem_bytes": r"(\d+) bytes smem",
+    "cmem_bytes": r"(\d+) bytes cmem\[0\]",
+}
+
+
+def parse_ptxas_verbose(text: str, entry: str | None = None) -> dict[str, float]:
+    """Per-kernel metrics from ``ptxas -v`` output (of ``entry``, or the maximum over all kernels).
+
+    Returns registers, stack/spill/smem/cmem bytes, barriers, spill_bytes (stores + loads) and
+    ptxas_time_ms when present.
+    """
+    blocks = re.split(r"Compiling entry function '([^']+)'", text)
+    per_entry: dict[str, dict[str, float]] = {}
+    for name, body in zip(blocks[1::2], blocks[2::2]):
+        per_entry[name] = {k: float(m.group(1)) for k, p in _PTXAS_PATTERNS.items() if (m := re.search(p, body))}
+    chosen = [per_entry[entry]] if entry in per_entry else list(per_entry.values())
+    metrics: dict[str, float] = {}
+    for k in _PTXAS_PATTERNS:
+        vals = [d[k] for d in chosen if k in d]
+        if vals:
+            metrics[k] = max(vals)
+    metrics["spill_bytes"] = metrics.get("spill_store_bytes", 0.0) + metrics.get("spill_load_bytes", 0.0)
+    times = [float(x) for x in re.findall(r"Compile time = ([\d.]+) ms", text)]
+    if times:
+        metrics["ptxas_time_ms"] = sum(times)
+    return metrics
+
+
+@dataclass
+class CompileOutcome:
+    """A compile: status ("ok", "compile_error", "compile_timeout"), output file and metrics."""
+
+    status: str
+    path: Path | None = None
+    error: str = ""
+    metrics: dict[str, float] = field(default_factory=dict)
+    argv: list[list[str]] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """Whether the compile produced its output."""
+        return self.status == "ok"
+
+
+class CudaCompiler:
+    """Two-stage CUDA compile: ``nvcc -ptx`` once per front-end argument set (cached on disk),
+    then ``ptxas`` per back-end argument set; or a single full ``nvcc -cubin`` call.
+
+    Args:
+        arch: Target, e.g. "sm_90".
+        workdir: Where PTX (cache) and cubins go.
+        timeout_s: Limit per compiler process.
+    """
+
+    def __init__(self, arch: str, workdir: str | Path, timeout_s: float = 120.0) -> None:
+        if not re.fullmatch(r"sm_\d+[a-z]?", arch):
+            raise ConfigurationError(f"arch must look like 'sm_90', but got {arch!r}; see `nvcc --list-gpu-arch`")
+        self.arch = arch
+        self.nvcc, self.ptxas = find_tool("nvcc"), find_tool("ptxas")
+        self.version = tool_version(self.nvcc)
+        self.workdir = Path(workdir)
+        (self.workdir / "ptx").mkdir(parents=True, exist_ok=True)
+        (self.workdir / "cubin").mkdir(parents=True, exist_ok=True)
+        self.timeout_s = timeout_s
+        self._locks: dict[str, threading.Lock] = {}
+        self._guard = threading.Lock()
+        self.ptx_hits = self.ptx_misses = 0
+
+    def _key(self, *parts: object) -> str:
+        return hashlib.sha256("\0".join(map(str, parts)).encode()).hexdigest()[:24]
+
+    def ptx(self, source: Path, frontend_argv: Sequence[str]) -> CompileOutcome:
+        """The PTX of a source under front-end arguments, from the cache when compiled before."""
+        key = self._key(hashlib.sha256(source.read_bytes()).hexdigest(), self.arch, self.version, *frontend_argv)
+        out = self.workdir / "ptx" / f"{key}.ptx"
+        with self._guard:
+            lock = self._locks.setdefault(key, threading.Lock())
+        argv = [self.nvcc, f"-arch={self.arch}", "-ptx", *frontend_argv, str(source), "-o", str(out)]
+        with lock:  # two threads wanting the same PTX compile it once
+            if out.exists():
+                self.ptx_hits += 1
+                meta = out.with_suffix(".time")
+                t = float(meta.read_text()) if meta.exists() else 0.0
+                return CompileOutcome("ok", out, metrics={"frontend_time_s": t}, argv=[argv])
+            self.ptx_misses += 1
+            res = run_tool(argv, self.timeout_s, cwd=source.parent)
+            if res.timed_out or res.returncode != 0:
+                out.unlink(missing_ok=True)
+                return _failed(res, self.timeout_s, argv)
+            out.with_suffix(".time").write_text(f"{res.elapsed_s:.6f}")
+            return CompileOutcome("ok", out, metrics={"frontend_time_s": res.elapsed_s}, argv=[argv])
+
+    def cubin(self, ptx: Path, backend_argv: Sequence[str], entry: str | None = None) -> CompileOutcome:
+        """Assemble PTX with ptxas under back-end arguments; parse ``-v`` metrics."""
+        out = self.workdir / "cubin" / f"{self._key(ptx.name, *backend_argv)}.cubin"
+        argv = [self.ptxas, f"-arch={self.arch}", "-v", *backend_argv, str(ptx), "-o", str(out)]
+        res = run_tool(argv, self.timeout_s)
+        if res.timed_out or res.returncode != 0:
+            return _failed(res, self.timeout_s, argv)
+        metrics = parse_ptxas_verbose(res.stdout + res.stderr, entry)
+        metrics["backend_time_s"] = res.elapsed_s
+        return CompileOutcome("ok", out, metrics=metrics, argv=[argv])
+
+    def full(self, source: Path, frontend_argv: Sequence[str], backend_argv: Sequence[str],
+             entry: str | None = None) -> CompileOutcome:
+        """One ``nvcc -cubin`` call (back-end arguments passed through ``-Xptxas``)."""
+        key = self._key(hashlib.sha256(source.read_bytes()).hexdigest(), "full", *frontend_argv, *backend_argv)
+        out = self.workdir / "cubin" / f"{key}.cubin"
+        xptxas = [a for tok in backend_argv for a in ("-Xptxas", tok)]
+        argv = [self.nvcc, f"-arch={self.arch}", "-cubin", *frontend_argv, "-Xptxas", "-v", *xptxas,
+                str(source), "-o", str(out)]
+        res = run_tool(argv, self.timeout_s, cwd=source.parent)
+        if res.timed_out or res.returncode != 0:
+            return _failed(res, self.timeout_s, argv)
+        metrics = parse_ptxas_verbose(res.stdout + res.stderr, entry)
+        metrics["backend_time_s"] = res.elapsed_s
+        return CompileOutcome("ok", out, metrics=metrics, argv=[argv])
+
+
+def _failed(res: ToolResult, timeout_s: float, argv: list[str]) -> CompileOutcome:
+    if res.timed_out:
+        return CompileOutcome("compile_timeout", error=f"compiler exceeded {timeout_s} s: {' '.join(argv[:6])} ...",
+                              argv=[argv])
+    return CompileOutcome("compile_error", error=res.tail() or f"exit code {res.returncode}", argv=[argv])

@@ -1,0 +1,180 @@
+"""Catalog building blocks: a compiler Control (domain, argv, metadata) and a Catalog of them."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping, Sequence
+
+from compileiq_lab.exceptions import SpaceDefinitionError
+from compileiq_lab.space.params import Param
+
+__all__ = ["Control", "Catalog", "Conflict", "CATEGORIES", "STAGES", "TIERS"]
+
+log = logging.getLogger(__name__)
+
+#: What a control mostly acts on (the lab's subset picker groups by these).
+CATEGORIES = ("register_allocation", "scheduling", "math_precision", "memory_caching",
+              "unrolling_vectorization", "compile_speed", "code_generation")
+#: Where a control applies: the CUDA front end (.cu -> .ptx), ptxas (.ptx -> cubin), or a C compiler.
+STAGES = ("frontend", "backend", "c")
+#: From controls every user should try to ones that rarely pay off.
+TIERS = ("common", "advanced", "exotic")
+
+
+@dataclass(frozen=True)
+class Control:
+    """One compiler control with its search domain and how it becomes arguments.
+
+    Attributes:
+        name: Key in the search space and config (e.g. "maxrregcount").
+        option: The option as the compiler's ``--help`` spells it (checked by introspection).
+        param: The domain, as a DSL parameter; its knockout means "leave the compiler's default".
+        template: Argument text with ``{value}``, split on spaces into argv (e.g. "-Xcicc -O{value}").
+        stage: "frontend", "backend" or "c".
+        category: One of CATEGORIES.
+        doc: One line on what it does.
+        tier: "common", "advanced" or "exotic".
+        unsafe_math: Whether it may change numerical results (off unless chosen).
+        since: First compiler version (major.minor) that has it, or None.
+    """
+
+    name: str
+    option: str
+    param: Param
+    template: str
+    stage: str
+    category: str
+    doc: str
+    tier: str = "common"
+    unsafe_math: bool = False
+    since: str | None = None
+
+    def __post_init__(self) -> None:
+        for attr, allowed in (("stage", STAGES), ("category", CATEGORIES), ("tier", TIERS)):
+            if getattr(self, attr) not in allowed:
+                raise SpaceDefinitionError(f"control {self.name!r}: {attr} must be one of {list(allowed)}, "
+                                           f"but got {getattr(self, attr)!r}")
+
+    def argv(self, value: Any) -> list[str]:
+        """Arguments for one value of this control."""
+        if isinstance(value, bool):
+            value = "true" if value else "false"
+        return self.template.format(value=value).split()
+
+
+@dataclass(frozen=True)
+class Conflict:
+    """A combination the compiler rejects: when ``when`` holds, ``then`` must hold too.
+
+    Each maps control names to the allowed values; None in a list means "absent" (the default).
+    """
+
+    when: Mapping[str, Sequence[Any]]
+    then: Mapping[str, Sequence[Any]]
+    reason: str
+
+    def violated_by(self, config: Mapping[str, Any]) -> bool:
+        """Whether a (flat) config hits this conflict."""
+        def holds(cond: Mapping[str, Sequence[Any]]) -> bool:
+            return all(config.get(k) in list(v) for k, v in cond.items())
+        return holds(self.when) and not holds(self.then)
+
+
+@dataclass(frozen=True)
+class Catalog:
+    """The curated controls of one compiler.
+
+    Attributes:
+        compiler: Executable name ("nvcc", "ptxas", "gcc", ...).
+        controls: The controls, in display order.
+        conflicts: Known combinations the compiler rejects.
+        base_argv: Arguments every compile gets (not searched).
+    """
+
+    compiler: str
+    controls: tuple[Control, ...]
+    conflicts: tuple[Conflict, ...] = ()
+    base_argv: tuple[str, ...] = field(default_factory=tuple)
+
+    def __post_init__(self) -> None:
+        names = [c.name for c in self.controls]
+        dup = {n for n in names if names.count(n) > 1}
+        if dup:
+            raise SpaceDefinitionError(f"catalog {self.compiler!r} defines {sorted(dup)} twice")
+
+    def __getitem__(self, name: str) -> Control:
+        for c in self.controls:
+            if c.name == name:
+                return c
+        raise KeyError(f"{self.compiler} catalog has no control {name!r}; valid names: {self.names}")
+
+    @property
+    def names(self) -> list[str]:
+        """Control names in order."""
+        return [c.name for c in self.controls]
+
+    def select(self, names: Iterable[str] | None = None, categories: Iterable[str] | None = None,
+               tiers: Iterable[str] | None = None, include_unsafe: bool = False) -> "Catalog":
+        """A catalog restricted to some controls.
+
+        Args:
+            names: Controls to keep by name (unsafe ones included when named).
+            categories: Keep controls of these categories.
+            tiers: Keep controls of these tiers.
+            include_unsafe: Keep precision-changing (``unsafe_math``) controls not named explicitly.
+
+        Raises:
+            SpaceDefinitionError: For unknown names, categories or tiers (the valid ones are listed).
+        """
+        wanted = set(names) if names is not None else None
+        if wanted is not None and wanted - set(self.names):
+            raise SpaceDefinitionError(f"{self.compiler} catalog has no controls {sorted(wanted - set(self.names))}; "
+                                       f"valid names: {self.names}")
+        cats = _check_subset("categories", categories, CATEGORIES)
+        tiers_ = _check_subset("tiers", tiers, TIERS)
+        keep = [c for c in self.controls
+                if (wanted is None or c.name in wanted)
+                and (cats is None or c.category in cats)
+                and (tiers_ is None or c.tier in tiers_)
+                and (include_unsafe or not c.unsafe_math or (wanted is not None and c.name in wanted))]
+        kept = {c.name for c in keep}
+        conflicts = tuple(x for x in self.conflicts if set(x.when) | set(x.then) <= kept)
+        return Catalog(self.compiler, tuple(keep), conflicts, self.base_argv)
+
+    def space(self) -> dict[str, Param]:
+        """The search space of these controls (name -> parameter)."""
+        return {c.name: c.param for c in self.controls}
+
+    def argv(self, config: Mapping[str, Any], stage: str | None = None) -> list[str]:
+        """Compiler arguments for a config (controls absent from it keep the compiler default).
+
+        Args:
+            config: Flat config {control name: value}; unknown names are rejected.
+            stage: Only controls of this stage (None: all).
+        """
+        unknown = set(config) - set(self.names)
+        if unknown:
+            raise SpaceDefinitionError(f"config names {sorted(unknown)} are not {self.compiler} controls; "
+                                       f"valid names: {self.names}")
+        out: list[str] = []
+        for c in self.controls:
+            if c.name in config and (stage is None or c.stage == stage):
+                out += c.argv(config[c.name])
+        return out
+
+    def conflict(self, config: Mapping[str, Any]) -> str | None:
+        """The reason a config would be rejected by the compiler, or None."""
+        for x in self.conflicts:
+            if x.violated_by(config):
+                return x.reason
+        return None
+
+
+def _check_subset(what: str, given: Iterable[str] | None, valid: Sequence[str]) -> set[str] | None:
+    if given is None:
+        return None
+    s = set(given)
+    if s - set(valid):
+        raise SpaceDefinitionError(f"unknown {what} {sorted(s - set(valid))}; valid {what}: {list(valid)}")
+    return s

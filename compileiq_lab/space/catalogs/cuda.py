@@ -1,0 +1,94 @@
+"""Curated CUDA controls: the nvcc front end (.cu -> .ptx) and ptxas (.ptx -> cubin), CUDA 12.x-13.x."""
+
+from __future__ import annotations
+
+from compileiq_lab import space as ss
+from compileiq_lab.space.catalogs.base import Catalog, Conflict, Control
+
+__all__ = ["PTXAS", "NVCC_FRONTEND", "NVCC"]
+
+_BOOL = [True, False]
+
+# Each control's knockout means "leave the compiler's default"; values the compiler silently
+# ignores (ptxas -O4 and up, register-usage-level outside 0..10) are not offered, nor are debug,
+# sanitiser or host-only switches (-G, -lineinfo, --sanitize, host -O).
+_PTXAS_CONTROLS = (
+    Control("opt_level", "--opt-level", ss.choice([0, 1, 2, 3], knockout_prob=0.5), "-O{value}",
+            "backend", "code_generation", "ptxas optimisation level (default 3; 2 and 3 often give the same code)"),
+    Control("maxrregcount", "--maxrregcount", ss.log_sampling(32, 255, 12, knockout_prob=0.5),
+            "--maxrregcount={value}", "backend", "register_allocation",
+            "upper bound on registers per thread: fewer registers, more occupancy, maybe spills"),
+    Control("register_usage_level", "--register-usage-level", ss.range(0, 10, knockout_prob=0.5),
+            "--register-usage-level={value}", "backend", "register_allocation",
+            "aggressiveness of optimisations that raise register use (0..10, default 5; beta)",
+            tier="advanced", since="12.4"),
+    Control("allow_expensive_optimizations", "--allow-expensive-optimizations",
+            ss.choice(_BOOL, knockout_prob=0.5), "--allow-expensive-optimizations={value}", "backend",
+            "scheduling", "allow optimisations that cost compile time and memory (default on at -O2+)",
+            tier="advanced"),
+    Control("def_load_cache", "--def-load-cache", ss.choice(["ca", "cg", "cs", "lu", "cv"], knockout_prob=0.6),
+            "-dlcm={value}", "backend", "memory_caching",
+            "default cache modifier of global loads (ca: L1+L2, cg: L2 only, cs: streaming, ...)", tier="advanced"),
+    Control("def_store_cache", "--def-store-cache", ss.choice(["wb", "cg", "cs", "wt"], knockout_prob=0.7),
+            "-dscm={value}", "backend", "memory_caching", "default cache modifier of global stores",
+            tier="exotic"),
+    Control("minnctapersm", "--minnctapersm", ss.choice([1, 2, 3, 4, 6, 8], knockout_prob=0.7),
+            "--minnctapersm={value}", "backend", "register_allocation",
+            "minimum CTAs per SM to plan registers for (kernels without launch bounds)", tier="advanced"),
+    Control("maxntid", "--maxntid", ss.choice([64, 128, 256, 512, 1024], knockout_prob=0.8),
+            "--maxntid={value}", "backend", "register_allocation",
+            "assumed maximum threads per block; launches with larger blocks fail", tier="exotic"),
+    Control("fast_compile", "--Ofast-compile", ss.choice(["min", "mid", "max"], knockout_prob=0.8),
+            "--Ofast-compile={value}", "backend", "compile_speed",
+            "trade runtime for compile speed by disabling optimisations", tier="exotic", since="12.8"),
+    Control("split_compile", "--split-compile", ss.choice([0, 2, 4], knockout_prob=0.8),
+            "--split-compile={value}", "backend", "compile_speed",
+            "threads used by ptxas optimisations (0: all CPUs); compile time only", tier="exotic"),
+    Control("disable_optimizer_constants", "--disable-optimizer-constants", ss.flag("--disable-optimizer-constants", 0.8),
+            "{value}", "backend", "code_generation", "do not use the optimizer constant bank", tier="exotic"),
+    Control("optimize_float_atomics", "--optimize-float-atomics", ss.flag("--optimize-float-atomics", 0.7),
+            "{value}", "backend", "math_precision", "faster floating-point atomics that may change results",
+            tier="advanced", unsafe_math=True),
+    Control("ptxas_fmad", "--fmad", ss.choice(_BOOL, knockout_prob=0.7), "--fmad={value}", "backend",
+            "math_precision", "contract multiply-add into FMA in ptxas (default true)", tier="advanced",
+            unsafe_math=True),
+)
+
+# measured with ptxas 13.0: these combinations end in "Conflicting options"
+_PTXAS_CONFLICTS = (
+    Conflict({"fast_compile": ["min", "mid"]}, {"opt_level": [None, 1]},
+             "ptxas: --Ofast-compile=min|mid only combines with -O1 (or no -O)"),
+    Conflict({"fast_compile": ["max"]}, {"opt_level": [None, 0]},
+             "ptxas: --Ofast-compile=max only combines with -O0 (or no -O)"),
+    Conflict({"fast_compile": ["min"], "allow_expensive_optimizations": [False]}, {"fast_compile": []},
+             "ptxas: --Ofast-compile=min conflicts with --allow-expensive-optimizations=false"),
+)
+
+PTXAS = Catalog("ptxas", _PTXAS_CONTROLS, _PTXAS_CONFLICTS)
+
+_FRONTEND_CONTROLS = (
+    Control("use_fast_math", "--use_fast_math", ss.flag("--use_fast_math", 0.7), "{value}", "frontend",
+            "math_precision", "fast approximate math: ftz, approximate div/sqrt, fmad", unsafe_math=True),
+    Control("ftz", "--ftz", ss.choice(_BOOL, knockout_prob=0.6), "--ftz={value}", "frontend", "math_precision",
+            "flush single-precision denormals to zero", unsafe_math=True),
+    Control("prec_div", "--prec-div", ss.choice(_BOOL, knockout_prob=0.6), "--prec-div={value}", "frontend",
+            "math_precision", "IEEE-rounded single-precision division (false: faster approximation)",
+            unsafe_math=True),
+    Control("prec_sqrt", "--prec-sqrt", ss.choice(_BOOL, knockout_prob=0.6), "--prec-sqrt={value}", "frontend",
+            "math_precision", "IEEE-rounded single-precision square root", unsafe_math=True),
+    Control("fmad", "--fmad", ss.choice(_BOOL, knockout_prob=0.6), "--fmad={value}", "frontend",
+            "math_precision", "contract multiply-add into FMA in the front end (default true)", unsafe_math=True),
+    Control("extra_device_vectorization", "--extra-device-vectorization",
+            ss.flag("--extra-device-vectorization", 0.5), "{value}", "frontend", "unrolling_vectorization",
+            "more aggressive vectorisation of device code in the front end"),
+    Control("cicc_opt", "-Xcicc", ss.choice([0, 1, 2, 3], knockout_prob=0.6), "-Xcicc -O{value}", "frontend",
+            "code_generation", "NVVM (cicc) optimisation level (undocumented; default 3)", tier="advanced"),
+    Control("restrict", "--restrict", ss.flag("--restrict", 0.7), "{value}", "frontend", "code_generation",
+            "assume kernel pointer parameters do not alias (wrong if they do)", tier="advanced",
+            unsafe_math=True),
+)
+
+NVCC_FRONTEND = Catalog("nvcc", _FRONTEND_CONTROLS)
+
+#: Front end and ptxas together: the full space of a two-stage CUDA compile.
+NVCC = Catalog("nvcc", _FRONTEND_CONTROLS + _PTXAS_CONTROLS, _PTXAS_CONFLICTS)

@@ -9,7 +9,8 @@ STAMP := $(VENV)/.installed-test
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e ".[test]"
+	# nvcc/ptxas from pinned PyPI wheels where no CUDA toolkit is installed
+	$(BIN)/python -m pip install -q -e ".[test$$(command -v nvcc >/dev/null 2>&1 || echo ,cuda)]"
 	touch $(STAMP)
 
 demo: $(STAMP)

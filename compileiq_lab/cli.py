@@ -32,6 +32,10 @@ def _parser() -> argparse.ArgumentParser:
                        description="Summarise a stored run.\n\nexample: compileiq-lab show compileiq_runs/run-....db",
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     s.add_argument("store", help="the run's .db file")
+    from compileiq_lab.cli_tune import add_catalog_parser, add_tune_parser
+
+    add_tune_parser(sub)
+    add_catalog_parser(sub)
     return p
 
 
@@ -79,7 +83,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
     try:
-        return {"demo": _demo, "show": _show}[args.command](args)
+        from compileiq_lab.cli_tune import run_catalog, run_tune
+
+        return {"demo": _demo, "show": _show, "tune": run_tune, "catalog": run_catalog}[args.command](args)
     except CompileIQLabError as exc:
         print(f"compileiq-lab: error: {exc}", file=sys.stderr)
         return EXIT_ERROR

@@ -37,13 +37,15 @@ class Search:
         constraint: Optional ``config -> reason | None``; configs with a reason (e.g. flag
             combinations the compiler rejects) are never asked. Not stored: pass the same one
             when resuming.
+        metadata: JSON-serialisable facts stored in a new run's header (kernel, toolchain, ...).
     """
 
     def __init__(self, objective_function: Objective | None = None,
                  search_space: Mapping[str, Any] | SearchSpace | None = None,
                  search_config: SearchConfiguration | Mapping[str, Any] | None = None,
                  store: str | os.PathLike[str] | None = None,
-                 constraint: Callable[[dict[str, Any]], str | None] | None = None) -> None:
+                 constraint: Callable[[dict[str, Any]], str | None] | None = None,
+                 metadata: Mapping[str, Any] | None = None) -> None:
         if search_space is None:
             raise ConfigurationError("Search needs search_space, e.g. {'x': ss.range(1, 10)}")
         if search_config is None:
@@ -56,7 +58,10 @@ class Search:
         self.config = (search_config if isinstance(search_config, SearchConfiguration)
                        else SearchConfiguration.from_dict(dict(search_config)))
         path = new_store_path() if store is None else store
-        self.store = RunStore(path, header=new_header(self.space, self.config, _name_of(objective_function)))
+        header = new_header(self.space, self.config, _name_of(objective_function))
+        if metadata:
+            header["metadata"] = dict(metadata)
+        self.store = RunStore(path, header=header)
         try:
             prepare_store(self.store, self.space, self.config, _name_of(objective_function))
             self.store.acquire()  # refuse at once a store another run is writing
@@ -97,21 +102,24 @@ class Search:
 
     @classmethod
     def resume(cls, path: str | os.PathLike[str], objective_function: Objective,
-               generations: int | None = None, callback: Callable[[Event], None] | None = None) -> Results:
+               generations: int | None = None, callback: Callable[[Event], None] | None = None,
+               constraint: Callable[[dict[str, Any]], str | None] | None = None, workers: int = 1) -> Results:
         """Continue a stopped or killed run to its configured generations and return its results.
 
         Stored evaluations are replayed (never re-evaluated), so the resumed run asks exactly
         the candidates an uninterrupted run would have asked.
         """
-        search = cls.open(path, objective_function, generations=generations)
-        return search.start(callback=callback)
+        search = cls.open(path, objective_function, generations=generations, constraint=constraint)
+        return search.start(callback=callback, workers=workers)
 
     # -- blocking run ------------------------------------------------------------------------
-    def start(self, callback: Callable[[Event], None] | None = None) -> Results:
+    def start(self, callback: Callable[[Event], None] | None = None, workers: int = 1) -> Results:
         """Run the search to its end (or to Ctrl-C / ``stop()``) and return the results.
 
         Args:
             callback: Called with each event (see ``Event``) in this thread.
+            workers: Objective calls run at once in threads (for objectives that wait on
+                compilers or other processes; the objective must be thread-safe). In-process only.
 
         Returns:
             The results; ``results.status`` says how the run ended.
@@ -136,7 +144,8 @@ class Search:
         emit = callback or (lambda event: None)
         status = "running"
         try:
-            status = drive(self.engine, evaluate, emit, self._stop)
+            status = drive(self.engine, evaluate, emit, self._stop,
+                           workers=workers if self.config.timeout_s is None else 1)
         except KeyboardInterrupt:
             status = "interrupted"
             log.warning("search interrupted after %d evaluations; every finished one is kept in %s",

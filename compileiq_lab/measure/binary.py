@@ -63,11 +63,13 @@ def _sections(data: bytes) -> list[tuple[str, int, int, int]]:
     return out
 
 
-def inspect_elf(path: str | Path) -> BinaryInfo:
+def inspect_elf(path: str | Path, code_sections: tuple[str, ...] = (".text",)) -> BinaryInfo:
     """Read a cubin (or any ELF object) and describe its machine code.
 
     Args:
         path: The file.
+        code_sections: Section name prefixes whose bytes define code identity (".text" for
+            cubins; executables also want ".rodata", where compilers put code constants).
 
     Raises:
         ValueError: If the file is not ELF.
@@ -76,8 +78,9 @@ def inspect_elf(path: str | Path) -> BinaryInfo:
     h = hashlib.sha256()
     sections: dict[str, int] = {}
     for name, typ, off, size in sorted(_sections(data)):
-        if name == ".text" or name.startswith(".text."):
+        if any(name == p or name.startswith(p + ".") for p in code_sections):
             body = data[off:off + size] if typ != 8 else b""  # SHT_NOBITS has no bytes
             h.update(name.encode() + b"\0" + struct.pack("<Q", len(body)) + body)
             sections[name] = size
-    return BinaryInfo(h.hexdigest(), sum(sections.values()), len(data), sections)
+    text = sum(v for k, v in sections.items() if k == ".text" or k.startswith(".text."))
+    return BinaryInfo(h.hexdigest(), text, len(data), sections)

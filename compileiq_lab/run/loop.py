@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable
 
 from compileiq_lab.measure.measurement import Measurement
-from compileiq_lab.run.engine import Engine
+from compileiq_lab.run.engine import Engine, copy_config
 
 __all__ = ["drive", "Event"]
 
@@ -17,32 +19,56 @@ Event = dict[str, Any]
 
 
 def drive(engine: Engine, evaluate: Callable[[dict[str, Any]], Measurement],
-          emit: Callable[[Event], None], stop: threading.Event) -> str:
+          emit: Callable[[Event], None], stop: threading.Event, workers: int = 1) -> str:
     """Evaluate generation after generation until the search ends or ``stop`` is set.
 
     Args:
-        engine: The engine (its store gets every new evaluation before the next one starts).
-        evaluate: Turns a config into a Measurement.
+        engine: The engine (its store gets every new evaluation as soon as it is recorded).
+        evaluate: Turns a config into a Measurement (thread-safe when ``workers > 1``).
         emit: Receives an "evaluation" event per new row and a "generation" event per generation.
         stop: Checked before each evaluation; when set, it is cleared and the loop returns.
+        workers: Evaluations run at once (threads; for objectives that wait on subprocesses such
+            as compilers). Rows are still recorded in candidate order.
 
     Returns:
         How it ended: "finished", "exhausted" or "stopped".
     """
-    while True:
-        candidates = engine.pending if engine.unfinished() else engine.next_generation()
-        if not candidates:
-            return engine.done_reason
-        for c in candidates:
-            if c.key in engine.outcomes:
-                continue
-            if stop.is_set():
+    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="compileiq-eval") if workers > 1 else None
+    try:
+        while True:
+            candidates = engine.pending if engine.unfinished() else engine.next_generation()
+            if not candidates:
+                return engine.done_reason
+            todo = [c for c in candidates if c.key not in engine.outcomes and engine.cached(c) is None]
+            todo = list({c.key: c for c in todo}.values())
+            if pool is None:
+                for c in todo:
+                    if stop.is_set():
+                        stop.clear()
+                        return "stopped"
+                    rec, _ = engine.evaluate(c, evaluate)
+                    if rec is not None:
+                        emit({"type": "evaluation", "record": rec})
+            elif _evaluate_parallel(engine, todo, evaluate, emit, stop, pool):
                 stop.clear()
                 return "stopped"
-            rec, _ = engine.evaluate(c, evaluate)
-            if rec is not None:
-                emit({"type": "evaluation", "record": rec})
-        emit(_generation_event(engine))
+            emit(_generation_event(engine))
+    finally:
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _evaluate_parallel(engine: Engine, todo: list[Any], evaluate: Callable[[dict[str, Any]], Measurement],
+                       emit: Callable[[Event], None], stop: threading.Event, pool: ThreadPoolExecutor) -> bool:
+    """Evaluate candidates concurrently, recording each in order; True if stopped."""
+    futures = [(c, time.time(), pool.submit(evaluate, copy_config(c.config))) for c in todo]
+    for c, started, fut in futures:
+        if stop.is_set():
+            for _, _, f in futures:
+                f.cancel()
+            return True
+        emit({"type": "evaluation", "record": engine.record(c, fut.result(), started)})
+    return False
 
 
 def _generation_event(engine: Engine) -> Event:

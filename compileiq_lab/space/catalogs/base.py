@@ -142,6 +142,10 @@ class Catalog:
         conflicts = tuple(x for x in self.conflicts if set(x.when) | set(x.then) <= kept)
         return Catalog(self.compiler, tuple(keep), conflicts, self.base_argv)
 
+    def base_argv_list(self) -> list[str]:
+        """The arguments every compile gets."""
+        return list(self.base_argv)
+
     def space(self) -> dict[str, Param]:
         """The search space of these controls (name -> parameter)."""
         return {c.name: c.param for c in self.controls}

@@ -1,0 +1,165 @@
+"""The `compileiq-lab tune` and `catalog` commands: headless tuning of a kernel's compiler controls."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+__all__ = ["add_tune_parser", "add_catalog_parser", "run_tune", "run_catalog"]
+
+_DEFAULT_OBJECTIVES = {"cuda": "sass_instructions,registers", "c": "runtime"}
+_DEFAULT_SPACE = {"cuda": "nvcc", "c": "gcc"}
+
+
+def add_tune_parser(sub: Any) -> None:
+    """Register `tune`."""
+    t = sub.add_parser(
+        "tune", help="tune a kernel's compiler controls (static metrics on any machine, CPU runtime for C)",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Search compiler controls for a kernel and print the Pareto table.\n\n"
+                    "examples:\n  compileiq-lab tune reduction --space ptxas --objectives registers,sass_instructions\n"
+                    "  compileiq-lab tune kernels/dot --objectives runtime --generations 8\n"
+                    "  compileiq-lab tune my_kernel.cu --arch sm_90 --export best.json")
+    t.add_argument("kernel", help="bundled kernel name, kernel folder, or a bare .cu/.c file")
+    t.add_argument("--arch", default="sm_90", help="CUDA target (default sm_90)")
+    t.add_argument("--space", default=None, help="catalog: nvcc (front end + ptxas), ptxas, gcc, clang "
+                                                  "(default: nvcc for CUDA, gcc for C)")
+    t.add_argument("--objectives", default=None, help="comma list, e.g. registers,sass_instructions,compile_time "
+                                                       "(CUDA) or runtime,instructions (C)")
+    t.add_argument("--categories", default=None, help="comma list of control categories to search")
+    t.add_argument("--controls", default=None, help="comma list of control names to search")
+    t.add_argument("--unsafe-math", action="store_true", help="also search precision-changing controls")
+    t.add_argument("--generations", type=int, default=10)
+    t.add_argument("--pool-size", type=int, default=None)
+    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="parallel compiles (default: CPU count)")
+    t.add_argument("--store", default=None, help="run store path (default: a new file under ./compileiq_runs/)")
+    t.add_argument("--export", default=None, help="write the best point as JSON (controls, argv, arch, objectives, baseline)")
+    t.add_argument("--timeout", type=float, default=120.0, help="limit per compiler call / run in seconds")
+    t.add_argument("--workdir", default=None, help="scratch folder for PTX cache and binaries")
+    t.add_argument("--full-nvcc", action="store_true", help="one nvcc call per candidate instead of cached PTX + ptxas")
+
+
+def add_catalog_parser(sub: Any) -> None:
+    """Register `catalog`."""
+    c = sub.add_parser("catalog", help="list the compiler controls active for the installed compiler",
+                       description="List a catalog's controls checked against the installed compiler.\n\n"
+                                   "example: compileiq-lab catalog ptxas",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    c.add_argument("name", help="nvcc, nvcc_frontend, ptxas, gcc or clang")
+
+
+def _split(text: str | None) -> list[str] | None:
+    return [x.strip() for x in text.split(",") if x.strip()] if text else None
+
+
+def _catalog(name: str) -> Any:
+    from compileiq_lab.space.catalogs import active, get_catalog
+
+    catalog, left_out = active(get_catalog(name))
+    for control, why in left_out:
+        print(f"note: {control} left out: {why}", file=sys.stderr)
+    return catalog
+
+
+def run_catalog(args: argparse.Namespace) -> int:
+    """Print a catalog's active controls."""
+    catalog = _catalog(args.name)
+    print(f"{'control':32} {'stage':9} {'category':24} {'tier':9} unsafe  domain / doc")
+    for c in catalog.controls:
+        print(f"{c.name:32} {c.stage:9} {c.category:24} {c.tier:9} {'yes' if c.unsafe_math else '':6}  "
+              f"{c.param!r}\n{'':84}{c.doc}")
+    return 0
+
+
+def _progress(total_generations: int) -> Any:
+    state = {"evals": 0, "failed": 0, "t0": time.monotonic()}
+
+    def on_event(event: dict[str, Any]) -> None:
+        if event["type"] == "evaluation":
+            state["evals"] += 1
+            state["failed"] += event["record"].status != "ok"
+        elif event["type"] == "generation":
+            g = event["generation"]
+            bar = "#" * int(20 * g / total_generations) if total_generations else ""
+            print(f"\rgeneration {g:3d}/{total_generations} [{bar:20}] {state['evals']} evaluations, "
+                  f"{state['failed']} failed, best {event['best_score_1']}, "
+                  f"{time.monotonic() - state['t0']:.0f} s", end="", file=sys.stderr, flush=True)
+        elif event["type"] == "finished":
+            print(file=sys.stderr)
+    return on_event
+
+
+def run_tune(args: argparse.Namespace) -> int:
+    """Tune a kernel and print the Pareto table; returns the exit code."""
+    from compileiq_lab import Search, SearchConfiguration
+    from compileiq_lab.kernels import load_kernel
+    from compileiq_lab.measure.evaluator import KernelEvaluator
+
+    kernel = load_kernel(args.kernel)
+    space_name = args.space or _DEFAULT_SPACE[kernel.language]
+    catalog = _catalog(space_name).select(names=_split(args.controls), categories=_split(args.categories),
+                                          include_unsafe=args.unsafe_math)
+    objectives = _split(args.objectives) or _split(_DEFAULT_OBJECTIVES[kernel.language])
+    compiler = space_name if space_name in ("gcc", "clang") else "gcc"
+    evaluator = KernelEvaluator(kernel, catalog, objectives, arch=args.arch, workdir=args.workdir,
+                                timeout_s=args.timeout, two_stage=not args.full_nvcc, compiler=compiler)
+    cfg = SearchConfiguration(generations=args.generations, pool_size=args.pool_size, seed=args.seed,
+                              num_objectives=len(objectives), problem_type=evaluator.directions,
+                              objective_names=objectives)
+    meta = {"kernel": kernel.name, "language": kernel.language, "source_sha256": kernel.source_sha256(),
+            "catalog": space_name, "arch": args.arch if kernel.language == "cuda" else None,
+            "objectives": objectives, "toolchain": evaluator.toolchain()}
+    search = Search(evaluator, evaluator.space(), cfg, store=args.store, constraint=evaluator.constraint,
+                    metadata=meta)
+    print(f"tuning {kernel.name} ({kernel.language}) over {len(catalog.controls)} {space_name} controls"
+          f"{' + ' + str(len(kernel.defines)) + ' -D knobs' if kernel.defines else ''}; objectives {objectives}; "
+          f"store {search.store_path}", file=sys.stderr)
+    results = search.start(callback=_progress(args.generations), workers=max(1, args.workers))
+    _print_front(results, evaluator, objectives)
+    if args.export:
+        _export(args.export, results, evaluator, meta)
+    return 130 if results.status == "interrupted" else 0
+
+
+def _print_front(results: Any, evaluator: Any, objectives: list[str]) -> None:
+    base = results.baseline
+    front = sorted(results.pareto_front(), key=lambda r: r["score_1"])
+    print(f"\n{len(results)} evaluations, statuses {results.status_counts()}, run {results.status}")
+    st = evaluator.stats
+    print(f"compiles {st['compiles']}, conflicts skipped {st['conflicts']}, distinct machine code "
+          f"{len(evaluator.code_hashes)} of {st['compiles']} compiled configs"
+          + (f", runs saved by code-hash dedup {st['runs_saved']}" if st["runs"] else ""))
+    head = "  ".join(f"{o:>18}" for o in objectives)
+    print(f"\n{'eval':>5}  {head}  arguments")
+    if base is not None and base["status"] == "ok":
+        print(f"{'base':>5}  " + "  ".join(f"{base[f'score_{i + 1}']:18.6g}" for i in range(len(objectives)))
+              + "  (compiler defaults)")
+    for row in front:
+        argv = evaluator.argv(row["params"])
+        flat = " ".join(a for v in argv.values() for a in v) or "(defaults)"
+        print(f"{row['eval_id']:5d}  " + "  ".join(f"{row[f'score_{i + 1}']:18.6g}" for i in range(len(objectives)))
+              + f"  {flat}")
+    print(f"\nstored in {results.store_path}")
+
+
+def _export(path: str, results: Any, evaluator: Any, meta: dict[str, Any]) -> None:
+    front = results.pareto_front()
+    if not front:
+        print("nothing to export: no successful evaluation", file=sys.stderr)
+        return
+    best = min(front, key=lambda r: (r["score_1"] if evaluator.directions[0] == "min" else -r["score_1"]))
+    base = results.baseline
+    doc = {"format": "compileiq-lab-choice/0", "note": "interim export until the ACF format lands", **meta,
+           "controls": best["params"], "argv": evaluator.argv(best["params"]),
+           "objectives": {o: best[f"score_{i + 1}"] for i, o in enumerate(meta["objectives"])},
+           "baseline": ({o: base[f"score_{i + 1}"] for i, o in enumerate(meta["objectives"])}
+                        if base and base["status"] == "ok" else None),
+           "run": {"store": results.store_path, "eval_id": best["eval_id"]}}
+    Path(path).write_text(json.dumps(doc, indent=2, default=str) + "\n")
+    print(f"exported eval {best['eval_id']} to {path}", file=sys.stderr)

@@ -1,0 +1,155 @@
+"""CPU kernels timed for real: compile C with gcc/clang under candidate flags, run, time, check."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+import shutil
+import statistics
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Sequence
+
+import numpy as np
+
+from compileiq_lab.measure.compile import CompileOutcome, find_tool, run_tool
+
+if TYPE_CHECKING:
+    from compileiq_lab.kernels import KernelSpec
+
+__all__ = ["CRunner", "RunOutcome", "timing_summary", "parse_callgrind_total"]
+
+log = logging.getLogger(__name__)
+#: A timed total under this is not trusted to rank flag sets alone (shared machines jitter).
+TRUSTED_TOTAL_S = 0.05
+
+
+@dataclass
+class RunOutcome:
+    """One run of a compiled kernel: status, timing summary, correctness note."""
+
+    status: str  # ok | run_error | run_timeout | crashed | wrong_output
+    error: str = ""
+    metrics: dict[str, float] = field(default_factory=dict)
+
+
+def timing_summary(times: Sequence[float]) -> dict[str, float]:
+    """min, median, mean, CV and count of per-call times; ``trusted`` is 1.0 when their sum >= 50 ms."""
+    t = np.asarray(times, dtype=float)
+    mean = float(t.mean())
+    return {"runtime": float(t.min()), "runtime_median": float(np.median(t)), "runtime_mean": mean,
+            "runtime_cv": float(t.std(ddof=1) / mean) if len(t) > 1 and mean > 0 else 0.0,
+            "samples": float(len(t)), "trusted": float(t.sum() >= TRUSTED_TOTAL_S)}
+
+
+def parse_callgrind_total(text: str) -> int | None:
+    """Total instruction count from a callgrind output file ("summary:" or "totals:" line)."""
+    m = re.search(r"^(?:summary|totals):\s+(\d+)", text, re.M)
+    return int(m.group(1)) if m else None
+
+
+class CRunner:
+    """Compile and run one C kernel (``cil_kernel``) with the bundled timing harness.
+
+    Inputs are generated once from the kernel spec and written to ``workdir``; the reference
+    outputs are computed once with NumPy.
+
+    Args:
+        kernel: The kernel spec (language "c").
+        workdir: Scratch folder for inputs, binaries and outputs.
+        compiler: "gcc" or "clang".
+        timeout_s: Limit per compile and per run.
+        min_repeats: Minimum timed calls (the spec's run.repeats by default).
+        min_seconds: Keep timing until this much time was measured.
+    """
+
+    def __init__(self, kernel: "KernelSpec", workdir: str | Path, compiler: str = "gcc", timeout_s: float = 60.0,
+                 min_repeats: int | None = None, min_seconds: float = TRUSTED_TOTAL_S) -> None:
+        self.kernel = kernel
+        self.cc = find_tool(compiler)
+        self.compiler = compiler
+        self.workdir = Path(workdir)
+        for sub in ("in", "bin", "out"):
+            (self.workdir / sub).mkdir(parents=True, exist_ok=True)
+        self.timeout_s = timeout_s
+        self.min_repeats = min_repeats or int(kernel.repeats)
+        self.min_seconds = min_seconds
+        self.inputs = kernel.make_inputs()
+        self.expected = kernel.reference_outputs(self.inputs)
+        for name, arr in self.inputs.items():
+            arr.tofile(self.workdir / "in" / f"{name}.bin")
+        harness = resources.files("compileiq_lab.measure").joinpath("harness.c")
+        self.harness = self.workdir / "harness.c"
+        self.harness.write_text(harness.read_text())
+
+    def compile(self, flags: Sequence[str], defines: Sequence[str] = ()) -> CompileOutcome:
+        """Build kernel + harness under ``flags`` (plus ``-D`` defines); cached by argument set."""
+        key = hashlib.sha256("\0".join([self.kernel.source_sha256(), self.compiler, *flags, *defines]).encode())
+        exe = self.workdir / "bin" / f"k-{key.hexdigest()[:20]}"
+        argv = [self.cc, "-std=c11", *flags, *defines, str(self.kernel.source_path), str(self.harness),
+                "-o", str(exe), "-lm"]
+        if exe.exists():
+            return CompileOutcome("ok", exe, metrics={"compile_time_s": 0.0}, argv=[argv])
+        res = run_tool(argv, self.timeout_s, cwd=self.workdir)
+        if res.timed_out:
+            return CompileOutcome("compile_timeout", error=f"{self.compiler} exceeded {self.timeout_s} s", argv=[argv])
+        if res.returncode != 0:
+            return CompileOutcome("compile_error", error=res.tail(), argv=[argv])
+        return CompileOutcome("ok", exe, metrics={"compile_time_s": res.elapsed_s}, argv=[argv])
+
+    def _args(self, tag: str) -> list[str]:
+        params = [str(int(v)) for v in self.kernel.params.values()]
+        bufs: list[str] = []
+        for b in self.kernel.inputs:
+            bufs += ["in", str(self.inputs[b.name].nbytes), str(self.workdir / "in" / f"{b.name}.bin")]
+        for b in self.kernel.outputs:
+            nbytes = int(np.prod(self.kernel.shape_of(b))) * np.dtype(b.dtype).itemsize
+            bufs += ["out", str(nbytes), str(self.workdir / "out" / f"{tag}-{b.name}.bin")]
+        return [str(len(params)), *params, str(len(self.kernel.inputs) + len(self.kernel.outputs)), *bufs]
+
+    def run(self, exe: Path) -> RunOutcome:
+        """Time the kernel and check its outputs against the reference."""
+        tag = exe.name
+        res = run_tool([str(exe), str(self.min_repeats), str(self.min_seconds), *self._args(tag)], self.timeout_s)
+        if res.timed_out:
+            return RunOutcome("run_timeout", f"kernel run exceeded {self.timeout_s} s")
+        if res.returncode is not None and res.returncode < 0:
+            return RunOutcome("crashed", f"kernel process killed by signal {-res.returncode}: {res.tail()[-300:]}")
+        if res.returncode != 0:
+            return RunOutcome("run_error", f"exit code {res.returncode}: {res.tail()[-500:]}")
+        times = [float(x) for x in re.findall(r"^t ([\d.eE+-]+)$", res.stdout, re.M)]
+        if not times:
+            return RunOutcome("run_error", "the harness printed no timings")
+        outputs = {b.name: np.fromfile(self.workdir / "out" / f"{tag}-{b.name}.bin", dtype=b.dtype)
+                   .reshape(self.kernel.shape_of(b)) for b in self.kernel.outputs}
+        ok, why = self.kernel.check(outputs, self.expected)
+        metrics = timing_summary(times)
+        if not ok:
+            return RunOutcome("wrong_output", why, metrics)
+        return RunOutcome("ok", "", metrics)
+
+    def instructions(self, exe: Path) -> RunOutcome:
+        """Instructions executed inside ``cil_kernel`` for one call (valgrind callgrind; reproducible)."""
+        valgrind = shutil.which("valgrind")
+        if valgrind is None:
+            return RunOutcome("run_error", "the instructions objective needs valgrind: apt-get install valgrind")
+        out = self.workdir / "out" / f"{exe.name}.callgrind"
+        argv = [valgrind, "--tool=callgrind", "--toggle-collect=cil_kernel", f"--callgrind-out-file={out}",
+                str(exe), "0", "0", *self._args(exe.name + "-cg")]
+        res = run_tool(argv, self.timeout_s * 4)
+        if res.timed_out:
+            return RunOutcome("run_timeout", "callgrind run timed out")
+        if res.returncode != 0:
+            return RunOutcome("run_error", f"callgrind failed (exit {res.returncode}; AVX-512 code cannot run "
+                                           f"under valgrind): {res.tail()[-300:]}")
+        total = parse_callgrind_total(out.read_text()) if out.exists() else None
+        if total is None:
+            return RunOutcome("run_error", "callgrind wrote no instruction total")
+        return RunOutcome("ok", "", {"instructions": float(total)})
+
+
+def describe(outcome: RunOutcome) -> dict[str, Any]:
+    """A JSON-friendly view of a run outcome."""
+    return {"status": outcome.status, "error": outcome.error, **outcome.metrics}

@@ -1,0 +1,198 @@
+"""KernelEvaluator: a config of compiler controls -> compile -> metrics -> Measurement, with code-hash dedup."""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
+
+from compileiq_lab.exceptions import ConfigurationError
+from compileiq_lab.measure.binary import inspect_elf
+from compileiq_lab.measure.compile import CompileOutcome, CudaCompiler
+from compileiq_lab.measure.measurement import Measurement
+from compileiq_lab.space import params as ss
+from compileiq_lab.space.catalogs.base import Catalog
+
+if TYPE_CHECKING:
+    from compileiq_lab.kernels import KernelSpec
+
+__all__ = ["KernelEvaluator", "OBJECTIVES", "STATIC_OBJECTIVES", "RUN_OBJECTIVES"]
+
+log = logging.getLogger(__name__)
+
+#: Objectives from the compiler alone (no GPU, deterministic): name -> (direction, description).
+STATIC_OBJECTIVES = {
+    "registers": ("min", "registers per thread (ptxas -v)"),
+    "spill_bytes": ("min", "spill stores + loads in bytes (ptxas -v)"),
+    "stack_bytes": ("min", "stack frame bytes (ptxas -v)"),
+    "smem_bytes": ("min", "static shared memory bytes (ptxas -v)"),
+    "sass_instructions": ("min", "SASS instructions in the cubin's .text sections"),
+    "text_bytes": ("min", "bytes of machine code (.text sections)"),
+    "binary_size": ("min", "bytes of the whole compiled file"),
+    "compile_time": ("min", "wall seconds to compile (front end + back end; C: whole build)"),
+}
+#: Objectives that run the kernel (CPU kernels here; GPU runtime arrives with GPU measurement).
+RUN_OBJECTIVES = {
+    "runtime": ("min", "fastest timed call in seconds (CPU kernels)"),
+    "runtime_median": ("min", "median timed call in seconds (CPU kernels)"),
+    "instructions": ("min", "instructions executed by one call (valgrind callgrind, CPU kernels)"),
+}
+OBJECTIVES = {**STATIC_OBJECTIVES, **RUN_OBJECTIVES}
+_CUDA_OK = set(STATIC_OBJECTIVES)
+_C_OK = {"text_bytes", "binary_size", "compile_time"} | set(RUN_OBJECTIVES)
+
+
+class KernelEvaluator:
+    """Evaluate configs of one catalog on one kernel.
+
+    The config holds catalog controls by name and, when the kernel declares ``-D`` knobs, a
+    ``defines`` group. Known compiler conflicts are rejected before any compile (see
+    ``constraint``). Candidates whose machine code is identical to an earlier one (same hash of
+    the code sections) reuse that one's run measurement instead of running again.
+
+    Args:
+        kernel: The kernel spec.
+        catalog: The controls searched (already restricted to the installed compiler).
+        objectives: Names from OBJECTIVES, in score order.
+        arch: CUDA target (CUDA kernels).
+        workdir: Scratch folder (a temporary one if None).
+        timeout_s: Limit per compiler call and per run.
+        two_stage: CUDA: nvcc -ptx once per front-end set, then ptxas (else one full nvcc call each).
+        compiler: C compiler for C kernels ("gcc" or "clang").
+    """
+
+    def __init__(self, kernel: "KernelSpec", catalog: Catalog, objectives: Sequence[str], arch: str = "sm_90",
+                 workdir: str | Path | None = None, timeout_s: float = 120.0, two_stage: bool = True,
+                 compiler: str = "gcc") -> None:
+        self.kernel, self.catalog, self.objectives = kernel, catalog, list(objectives)
+        allowed = _CUDA_OK if kernel.language == "cuda" else _C_OK
+        bad = [o for o in self.objectives if o not in allowed]
+        if not self.objectives or bad:
+            raise ConfigurationError(
+                f"objectives for a {kernel.language} kernel must be among {sorted(allowed)}, but got "
+                f"{self.objectives}; pick from those (GPU runtime needs the GPU measurement layer)")
+        if kernel.language == "c" and ({o for o in self.objectives} & set(RUN_OBJECTIVES)) and not kernel.inputs:
+            raise ConfigurationError(f"kernel {kernel.name!r} declares no inputs, so it cannot run; "
+                                     "use static objectives (text_bytes, binary_size, compile_time)")
+        self.workdir = Path(workdir or tempfile.mkdtemp(prefix="compileiq-"))
+        self.two_stage = two_stage
+        if kernel.language == "cuda":
+            self.cuda = CudaCompiler(arch, self.workdir, timeout_s)
+        else:
+            from compileiq_lab.measure.cpu import CRunner
+
+            self.runner = CRunner(kernel, self.workdir, compiler=compiler, timeout_s=timeout_s)
+        self._lock = threading.Lock()
+        self._by_hash: dict[str, dict[str, Any]] = {}
+        self._hashes: set[str] = set()
+        self.stats = {"compiles": 0, "unique_code": 0, "runs": 0, "runs_saved": 0, "conflicts": 0}
+
+    @property
+    def code_hashes(self) -> set[str]:
+        """Distinct machine codes seen so far."""
+        return set(self._hashes)
+
+    def toolchain(self) -> dict[str, str]:
+        """Compiler versions used (for the run header)."""
+        from compileiq_lab.measure.compile import tool_version
+
+        if self.kernel.language == "cuda":
+            return {"nvcc": self.cuda.version, "ptxas": tool_version(self.cuda.ptxas)}
+        return {self.runner.compiler: tool_version(self.runner.cc)}
+
+    @property
+    def directions(self) -> list[str]:
+        """"min"/"max" per objective."""
+        return [OBJECTIVES[o][0] for o in self.objectives]
+
+    def space(self) -> dict[str, Any]:
+        """The search space: the catalog's controls plus a ``defines`` group for the kernel's knobs."""
+        sp: dict[str, Any] = dict(self.catalog.space())
+        if self.kernel.defines:
+            sp["defines"] = {k: ss.choice(list(v)) for k, v in self.kernel.defines.items()}
+        return sp
+
+    def constraint(self, config: Mapping[str, Any]) -> str | None:
+        """Why the compiler would reject a config (a known conflict), or None."""
+        return self.catalog.conflict({k: v for k, v in config.items() if k != "defines"})
+
+    def argv(self, config: Mapping[str, Any]) -> dict[str, list[str]]:
+        """The compiler arguments of a config, per stage."""
+        controls = {k: v for k, v in config.items() if k != "defines"}
+        defines = self.kernel.define_args(config.get("defines"))
+        if self.kernel.language == "cuda":
+            return {"frontend": defines + self.catalog.argv(controls, "frontend"),
+                    "backend": self.catalog.argv(controls, "backend")}
+        return {"c": defines + self.catalog.base_argv_list() + self.catalog.argv(controls)}
+
+    def __call__(self, config: Mapping[str, Any]) -> Measurement:
+        """Compile (and for run objectives, run) one config."""
+        reason = self.constraint(config)
+        if reason:
+            self.stats["conflicts"] += 1
+            return Measurement("compile_error", error=reason, detail={"conflict": True})
+        argv = self.argv(config)
+        outcome = self._compile(argv)
+        with self._lock:
+            self.stats["compiles"] += 1
+        if not outcome.ok:
+            return Measurement(outcome.status, error=outcome.error[-1500:], detail={"argv": argv})
+        info = inspect_elf(outcome.path, code_sections=(".text", ".rodata") if self.kernel.language == "c"
+                           else (".text",))
+        metrics = dict(outcome.metrics)
+        metrics.update(text_bytes=float(info.text_bytes), binary_size=float(info.file_bytes),
+                       compile_time=metrics.get("frontend_time_s", 0.0) + metrics.get("backend_time_s", 0.0)
+                       + metrics.get("compile_time_s", 0.0))
+        if self.kernel.language == "cuda":
+            metrics["sass_instructions"] = float(info.sass_instructions)
+        detail: dict[str, Any] = {"argv": argv, "code_hash": info.code_hash}
+        with self._lock:
+            detail["duplicate_code"] = info.code_hash in self._hashes
+            self._hashes.add(info.code_hash)
+        if set(self.objectives) & set(RUN_OBJECTIVES):
+            run = self._run_once(info.code_hash, outcome.path)
+            detail.update(run_reused=run["reused"])
+            if run["status"] != "ok":
+                return Measurement(run["status"], error=run["error"], detail={**detail, "metrics": metrics})
+            metrics.update(run["metrics"])
+        missing = [o for o in self.objectives if o not in metrics]
+        if missing:
+            return Measurement("error", error=f"no value for objectives {missing}", detail={**detail, "metrics": metrics})
+        detail["metrics"] = metrics
+        return Measurement("ok", scores=tuple(metrics[o] for o in self.objectives), detail=detail)
+
+    def _compile(self, argv: dict[str, list[str]]) -> CompileOutcome:
+        if self.kernel.language != "cuda":
+            return self.runner.compile(argv["c"])
+        src, entry = self.kernel.source_path, self.kernel.entry
+        if not self.two_stage:
+            return self.cuda.full(src, argv["frontend"], argv["backend"], entry)
+        ptx = self.cuda.ptx(src, argv["frontend"])
+        if not ptx.ok:
+            return ptx
+        out = self.cuda.cubin(ptx.path, argv["backend"], entry)
+        out.metrics.update(ptx.metrics)
+        return out
+
+    def _run_once(self, code_hash: str, exe: Path) -> dict[str, Any]:
+        with self._lock:
+            if code_hash in self._by_hash:
+                self.stats["runs_saved"] += 1
+                return {**self._by_hash[code_hash], "reused": True}
+        metrics: dict[str, float] = {}
+        status, error = "ok", ""
+        if {"runtime", "runtime_median"} & set(self.objectives):
+            r = self.runner.run(exe)
+            status, error, metrics = r.status, r.error, dict(r.metrics)
+        if status == "ok" and "instructions" in self.objectives:
+            r = self.runner.instructions(exe)
+            status, error = r.status, r.error
+            metrics.update(r.metrics)
+        result = {"status": status, "error": error, "metrics": metrics, "reused": False}
+        with self._lock:
+            self.stats["runs"] += 1
+            self.stats["unique_code"] += 1
+            self._by_hash[code_hash] = result
+        return result

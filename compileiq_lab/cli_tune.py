@@ -139,13 +139,26 @@ def _print_front(results: Any, evaluator: Any, objectives: list[str]) -> None:
     print(f"\n{'eval':>5}  {head}  arguments")
     if base is not None and base["status"] == "ok":
         print(f"{'base':>5}  " + "  ".join(f"{base[f'score_{i + 1}']:18.6g}" for i in range(len(objectives)))
-              + "  (compiler defaults)")
-    for row in front:
-        argv = evaluator.argv(row["params"])
-        flat = " ".join(a for v in argv.values() for a in v) or "(defaults)"
+              + f"  {' '.join(_flat_argv(evaluator, base)) or '(compiler defaults)'}   (baseline)")
+    for row, same in _group_ties(front, evaluator, len(objectives)):
+        flat = " ".join(_flat_argv(evaluator, row)) or "(defaults)"
+        more = f"   (+{same} configs with the same scores)" if same else ""
         print(f"{row['eval_id']:5d}  " + "  ".join(f"{row[f'score_{i + 1}']:18.6g}" for i in range(len(objectives)))
-              + f"  {flat}")
+              + f"  {flat}{more}")
     print(f"\nstored in {results.store_path}")
+
+
+def _flat_argv(evaluator: Any, row: dict[str, Any]) -> list[str]:
+    return [a for v in evaluator.argv(row["params"]).values() for a in v]
+
+
+def _group_ties(front: list[dict[str, Any]], evaluator: Any, k: int) -> list[tuple[dict[str, Any], int]]:
+    """One row per distinct score vector (the one with the fewest arguments) and how many it stands for."""
+    groups: dict[tuple[float, ...], list[dict[str, Any]]] = {}
+    for row in front:
+        groups.setdefault(tuple(row[f"score_{i + 1}"] for i in range(k)), []).append(row)
+    return [(min(rows, key=lambda r: (len(_flat_argv(evaluator, r)), r["eval_id"])), len(rows) - 1)
+            for rows in groups.values()]
 
 
 def _export(path: str, results: Any, evaluator: Any, meta: dict[str, Any]) -> None:
@@ -153,7 +166,8 @@ def _export(path: str, results: Any, evaluator: Any, meta: dict[str, Any]) -> No
     if not front:
         print("nothing to export: no successful evaluation", file=sys.stderr)
         return
-    best = min(front, key=lambda r: (r["score_1"] if evaluator.directions[0] == "min" else -r["score_1"]))
+    sign = 1.0 if evaluator.directions[0] == "min" else -1.0
+    best = min(front, key=lambda r: (sign * r["score_1"], len(_flat_argv(evaluator, r)), r["eval_id"]))
     base = results.baseline
     doc = {"format": "compileiq-lab-choice/0", "note": "interim export until the ACF format lands", **meta,
            "controls": best["params"], "argv": evaluator.argv(best["params"]),

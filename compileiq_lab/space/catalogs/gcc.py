@@ -189,8 +189,12 @@ def _clang_controls() -> tuple[Control, ...]:
     )
 
 
+# Every C compile starts from -O2 (a later -O from the search wins), so the baseline, the empty
+# config, is the usual release build rather than the compilers' -O0.
+_BASE = ("-O2",)
+
 #: gcc controls; ``march`` holds only the x86-64 levels this CPU can run.
-GCC = Catalog("gcc", _gcc_controls())
+GCC = Catalog("gcc", _gcc_controls(), base_argv=_BASE)
 
 #: clang controls; ``march`` holds only the x86-64 levels this CPU can run.
-CLANG = Catalog("clang", _clang_controls())
+CLANG = Catalog("clang", _clang_controls(), base_argv=_BASE)

@@ -1,0 +1,79 @@
+"""The tune and catalog commands end to end, in a subprocess, as a user runs them."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from compileiq_lab import load_results
+
+needs_cuda = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
+needs_gcc = pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc not installed")
+
+
+def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "compileiq_lab.cli", *args], capture_output=True, text=True,
+                          cwd=cwd, timeout=600)
+
+
+@needs_cuda
+def test_tune_bundled_cuda_kernel_static_and_export(tmp_path):
+    out = cli("tune", "reduction", "--space", "ptxas", "--objectives", "registers,sass_instructions",
+              "--generations", "3", "--pool-size", "6", "--store", "r.db", "--export", "best.json", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "(baseline)" in out.stdout and "distinct machine code" in out.stdout
+    doc = json.loads((tmp_path / "best.json").read_text())
+    assert doc["kernel"] == "reduction" and doc["arch"] == "sm_90" and set(doc["argv"]) == {"frontend", "backend"}
+    assert set(doc["objectives"]) == {"registers", "sass_instructions"} and doc["baseline"]["registers"] > 0
+    res = load_results(str(tmp_path / "r.db"))
+    assert res.header["metadata"]["kernel"] == "reduction" and res.n_objectives == 2
+    assert len(res) == 1 + 3 * 6
+
+
+HELD_OUT = r"""
+// a kernel none of the bundled ones resembles: a histogram with shared-memory atomics
+extern "C" __global__ void histogram256(const unsigned char* data, unsigned int* bins, int n) {
+  __shared__ unsigned int local[256];
+  for (int i = threadIdx.x; i < 256; i += blockDim.x) local[i] = 0;
+  __syncthreads();
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+    atomicAdd(&local[data[i]], 1u);
+  __syncthreads();
+  for (int i = threadIdx.x; i < 256; i += blockDim.x) atomicAdd(&bins[i], local[i]);
+}
+"""
+
+
+@needs_cuda
+def test_tune_a_held_out_bare_cu_file(tmp_path):
+    src = tmp_path / "histogram.cu"
+    src.write_text(HELD_OUT)
+    out = cli("tune", str(src), "--objectives", "sass_instructions", "--generations", "2", "--store", "h.db",
+              cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    res = load_results(str(tmp_path / "h.db"))
+    assert res.status == "finished" and res.status_counts().get("ok", 0) >= 2
+
+
+@needs_gcc
+def test_tune_c_kernel_for_runtime(tmp_path):
+    out = cli("tune", "dot", "--objectives", "runtime", "--generations", "2", "--pool-size", "4",
+              "--store", "c.db", "--export", "c.json", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    doc = json.loads((tmp_path / "c.json").read_text())
+    assert "-O2" in doc["argv"]["c"] and doc["objectives"]["runtime"] > 0
+
+
+def test_catalog_and_user_errors(tmp_path):
+    if shutil.which("ptxas") is not None:
+        out = cli("catalog", "ptxas", cwd=tmp_path)
+        assert out.returncode == 0 and "maxrregcount" in out.stdout and "register_allocation" in out.stdout
+    bad = cli("catalog", "fortran", cwd=tmp_path)
+    assert bad.returncode == 1 and "must be one of" in bad.stderr and "Traceback" not in bad.stderr
+    missing = cli("tune", "no_such_kernel", cwd=tmp_path)
+    assert missing.returncode == 1 and "Traceback" not in missing.stderr and "no_such_kernel" in missing.stderr

@@ -1,0 +1,111 @@
+"""KernelEvaluator on bundled kernels: static CUDA metrics, real CPU runs, dedup, conflicts, failures."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from compileiq_lab import Search, SearchConfiguration
+from compileiq_lab.exceptions import ConfigurationError
+from compileiq_lab.kernels import load_kernel
+from compileiq_lab.measure.evaluator import KernelEvaluator
+from compileiq_lab.space.catalogs import GCC, NVCC, PTXAS
+
+needs_cuda = pytest.mark.skipif(shutil.which("nvcc") is None and shutil.which("ptxas") is None,
+                                reason="nvcc/ptxas not installed")
+needs_gcc = pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc not installed")
+needs_valgrind = pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind not installed")
+
+
+@needs_cuda
+def test_static_cuda_metrics_and_code_identity(tmp_path):
+    ev = KernelEvaluator(load_kernel("reduction"), PTXAS, ["registers", "sass_instructions"], workdir=tmp_path)
+    base = ev({})
+    o3 = ev({"opt_level": 3})
+    o0 = ev({"opt_level": 0})
+    assert base.ok and o3.ok and o0.ok
+    assert base.detail["code_hash"] == o3.detail["code_hash"] and o3.detail["duplicate_code"]
+    assert o0.scores != base.scores and not o0.detail["duplicate_code"]
+    assert base.detail["metrics"]["sass_instructions"] * 16 == base.detail["metrics"]["text_bytes"]
+    assert ev.stats["compiles"] == 3 and len(ev.code_hashes) == 2
+
+
+@needs_cuda
+def test_known_conflicts_are_refused_without_compiling(tmp_path):
+    ev = KernelEvaluator(load_kernel("reduction"), PTXAS, ["registers"], workdir=tmp_path)
+    cfg = {"opt_level": 3, "fast_compile": "min"}
+    assert "Ofast-compile" in ev.constraint(cfg)
+    m = ev(cfg)
+    assert m.status == "compile_error" and m.detail["conflict"] and ev.stats["compiles"] == 0
+
+
+@needs_cuda
+def test_defines_and_frontend_flags_reach_the_compiler(tmp_path):
+    kernel = load_kernel("sgemm")
+    ev = KernelEvaluator(kernel, NVCC, ["registers"], workdir=tmp_path)
+    knob = next(iter(kernel.defines))
+    values = list(kernel.defines[knob])
+    argv = ev.argv({"defines": {knob: values[-1]}, "extra_device_vectorization": "--extra-device-vectorization",
+                    "maxrregcount": 64})
+    assert f"-D{knob}={values[-1]}" in argv["frontend"] and "--extra-device-vectorization" in argv["frontend"]
+    assert argv["backend"] == ["--maxrregcount=64"]
+    assert "defines" in ev.space() and set(ev.space()) - {"defines"} == set(NVCC.names)
+    assert ev({"defines": {knob: values[-1]}}).ok
+
+
+@needs_cuda
+def test_cuda_tuning_run_beats_the_baseline_on_static_metrics(tmp_path):
+    ev = KernelEvaluator(load_kernel("reduction"), PTXAS, ["sass_instructions"], workdir=tmp_path / "w")
+    res = Search(ev, ev.space(), SearchConfiguration(generations=3, pool_size=6), store=":memory:",
+                 constraint=ev.constraint).start(workers=2)
+    best, base = res.get_best_result(), res.baseline
+    assert base["status"] == "ok" and best["score_1"] <= base["score_1"]
+    assert set(res.status_counts()) == {"ok"}
+
+
+def test_objectives_are_checked_against_the_language(tmp_path):
+    with pytest.raises(ConfigurationError, match="objectives for a cuda kernel"):
+        KernelEvaluator(load_kernel("reduction"), PTXAS, ["runtime"], workdir=tmp_path)
+
+
+@needs_gcc
+def test_cpu_kernel_runs_checks_and_dedups(tmp_path):
+    ev = KernelEvaluator(load_kernel("dot"), GCC, ["runtime", "text_bytes"], workdir=tmp_path)
+    a = ev({"opt_level": 2})
+    # -fomit-frame-pointer is already on at -O2 on x86-64: other flags, identical machine code
+    b = ev({"opt_level": 2, "omit_frame_pointer": "-fomit-frame-pointer"})
+    c = ev({"opt_level": 1})
+    assert a.ok and b.ok and c.ok, a.error
+    metrics = a.detail["metrics"]
+    assert metrics["runtime"] > 0 and metrics["runtime_median"] >= metrics["runtime"] and metrics["samples"] >= 10
+    assert b.detail["code_hash"] == a.detail["code_hash"] and b.detail["run_reused"]
+    assert b.scores[0] == a.scores[0]  # the measurement is reused, not re-taken
+    assert c.detail["code_hash"] != a.detail["code_hash"] and not c.detail["run_reused"]
+    assert ev.stats == {"compiles": 3, "unique_code": 2, "runs": 2, "runs_saved": 1, "conflicts": 0}
+
+
+@needs_gcc
+def test_wrong_output_is_recorded(tmp_path):
+    kernel = load_kernel("dot")
+    broken = tmp_path / "dot"
+    shutil.copytree(kernel.folder, broken)
+    src = broken / kernel.source
+    src.write_text(src.read_text().replace("void cil_kernel(", "static void real_kernel(") +
+                   "\nvoid cil_kernel(void **bufs, const long *params) {\n"
+                   "    real_kernel(bufs, params);\n    ((double *)bufs[2])[0] += 1.0;\n}\n")
+    ev = KernelEvaluator(load_kernel(broken), GCC, ["runtime"], workdir=tmp_path / "w")
+    m = ev({"opt_level": 2})
+    assert m.status == "wrong_output", (m.status, m.error)
+
+
+@needs_gcc
+@needs_valgrind
+def test_instructions_objective_is_reproducible(tmp_path):
+    ev = KernelEvaluator(load_kernel("dot"), GCC, ["instructions"], workdir=tmp_path)
+    a = ev({"opt_level": 1})
+    ev2 = KernelEvaluator(load_kernel("dot"), GCC, ["instructions"], workdir=tmp_path / "again")
+    b = ev2({"opt_level": 1})
+    c = ev2({"opt_level": 3})
+    assert a.ok and b.ok and c.ok, (a.error, b.error, c.error)
+    assert a.scores == b.scores and c.scores != a.scores

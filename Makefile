@@ -10,7 +10,7 @@ $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	# nvcc/ptxas from pinned PyPI wheels where no CUDA toolkit is installed
-	$(BIN)/python -m pip install -q -e ".[test$$(command -v nvcc >/dev/null 2>&1 || echo ,cuda)]"
+	$(BIN)/python -m pip install -q -e ".[test,nvrtc$$(command -v nvcc >/dev/null 2>&1 || echo ,cuda)]"
 	touch $(STAMP)
 
 demo: $(STAMP)

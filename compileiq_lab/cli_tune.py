@@ -27,8 +27,8 @@ def add_tune_parser(sub: Any) -> None:
                     "  compileiq-lab tune my_kernel.cu --arch sm_90 --export best.json")
     t.add_argument("kernel", help="bundled kernel name, kernel folder, or a bare .cu/.c file")
     t.add_argument("--arch", default="sm_90", help="CUDA target (default sm_90)")
-    t.add_argument("--space", default=None, help="catalog: nvcc (front end + ptxas), ptxas, gcc, clang "
-                                                  "(default: nvcc for CUDA, gcc for C)")
+    t.add_argument("--space", default=None, help="catalog: nvcc (front end + ptxas), ptxas, nvrtc (in-process "
+                                                  "NVRTC), gcc, clang (default: nvcc for CUDA, gcc for C)")
     t.add_argument("--objectives", default=None, help="comma list, e.g. registers,sass_instructions,compile_time "
                                                        "(CUDA) or runtime,instructions (C)")
     t.add_argument("--categories", default=None, help="comma list of control categories to search")
@@ -59,9 +59,17 @@ def _split(text: str | None) -> list[str] | None:
 
 
 def _catalog(name: str) -> Any:
+    from compileiq_lab.exceptions import ConfigurationError
     from compileiq_lab.space.catalogs import active, get_catalog
 
-    catalog, left_out = active(get_catalog(name))
+    try:
+        catalog, left_out = active(get_catalog(name))
+    except ConfigurationError:
+        if name != "nvrtc":
+            raise
+        print("note: no nvcc/ptxas to check NVRTC options against; using the whole curated catalog",
+              file=sys.stderr)
+        return get_catalog(name)
     for control, why in left_out:
         print(f"note: {control} left out: {why}", file=sys.stderr)
     return catalog
@@ -106,7 +114,7 @@ def run_tune(args: argparse.Namespace) -> int:
     catalog = _catalog(space_name).select(names=_split(args.controls), categories=_split(args.categories),
                                           include_unsafe=args.unsafe_math)
     objectives = _split(args.objectives) or _split(_DEFAULT_OBJECTIVES[kernel.language])
-    compiler = space_name if space_name in ("gcc", "clang") else "gcc"
+    compiler = space_name if space_name in ("gcc", "clang", "nvrtc") else "gcc"
     evaluator = KernelEvaluator(kernel, catalog, objectives, arch=args.arch, workdir=args.workdir,
                                 timeout_s=args.timeout, two_stage=not args.full_nvcc, compiler=compiler)
     cfg = SearchConfiguration(generations=args.generations, pool_size=args.pool_size, seed=args.seed,

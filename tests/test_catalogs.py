@@ -227,7 +227,8 @@ def test_argv_splits_the_combined_catalog_by_stage() -> None:
 
 
 def test_registry() -> None:
-    assert set(CATALOGS) == set(EXECUTABLES) == {"nvcc", "nvcc_frontend", "ptxas", "gcc", "clang"}
+    assert set(CATALOGS) == set(EXECUTABLES) == {"nvcc", "nvcc_frontend", "ptxas", "nvrtc", "gcc", "clang"}
+    assert set(get_catalog("nvrtc").names) == set(NVCC.names) - {"cicc_opt"}  # NVRTC has no -Xcicc
     assert get_catalog("clang") is CLANG
     assert set(NVCC.names) == set(NVCC_FRONTEND.names) | set(PTXAS.names)
     assert all(c.stage == "c" for c in GCC.controls + CLANG.controls)

@@ -109,3 +109,26 @@ def test_instructions_objective_is_reproducible(tmp_path):
     c = ev2({"opt_level": 3})
     assert a.ok and b.ok and c.ok, (a.error, b.error, c.error)
     assert a.scores == b.scores and c.scores != a.scores
+
+
+needs_nvrtc = pytest.mark.skipif(__import__("importlib").util.find_spec("cuda") is None,
+                                 reason="cuda-bindings (NVRTC) not installed")
+
+
+@needs_nvrtc
+def test_nvrtc_backend_compiles_in_process(tmp_path):
+    from compileiq_lab.space.catalogs import NVRTC
+
+    ev = KernelEvaluator(load_kernel("reduction"), NVRTC, ["registers", "sass_instructions"], workdir=tmp_path,
+                         compiler="nvrtc")
+    base, o1 = ev({}), ev({"opt_level": 1})
+    assert base.ok and o1.ok, (base.error, o1.error)
+    assert base.detail["metrics"]["registers"] > 0 and base.detail["code_hash"] != o1.detail["code_hash"]
+    assert ev.toolchain()["nvrtc"].startswith("NVRTC 13.")
+    from compileiq_lab.measure.nvrtc import NvrtcCompiler
+
+    bad = NvrtcCompiler("sm_90", tmp_path).compile(load_kernel("reduction").source_path, ["-Xcicc", "-O1"])
+    assert bad.status == "compile_error" and "-Xcicc" in bad.error
+    conflict = NvrtcCompiler("sm_90", tmp_path).compile(
+        load_kernel("reduction").source_path, ["-Xptxas=-O3", "-Xptxas=--Ofast-compile=min"])
+    assert conflict.status == "compile_error" and "Conflicting options" in conflict.error

@@ -60,7 +60,8 @@ class KernelEvaluator:
         workdir: Scratch folder (a temporary one if None).
         timeout_s: Limit per compiler call and per run.
         two_stage: CUDA: nvcc -ptx once per front-end set, then ptxas (else one full nvcc call each).
-        compiler: C compiler for C kernels ("gcc" or "clang").
+        compiler: C compiler for C kernels ("gcc" or "clang"); for CUDA kernels "nvrtc" compiles
+            in-process with NVRTC instead of nvcc/ptxas.
     """
 
     def __init__(self, kernel: "KernelSpec", catalog: Catalog, objectives: Sequence[str], arch: str = "sm_90",
@@ -78,7 +79,12 @@ class KernelEvaluator:
                                      "use static objectives (text_bytes, binary_size, compile_time)")
         self.workdir = Path(workdir or tempfile.mkdtemp(prefix="compileiq-"))
         self.two_stage = two_stage
-        if kernel.language == "cuda":
+        self.nvrtc = None
+        if kernel.language == "cuda" and compiler == "nvrtc":
+            from compileiq_lab.measure.nvrtc import NvrtcCompiler
+
+            self.nvrtc = NvrtcCompiler(arch, self.workdir)
+        elif kernel.language == "cuda":
             self.cuda = CudaCompiler(arch, self.workdir, timeout_s)
         else:
             from compileiq_lab.measure.cpu import CRunner
@@ -98,6 +104,8 @@ class KernelEvaluator:
         """Compiler versions used (for the run header)."""
         from compileiq_lab.measure.compile import tool_version
 
+        if self.nvrtc is not None:
+            return {"nvrtc": self.nvrtc.version}
         if self.kernel.language == "cuda":
             return {"nvcc": self.cuda.version, "ptxas": tool_version(self.cuda.ptxas)}
         return {self.runner.compiler: tool_version(self.runner.cc)}
@@ -167,6 +175,10 @@ class KernelEvaluator:
         if self.kernel.language != "cuda":
             return self.runner.compile(argv["c"])
         src, entry = self.kernel.source_path, self.kernel.entry
+        if self.nvrtc is not None:
+            from compileiq_lab.measure.nvrtc import nvrtc_options
+
+            return self.nvrtc.compile(src, nvrtc_options(argv["frontend"], argv["backend"]), entry)
         if not self.two_stage:
             return self.cuda.full(src, argv["frontend"], argv["backend"], entry)
         ptx = self.cuda.ptx(src, argv["frontend"])

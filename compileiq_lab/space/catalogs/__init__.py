@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from compileiq_lab.exceptions import SpaceDefinitionError
 from compileiq_lab.space.catalogs.base import CATEGORIES, STAGES, TIERS, Catalog, Conflict, Control
-from compileiq_lab.space.catalogs.cuda import NVCC, NVCC_FRONTEND, PTXAS
+from compileiq_lab.space.catalogs.cuda import NVCC, NVCC_FRONTEND, NVRTC, PTXAS
 from compileiq_lab.space.catalogs.gcc import CLANG, GCC
 from compileiq_lab.space.catalogs.introspect import active, compiler_version, help_options
 
@@ -33,6 +33,7 @@ CATALOGS: dict[str, Catalog] = {
     "nvcc": NVCC,
     "nvcc_frontend": NVCC_FRONTEND,
     "ptxas": PTXAS,
+    "nvrtc": NVRTC,
     "gcc": GCC,
     "clang": CLANG,
 }
@@ -43,6 +44,7 @@ EXECUTABLES: dict[str, tuple[str, ...]] = {
     "nvcc": ("nvcc", "ptxas"),
     "nvcc_frontend": ("nvcc",),
     "ptxas": ("ptxas",),
+    "nvrtc": ("nvcc", "ptxas"),  # NVRTC accepts the same spellings; checked where the toolkit exists
     "gcc": ("gcc",),
     "clang": ("clang",),
 }
@@ -52,7 +54,7 @@ def get_catalog(name: str) -> Catalog:
     """The curated catalog of one compiler.
 
     Args:
-        name: A key of CATALOGS ("nvcc", "nvcc_frontend", "ptxas", "gcc", "clang").
+        name: A key of CATALOGS ("nvcc", "nvcc_frontend", "ptxas", "nvrtc", "gcc", "clang").
 
     Raises:
         SpaceDefinitionError: For an unknown name (the valid ones are listed).

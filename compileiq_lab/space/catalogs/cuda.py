@@ -5,7 +5,7 @@ from __future__ import annotations
 from compileiq_lab import space as ss
 from compileiq_lab.space.catalogs.base import Catalog, Conflict, Control
 
-__all__ = ["PTXAS", "NVCC_FRONTEND", "NVCC"]
+__all__ = ["PTXAS", "NVCC_FRONTEND", "NVCC", "NVRTC"]
 
 _BOOL = [True, False]
 
@@ -92,3 +92,7 @@ NVCC_FRONTEND = Catalog("nvcc", _FRONTEND_CONTROLS)
 
 #: Front end and ptxas together: the full space of a two-stage CUDA compile.
 NVCC = Catalog("nvcc", _FRONTEND_CONTROLS + _PTXAS_CONTROLS, _PTXAS_CONFLICTS)
+
+#: The same controls as NVRTC options (front end as is, ptxas ones through -Xptxas=); NVRTC has no -Xcicc.
+NVRTC = Catalog("nvrtc", tuple(c for c in _FRONTEND_CONTROLS if c.name != "cicc_opt") + _PTXAS_CONTROLS,
+                _PTXAS_CONFLICTS)

@@ -22,6 +22,7 @@ test: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/bench_overhead.py
 	$(BIN)/python bench/bench_toy.py
+	$(BIN)/python bench/bench_compile.py
 
 bench-defaults: $(STAMP)
 	$(BIN)/python bench/bench_defaults.py

@@ -37,7 +37,8 @@ def add_tune_parser(sub: Any) -> None:
     t.add_argument("--generations", type=int, default=10)
     t.add_argument("--pool-size", type=int, default=None)
     t.add_argument("--seed", type=int, default=0)
-    t.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="parallel compiles (default: CPU count)")
+    t.add_argument("--workers", type=int, default=None,
+                   help="candidates compiled at once (default: CPU count; timed runs never overlap)")
     t.add_argument("--store", default=None, help="run store path (default: a new file under ./compileiq_runs/)")
     t.add_argument("--export", default=None, help="write the best point as JSON (controls, argv, arch, objectives, baseline)")
     t.add_argument("--timeout", type=float, default=120.0, help="limit per compiler call / run in seconds")
@@ -128,7 +129,8 @@ def run_tune(args: argparse.Namespace) -> int:
     print(f"tuning {kernel.name} ({kernel.language}) over {len(catalog.controls)} {space_name} controls"
           f"{' + ' + str(len(kernel.defines)) + ' -D knobs' if kernel.defines else ''}; objectives {objectives}; "
           f"store {search.store_path}", file=sys.stderr)
-    results = search.start(callback=_progress(args.generations), workers=max(1, args.workers))
+    workers = args.workers or (os.cpu_count() or 1)
+    results = search.start(callback=_progress(args.generations), workers=max(1, workers))
     _print_front(results, evaluator, objectives)
     if args.export:
         _export(args.export, results, evaluator, meta)

@@ -91,6 +91,7 @@ class KernelEvaluator:
 
             self.runner = CRunner(kernel, self.workdir, compiler=compiler, timeout_s=timeout_s)
         self._lock = threading.Lock()
+        self._run_lock = threading.Lock()  # one timed run at a time: parallel runs distort each other
         self._by_hash: dict[str, dict[str, Any]] = {}
         self._hashes: set[str] = set()
         self.stats = {"compiles": 0, "unique_code": 0, "runs": 0, "runs_saved": 0, "conflicts": 0}
@@ -189,22 +190,23 @@ class KernelEvaluator:
         return out
 
     def _run_once(self, code_hash: str, exe: Path) -> dict[str, Any]:
-        with self._lock:
+        with self._run_lock:
             if code_hash in self._by_hash:
-                self.stats["runs_saved"] += 1
+                with self._lock:
+                    self.stats["runs_saved"] += 1
                 return {**self._by_hash[code_hash], "reused": True}
-        metrics: dict[str, float] = {}
-        status, error = "ok", ""
-        if {"runtime", "runtime_median"} & set(self.objectives):
-            r = self.runner.run(exe)
-            status, error, metrics = r.status, r.error, dict(r.metrics)
-        if status == "ok" and "instructions" in self.objectives:
-            r = self.runner.instructions(exe)
-            status, error = r.status, r.error
-            metrics.update(r.metrics)
-        result = {"status": status, "error": error, "metrics": metrics, "reused": False}
+            metrics: dict[str, float] = {}
+            status, error = "ok", ""
+            if {"runtime", "runtime_median"} & set(self.objectives):
+                r = self.runner.run(exe)
+                status, error, metrics = r.status, r.error, dict(r.metrics)
+            if status == "ok" and "instructions" in self.objectives:
+                r = self.runner.instructions(exe)
+                status, error = r.status, r.error
+                metrics.update(r.metrics)
+            result = {"status": status, "error": error, "metrics": metrics, "reused": False}
+            self._by_hash[code_hash] = result
         with self._lock:
             self.stats["runs"] += 1
             self.stats["unique_code"] += 1
-            self._by_hash[code_hash] = result
         return result

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import signal
 import sys
 from typing import Any, Sequence
 
@@ -75,11 +76,17 @@ def _show(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _terminate(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit code."""
     from compileiq_lab.exceptions import CompileIQLabError
 
     args = _parser().parse_args(argv)
+    # SIGTERM ends a run like Ctrl-C: compiler and kernel process groups are killed, rows kept
+    signal.signal(signal.SIGTERM, _terminate)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
     try:

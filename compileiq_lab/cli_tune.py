@@ -38,7 +38,8 @@ def add_tune_parser(sub: Any) -> None:
     t.add_argument("--pool-size", type=int, default=None)
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("--workers", type=int, default=None,
-                   help="candidates compiled at once (default: CPU count; timed runs never overlap)")
+                   help="candidates evaluated at once (default: CPU count for static objectives, 1 when a "
+                        "runtime/instructions objective is timed)")
     t.add_argument("--store", default=None, help="run store path (default: a new file under ./compileiq_runs/)")
     t.add_argument("--export", default=None, help="write the best point as JSON (controls, argv, arch, objectives, baseline)")
     t.add_argument("--timeout", type=float, default=120.0, help="limit per compiler call / run in seconds")
@@ -129,12 +130,22 @@ def run_tune(args: argparse.Namespace) -> int:
     print(f"tuning {kernel.name} ({kernel.language}) over {len(catalog.controls)} {space_name} controls"
           f"{' + ' + str(len(kernel.defines)) + ' -D knobs' if kernel.defines else ''}; objectives {objectives}; "
           f"store {search.store_path}", file=sys.stderr)
-    workers = args.workers or (os.cpu_count() or 1)
+    from compileiq_lab.measure.evaluator import RUN_OBJECTIVES
+
+    # timed runs must not share the CPU with compiles unless asked: one at a time by default
+    workers = args.workers or (1 if set(objectives) & set(RUN_OBJECTIVES) else (os.cpu_count() or 1))
     results = search.start(callback=_progress(args.generations), workers=max(1, workers))
     _print_front(results, evaluator, objectives)
     if args.export:
         _export(args.export, results, evaluator, meta)
-    return 130 if results.status == "interrupted" else 0
+    if results.status == "interrupted":
+        return 130
+    if not results.pareto_front():
+        first = next((r for r in results.records if r.status != "ok"), None)
+        print(f"compileiq-lab: error: no candidate succeeded; first failure ({first.status if first else '?'}): "
+              f"{(first.error if first else '')[:400]}", file=sys.stderr)
+        return 1
+    return 0
 
 
 def _print_front(results: Any, evaluator: Any, objectives: list[str]) -> None:

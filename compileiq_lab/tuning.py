@@ -63,7 +63,8 @@ class Search:
             header["metadata"] = dict(metadata)
         self.store = RunStore(path, header=header)
         try:
-            prepare_store(self.store, self.space, self.config, _name_of(objective_function))
+            prepare_store(self.store, self.space, self.config, _name_of(objective_function),
+                          dict(metadata) if metadata else None)
             self.store.acquire()  # refuse at once a store another run is writing
             self.store.release()
         except BaseException:

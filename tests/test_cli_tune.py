@@ -77,3 +77,35 @@ def test_catalog_and_user_errors(tmp_path):
     assert bad.returncode == 1 and "must be one of" in bad.stderr and "Traceback" not in bad.stderr
     missing = cli("tune", "no_such_kernel", cwd=tmp_path)
     assert missing.returncode == 1 and "Traceback" not in missing.stderr and "no_such_kernel" in missing.stderr
+
+
+@needs_cuda
+def test_resume_with_another_setup_is_refused(tmp_path):
+    first = cli("tune", "reduction", "--space", "ptxas", "--generations", "1", "--pool-size", "4", "--store", "r.db",
+                cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    again = cli("tune", "reduction", "--space", "ptxas", "--generations", "2", "--pool-size", "4", "--store", "r.db",
+                cwd=tmp_path)
+    assert again.returncode == 0, again.stderr            # same setup: the run continues
+    other = cli("tune", "reduction", "--space", "ptxas", "--objectives", "registers,spill_bytes",
+                "--generations", "2", "--pool-size", "4", "--store", "r.db", cwd=tmp_path)
+    assert other.returncode == 1 and "another setup" in other.stderr and "objectives" in other.stderr
+
+
+@needs_cuda
+def test_mismatched_catalog_and_bad_arch_are_clear_errors(tmp_path):
+    wrong = cli("tune", "reduction", "--space", "gcc", "--generations", "1", cwd=tmp_path)
+    assert wrong.returncode == 1 and "use nvcc, ptxas or nvrtc" in wrong.stderr
+    arch = cli("tune", "reduction", "--arch", "sm_12", "--generations", "1", cwd=tmp_path)
+    assert arch.returncode == 1 and "cannot target 'sm_12'" in arch.stderr and "sm_90" in arch.stderr
+
+
+@needs_gcc
+def test_bare_c_file_tunes_on_static_objectives(tmp_path):
+    src = tmp_path / "lib.c"
+    src.write_text("float acc(const float *x, long n) { float s = 0; for (long i = 0; i < n; i++) s += x[i]; "
+                   "return s; }\nint main(void) { return 0; }\n")
+    out = cli("tune", str(src), "--objectives", "text_bytes", "--generations", "2", "--pool-size", "4",
+              "--store", "s.db", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert load_results(str(tmp_path / "s.db")).status_counts().get("ok", 0) >= 4

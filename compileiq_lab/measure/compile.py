@@ -123,6 +123,17 @@ def parse_ptxas_verbose(text: str, entry: str | None = None) -> dict[str, float]
     per_entry: dict[str, dict[str, float]] = {}
     for name, body in zip(blocks[1::2], blocks[2::2]):
         per_entry[name] = {k: float(m.group(1)) for k, p in _PTXAS_PATTERNS.items() if (m := re.search(p, body))}
+        # non-inlined device functions print their own "Function properties" block: add their spills
+        for k in ("spill_store_bytes", "spill_load_bytes"):
+            found = [float(x) for x in re.findall(_PTXAS_PATTERNS[k], body)]
+            if found:
+                per_entry[name][k] = sum(found)
+        stacks = [float(x) for x in re.findall(_PTXAS_PATTERNS["stack_bytes"], body)]
+        if stacks:
+            per_entry[name]["stack_bytes"] = max(stacks)
+    if entry is not None and per_entry and entry not in per_entry:
+        log.warning("ptxas -v printed no kernel named %r (found %s); using the worst over all kernels",
+                    entry, sorted(per_entry))
     chosen = [per_entry[entry]] if entry in per_entry else list(per_entry.values())
     metrics: dict[str, float] = {}
     for k in _PTXAS_PATTERNS:
@@ -168,6 +179,9 @@ class CudaCompiler:
         self.arch = arch
         self.nvcc, self.ptxas = find_tool("nvcc"), find_tool("ptxas")
         self.version = tool_version(self.nvcc)
+        archs = supported_archs(self.nvcc)
+        if archs and arch not in archs:
+            raise ConfigurationError(f"this nvcc ({self.version}) cannot target {arch!r}; supported: {archs}")
         self.workdir = Path(workdir)
         (self.workdir / "ptx").mkdir(parents=True, exist_ok=True)
         (self.workdir / "cubin").mkdir(parents=True, exist_ok=True)
@@ -180,33 +194,41 @@ class CudaCompiler:
         return hashlib.sha256("\0".join(map(str, parts)).encode()).hexdigest()[:24]
 
     def ptx(self, source: Path, frontend_argv: Sequence[str]) -> CompileOutcome:
-        """The PTX of a source under front-end arguments, from the cache when compiled before."""
-        key = self._key(hashlib.sha256(source.read_bytes()).hexdigest(), self.arch, self.version, *frontend_argv)
+        """The PTX of a source under front-end arguments, from the cache when compiled before.
+
+        The cache key covers the source, the header files beside it, the arch, the toolchain
+        version and the arguments.
+        """
+        key = self._key(_source_digest(source), self.arch, self.version, *frontend_argv)
         out = self.workdir / "ptx" / f"{key}.ptx"
         with self._guard:
             lock = self._locks.setdefault(key, threading.Lock())
         argv = [self.nvcc, f"-arch={self.arch}", "-ptx", *frontend_argv, str(source), "-o", str(out)]
+        meta = out.with_suffix(".time")
         with lock:  # two threads wanting the same PTX compile it once
-            if out.exists():
+            if out.exists() and meta.exists():  # .time is written last: the PTX is complete
                 self.ptx_hits += 1
-                meta = out.with_suffix(".time")
-                t = float(meta.read_text()) if meta.exists() else 0.0
-                return CompileOutcome("ok", out, metrics={"frontend_time_s": t}, argv=[argv])
+                return CompileOutcome("ok", out, metrics={"frontend_time_s": float(meta.read_text())}, argv=[argv])
             self.ptx_misses += 1
-            res = run_tool(argv, self.timeout_s, cwd=source.parent)
+            tmp = _tmp_name(out)
+            res = run_tool([*argv[:-1], str(tmp)], self.timeout_s, cwd=source.parent)
             if res.timed_out or res.returncode != 0:
-                out.unlink(missing_ok=True)
+                tmp.unlink(missing_ok=True)
                 return _failed(res, self.timeout_s, argv)
-            out.with_suffix(".time").write_text(f"{res.elapsed_s:.6f}")
+            os.replace(tmp, out)
+            meta.write_text(f"{res.elapsed_s:.6f}")
             return CompileOutcome("ok", out, metrics={"frontend_time_s": res.elapsed_s}, argv=[argv])
 
     def cubin(self, ptx: Path, backend_argv: Sequence[str], entry: str | None = None) -> CompileOutcome:
         """Assemble PTX with ptxas under back-end arguments; parse ``-v`` metrics."""
         out = self.workdir / "cubin" / f"{self._key(ptx.name, *backend_argv)}.cubin"
         argv = [self.ptxas, f"-arch={self.arch}", "-v", *backend_argv, str(ptx), "-o", str(out)]
-        res = run_tool(argv, self.timeout_s)
+        tmp = _tmp_name(out)
+        res = run_tool([*argv[:-1], str(tmp)], self.timeout_s)
         if res.timed_out or res.returncode != 0:
+            tmp.unlink(missing_ok=True)
             return _failed(res, self.timeout_s, argv)
+        os.replace(tmp, out)
         metrics = parse_ptxas_verbose(res.stdout + res.stderr, entry)
         metrics["backend_time_s"] = res.elapsed_s
         return CompileOutcome("ok", out, metrics=metrics, argv=[argv])
@@ -214,17 +236,42 @@ class CudaCompiler:
     def full(self, source: Path, frontend_argv: Sequence[str], backend_argv: Sequence[str],
              entry: str | None = None) -> CompileOutcome:
         """One ``nvcc -cubin`` call (back-end arguments passed through ``-Xptxas``)."""
-        key = self._key(hashlib.sha256(source.read_bytes()).hexdigest(), "full", *frontend_argv, *backend_argv)
+        key = self._key(_source_digest(source), "full", *frontend_argv, *backend_argv)
         out = self.workdir / "cubin" / f"{key}.cubin"
         xptxas = [a for tok in backend_argv for a in ("-Xptxas", tok)]
         argv = [self.nvcc, f"-arch={self.arch}", "-cubin", *frontend_argv, "-Xptxas", "-v", *xptxas,
                 str(source), "-o", str(out)]
-        res = run_tool(argv, self.timeout_s, cwd=source.parent)
+        tmp = _tmp_name(out)
+        res = run_tool([*argv[:-1], str(tmp)], self.timeout_s, cwd=source.parent)
         if res.timed_out or res.returncode != 0:
+            tmp.unlink(missing_ok=True)
             return _failed(res, self.timeout_s, argv)
+        os.replace(tmp, out)
         metrics = parse_ptxas_verbose(res.stdout + res.stderr, entry)
         metrics["backend_time_s"] = res.elapsed_s
         return CompileOutcome("ok", out, metrics=metrics, argv=[argv])
+
+
+_HEADERS = (".h", ".cuh", ".hpp", ".hh", ".inc", ".inl")
+
+
+def _source_digest(source: Path) -> str:
+    """sha256 of a source and of the header files in its folder (a changed header is a new key)."""
+    h = hashlib.sha256(source.read_bytes())
+    for f in sorted(source.parent.iterdir()):
+        if f.suffix in _HEADERS and f.is_file():
+            h.update(f.name.encode() + b"\0" + f.read_bytes())
+    return h.hexdigest()
+
+
+def _tmp_name(out: Path) -> Path:
+    return out.with_name(f".{out.stem}.{os.getpid()}.{threading.get_ident()}{out.suffix}")
+
+
+def supported_archs(nvcc: str) -> list[str]:
+    """Real GPU targets of an nvcc (``--list-gpu-arch``, compute_XX turned into sm_XX)."""
+    res = run_tool([nvcc, "--list-gpu-arch"], 30)
+    return sorted({a.replace("compute_", "sm_") for a in re.findall(r"compute_\d+[a-z]?", res.stdout)})
 
 
 def _failed(res: ToolResult, timeout_s: float, argv: list[str]) -> CompileOutcome:

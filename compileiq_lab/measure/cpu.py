@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import re
+import threading
 import shutil
-import statistics
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -63,10 +64,11 @@ class CRunner:
         timeout_s: Limit per compile and per run.
         min_repeats: Minimum timed calls (the spec's run.repeats by default).
         min_seconds: Keep timing until this much time was measured.
+        runs: Whether the kernel will be run (False: compile only, no inputs or reference needed).
     """
 
     def __init__(self, kernel: "KernelSpec", workdir: str | Path, compiler: str = "gcc", timeout_s: float = 60.0,
-                 min_repeats: int | None = None, min_seconds: float = TRUSTED_TOTAL_S) -> None:
+                 min_repeats: int | None = None, min_seconds: float = TRUSTED_TOTAL_S, runs: bool = True) -> None:
         self.kernel = kernel
         self.cc = find_tool(compiler)
         self.compiler = compiler
@@ -76,8 +78,9 @@ class CRunner:
         self.timeout_s = timeout_s
         self.min_repeats = min_repeats or int(kernel.repeats)
         self.min_seconds = min_seconds
-        self.inputs = kernel.make_inputs()
-        self.expected = kernel.reference_outputs(self.inputs)
+        self.runs = runs
+        self.inputs = kernel.make_inputs() if runs else {}
+        self.expected = kernel.reference_outputs(self.inputs) if runs else {}
         for name, arr in self.inputs.items():
             arr.tofile(self.workdir / "in" / f"{name}.bin")
         harness = resources.files("compileiq_lab.measure").joinpath("harness.c")
@@ -85,19 +88,35 @@ class CRunner:
         self.harness.write_text(harness.read_text())
 
     def compile(self, flags: Sequence[str], defines: Sequence[str] = ()) -> CompileOutcome:
-        """Build kernel + harness under ``flags`` (plus ``-D`` defines); cached by argument set."""
-        key = hashlib.sha256("\0".join([self.kernel.source_sha256(), self.compiler, *flags, *defines]).encode())
-        exe = self.workdir / "bin" / f"k-{key.hexdigest()[:20]}"
-        argv = [self.cc, "-std=c11", *flags, *defines, str(self.kernel.source_path), str(self.harness),
-                "-o", str(exe), "-lm"]
-        if exe.exists():
-            return CompileOutcome("ok", exe, metrics={"compile_time_s": 0.0}, argv=[argv])
-        res = run_tool(argv, self.timeout_s, cwd=self.workdir)
-        if res.timed_out:
-            return CompileOutcome("compile_timeout", error=f"{self.compiler} exceeded {self.timeout_s} s", argv=[argv])
-        if res.returncode != 0:
+        """Build kernel + harness under ``flags`` (plus ``-D`` defines); cached by argument set.
+
+        Without runs (static objectives) only the kernel's object file is built.
+        """
+        key = hashlib.sha256("\0".join([self.kernel.source_sha256(), self.compiler, str(self.runs), *flags,
+                                        *defines]).encode())
+        out = self.workdir / "bin" / (f"k-{key.hexdigest()[:20]}" + ("" if self.runs else ".o"))
+
+        def argv_for(target: Path) -> list[str]:
+            if self.runs:  # an executable with the timing harness
+                return [self.cc, "-std=c11", *flags, *defines, str(self.kernel.source_path), str(self.harness),
+                        "-o", str(target), "-lm"]
+            return [self.cc, "-std=c11", *flags, *defines, "-c", str(self.kernel.source_path), "-o", str(target)]
+
+        argv = argv_for(out)
+        timing = out.with_name(out.name + ".time")
+        if out.exists() and timing.exists():  # the .time file is written last: the build is complete
+            return CompileOutcome("ok", out, metrics={"compile_time_s": float(timing.read_text())}, argv=[argv])
+        tmp = out.with_name(f".{out.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+        res = run_tool(argv_for(tmp), self.timeout_s, cwd=self.workdir)
+        if res.timed_out or res.returncode != 0:
+            tmp.unlink(missing_ok=True)
+            if res.timed_out:
+                return CompileOutcome("compile_timeout", error=f"{self.compiler} exceeded {self.timeout_s} s",
+                                      argv=[argv])
             return CompileOutcome("compile_error", error=res.tail(), argv=[argv])
-        return CompileOutcome("ok", exe, metrics={"compile_time_s": res.elapsed_s}, argv=[argv])
+        os.replace(tmp, out)  # atomic: a reader never sees half a binary
+        timing.write_text(f"{res.elapsed_s:.6f}")
+        return CompileOutcome("ok", out, metrics={"compile_time_s": res.elapsed_s}, argv=[argv])
 
     def _args(self, tag: str) -> list[str]:
         params = [str(int(v)) for v in self.kernel.params.values()]
@@ -122,13 +141,16 @@ class CRunner:
         times = [float(x) for x in re.findall(r"^t ([\d.eE+-]+)$", res.stdout, re.M)]
         if not times:
             return RunOutcome("run_error", "the harness printed no timings")
-        outputs = {b.name: np.fromfile(self.workdir / "out" / f"{tag}-{b.name}.bin", dtype=b.dtype)
-                   .reshape(self.kernel.shape_of(b)) for b in self.kernel.outputs}
-        ok, why = self.kernel.check(outputs, self.expected)
+        ok, why = self._check(tag)
         metrics = timing_summary(times)
         if not ok:
             return RunOutcome("wrong_output", why, metrics)
         return RunOutcome("ok", "", metrics)
+
+    def _check(self, tag: str) -> tuple[bool, str]:
+        outputs = {b.name: np.fromfile(self.workdir / "out" / f"{tag}-{b.name}.bin", dtype=b.dtype)
+                   .reshape(self.kernel.shape_of(b)) for b in self.kernel.outputs}
+        return self.kernel.check(outputs, self.expected)
 
     def instructions(self, exe: Path) -> RunOutcome:
         """Instructions executed inside ``cil_kernel`` for one call (valgrind callgrind; reproducible)."""
@@ -147,6 +169,9 @@ class CRunner:
         total = parse_callgrind_total(out.read_text()) if out.exists() else None
         if total is None:
             return RunOutcome("run_error", "callgrind wrote no instruction total")
+        ok, why = self._check(exe.name + "-cg")
+        if not ok:
+            return RunOutcome("wrong_output", why, {"instructions": float(total)})
         return RunOutcome("ok", "", {"instructions": float(total)})
 
 

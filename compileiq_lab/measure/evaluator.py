@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import atexit
 import logging
+import shutil
 import tempfile
 import threading
 from pathlib import Path
@@ -77,7 +79,16 @@ class KernelEvaluator:
         if kernel.language == "c" and ({o for o in self.objectives} & set(RUN_OBJECTIVES)) and not kernel.inputs:
             raise ConfigurationError(f"kernel {kernel.name!r} declares no inputs, so it cannot run; "
                                      "use static objectives (text_bytes, binary_size, compile_time)")
-        self.workdir = Path(workdir or tempfile.mkdtemp(prefix="compileiq-"))
+        stages = {c.stage for c in catalog.controls}
+        fits = {"frontend", "backend"} if kernel.language == "cuda" else {"c"}
+        if stages - fits:
+            raise ConfigurationError(
+                f"catalog {catalog.compiler!r} controls stages {sorted(stages)}, but a {kernel.language} kernel "
+                f"takes {sorted(fits)}; use " + ("nvcc, ptxas or nvrtc" if kernel.language == "cuda" else "gcc or clang"))
+        if workdir is None:
+            workdir = tempfile.mkdtemp(prefix="compileiq-")
+            atexit.register(shutil.rmtree, workdir, True)  # scratch only: results live in the run store
+        self.workdir = Path(workdir)
         self.two_stage = two_stage
         self.nvrtc = None
         if kernel.language == "cuda" and compiler == "nvrtc":
@@ -89,7 +100,10 @@ class KernelEvaluator:
         else:
             from compileiq_lab.measure.cpu import CRunner
 
-            self.runner = CRunner(kernel, self.workdir, compiler=compiler, timeout_s=timeout_s)
+            if compiler not in ("gcc", "clang"):
+                raise ConfigurationError(f"C kernels compile with gcc or clang, but got compiler={compiler!r}")
+            self.runner = CRunner(kernel, self.workdir, compiler=compiler, timeout_s=timeout_s,
+                                  runs=bool(set(self.objectives) & set(RUN_OBJECTIVES)))
         self._lock = threading.Lock()
         self._run_lock = threading.Lock()  # one timed run at a time: parallel runs distort each other
         self._by_hash: dict[str, dict[str, Any]] = {}
@@ -140,7 +154,8 @@ class KernelEvaluator:
         """Compile (and for run objectives, run) one config."""
         reason = self.constraint(config)
         if reason:
-            self.stats["conflicts"] += 1
+            with self._lock:
+                self.stats["conflicts"] += 1
             return Measurement("compile_error", error=reason, detail={"conflict": True})
         argv = self.argv(config)
         outcome = self._compile(argv)
@@ -148,8 +163,7 @@ class KernelEvaluator:
             self.stats["compiles"] += 1
         if not outcome.ok:
             return Measurement(outcome.status, error=outcome.error[-1500:], detail={"argv": argv})
-        info = inspect_elf(outcome.path, code_sections=(".text", ".rodata") if self.kernel.language == "c"
-                           else (".text",))
+        info = inspect_elf(outcome.path, kind="host" if self.kernel.language == "c" else "cubin")
         metrics = dict(outcome.metrics)
         metrics.update(text_bytes=float(info.text_bytes), binary_size=float(info.file_bytes),
                        compile_time=metrics.get("frontend_time_s", 0.0) + metrics.get("backend_time_s", 0.0)

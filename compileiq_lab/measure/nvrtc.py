@@ -51,7 +51,7 @@ class NvrtcCompiler:
     def compile(self, source: Path, options: Sequence[str], entry: str | None = None) -> CompileOutcome:
         """Compile ``source`` with NVRTC ``options`` (plus ``-arch`` and ``-Xptxas=-v``)."""
         nv = self.nvrtc
-        opts = [f"-arch={self.arch}", "-Xptxas=-v", *options]
+        opts = [f"-arch={self.arch}", "-Xptxas=-v", f"-I{source.parent}", *options]
         t0 = time.perf_counter()
         err, prog = nv.nvrtcCreateProgram(source.read_bytes(), source.name.encode(), 0, [], [])
         try:

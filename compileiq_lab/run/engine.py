@@ -53,7 +53,7 @@ def new_header(space: SearchSpace, config: SearchConfiguration, objective: str) 
 
 
 def prepare_store(store: RunStore, space: SearchSpace, config: SearchConfiguration,
-                  objective: str) -> None:
+                  objective: str, metadata: dict[str, Any] | None = None) -> None:
     """Write a new store's header, or check that an existing run matches and may continue.
 
     Raises:
@@ -78,6 +78,13 @@ def prepare_store(store: RunStore, space: SearchSpace, config: SearchConfigurati
             f"run store {store.path!r} was made with other search settings ({'; '.join(diff)}); "
             "a resumed run must keep them (only generations and timeout_s may change). "
             "Use a new store path to search with new settings.")
+    stored_meta = h.get("metadata")
+    if metadata is not None and stored_meta is not None and stored_meta != metadata:
+        keys = sorted(k for k in set(stored_meta) | set(metadata) if stored_meta.get(k) != metadata.get(k))
+        diff = "; ".join(f"{k}: stored {stored_meta.get(k)!r} vs given {metadata.get(k)!r}" for k in keys)
+        raise StoreMismatchError(
+            f"run store {store.path!r} holds a run of another setup ({diff}); its results would not compare. "
+            "Use a new store path.")
     store.set_header(config=given, status="running")
 
 

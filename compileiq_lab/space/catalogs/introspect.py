@@ -6,7 +6,6 @@ import functools
 import logging
 import os
 import re
-import shutil
 import subprocess
 from typing import Mapping
 
@@ -46,8 +45,14 @@ _LLVM_RE = re.compile(r"^\s+-{1,2}([A-Za-z0-9][\w.\-]*)")
 
 
 def _resolve(exe: str) -> str | None:
-    path = shutil.which(exe)
-    return os.path.realpath(path) if path else None
+    from compileiq_lab.exceptions import ConfigurationError
+    from compileiq_lab.measure.compile import find_tool
+
+    try:
+        path = find_tool(exe)  # PATH, then the pinned CUDA wheels
+    except ConfigurationError:
+        return None
+    return os.path.realpath(path)
 
 
 def _run(argv: list[str]) -> subprocess.CompletedProcess[str] | None:

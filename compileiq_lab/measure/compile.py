@@ -6,7 +6,6 @@ import hashlib
 import logging
 import os
 import re
-import shutil
 import signal
 import subprocess
 import threading
@@ -16,6 +15,7 @@ from pathlib import Path
 from typing import Sequence
 
 from compileiq_lab.exceptions import ConfigurationError
+from compileiq_lab.tools import find_tool
 
 __all__ = ["ToolResult", "run_tool", "find_tool", "tool_version", "CudaCompiler", "parse_ptxas_verbose",
            "CompileOutcome"]
@@ -66,28 +66,6 @@ def _killpg(proc: subprocess.Popen[str]) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         proc.kill()
-
-
-def _wheel_tool(name: str) -> str | None:
-    """A CUDA tool installed from the pinned PyPI wheels (``nvidia/cu13/bin``), if any."""
-    import importlib.util
-
-    spec = importlib.util.find_spec("nvidia")
-    for base in (spec.submodule_search_locations or []) if spec else []:
-        candidate = Path(base) / "cu13" / "bin" / name
-        if candidate.is_file() and os.access(candidate, os.X_OK):
-            return str(candidate)
-    return None
-
-
-def find_tool(name: str) -> str:
-    """Path of a compiler executable (PATH first, then the CUDA wheels), or an error with an install hint."""
-    path = shutil.which(name) or (_wheel_tool(name) if name in ("nvcc", "ptxas", "nvdisasm") else None)
-    if path is None:
-        hint = ("install the CUDA toolkit, or `pip install 'compileiq-lab[cuda]'` for pinned nvcc/ptxas wheels"
-                if name in ("nvcc", "ptxas") else f"install {name} (e.g. apt-get install {name})")
-        raise ConfigurationError(f"compiler {name!r} is not on PATH; {hint}")
-    return path
 
 
 _VERSION_CACHE: dict[str, str] = {}

@@ -1,0 +1,33 @@
+"""Finding compiler executables: PATH first, then the pinned CUDA wheels (nvidia/cu13/bin)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+from compileiq_lab.exceptions import ConfigurationError
+
+__all__ = ["find_tool"]
+
+
+def _wheel_tool(name: str) -> str | None:
+    """A CUDA tool installed from the pinned PyPI wheels (``nvidia/cu13/bin``), if any."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("nvidia")
+    for base in (spec.submodule_search_locations or []) if spec else []:
+        candidate = Path(base) / "cu13" / "bin" / name
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return str(candidate)
+    return None
+
+
+def find_tool(name: str) -> str:
+    """Path of a compiler executable (PATH first, then the CUDA wheels), or an error with an install hint."""
+    path = shutil.which(name) or (_wheel_tool(name) if name in ("nvcc", "ptxas", "nvdisasm") else None)
+    if path is None:
+        hint = ("install the CUDA toolkit, or `pip install 'compileiq-lab[cuda]'` for pinned nvcc/ptxas wheels"
+                if name in ("nvcc", "ptxas") else f"install {name} (e.g. apt-get install {name})")
+        raise ConfigurationError(f"compiler {name!r} is not on PATH; {hint}")
+    return path

@@ -14,6 +14,8 @@ __all__ = [
     "Results",
     "Measurement",
     "load_results",
+    "ACF",
+    "load_acf",
     "range",
     "choice",
     "literal",
@@ -30,6 +32,8 @@ _LAZY = {
     "SearchSpace": "compileiq_lab.space",
     "Results": "compileiq_lab.results",
     "load_results": "compileiq_lab.results",
+    "ACF": "compileiq_lab.acf",
+    "load_acf": "compileiq_lab.acf",
     "Measurement": "compileiq_lab.measure.measurement",
     "range": "compileiq_lab.space",
     "choice": "compileiq_lab.space",
@@ -40,6 +44,7 @@ _LAZY = {
 }
 
 if TYPE_CHECKING:
+    from compileiq_lab.acf import ACF, load_acf
     from compileiq_lab.config import SearchConfiguration
     from compileiq_lab.exceptions import CompileIQLabError
     from compileiq_lab.measure.measurement import Measurement

@@ -29,14 +29,12 @@ def _parser() -> argparse.ArgumentParser:
     d.add_argument("--generations", type=int, default=15)
     d.add_argument("--seed", type=int, default=0)
     d.add_argument("--store", default=None, help="run store path (default: a new file under ./compileiq_runs/)")
-    s = sub.add_parser("show", help="summarise a stored run",
-                       description="Summarise a stored run.\n\nexample: compileiq-lab show compileiq_runs/run-....db",
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
-    s.add_argument("store", help="the run's .db file")
+    from compileiq_lab.cli_runs import add_run_parsers
     from compileiq_lab.cli_tune import add_catalog_parser, add_tune_parser
 
     add_tune_parser(sub)
     add_catalog_parser(sub)
+    add_run_parsers(sub)
     return p
 
 
@@ -69,13 +67,6 @@ def _demo(args: argparse.Namespace) -> int:
     return EXIT_INTERRUPTED if results.status == "interrupted" else EXIT_OK
 
 
-def _show(args: argparse.Namespace) -> int:
-    from compileiq_lab import load_results
-
-    _print_results(load_results(args.store))
-    return EXIT_OK
-
-
 def _terminate(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
@@ -90,9 +81,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
     try:
+        from compileiq_lab.cli_runs import RUN_COMMANDS
         from compileiq_lab.cli_tune import run_catalog, run_tune
 
-        return {"demo": _demo, "show": _show, "tune": run_tune, "catalog": run_catalog}[args.command](args)
+        commands = {"demo": _demo, "tune": run_tune, "catalog": run_catalog, **RUN_COMMANDS}
+        return commands[args.command](args)
     except CompileIQLabError as exc:
         print(f"compileiq-lab: error: {exc}", file=sys.stderr)
         return EXIT_ERROR

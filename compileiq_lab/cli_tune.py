@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 __all__ = ["add_tune_parser", "add_catalog_parser", "run_tune", "run_catalog"]
@@ -41,7 +39,8 @@ def add_tune_parser(sub: Any) -> None:
                    help="candidates evaluated at once (default: CPU count for static objectives, 1 when a "
                         "runtime/instructions objective is timed)")
     t.add_argument("--store", default=None, help="run store path (default: a new file under ./compileiq_runs/)")
-    t.add_argument("--export", default=None, help="write the best point as JSON (controls, argv, arch, objectives, baseline)")
+    t.add_argument("--export", default=None, help="write the best point as an ACF (open JSON: controls, argv, "
+                                                   "arch, objectives, baseline, code hash)")
     t.add_argument("--timeout", type=float, default=120.0, help="limit per compiler call / run in seconds")
     t.add_argument("--workdir", default=None, help="scratch folder for PTX cache and binaries")
     t.add_argument("--full-nvcc", action="store_true", help="one nvcc call per candidate instead of cached PTX + ptxas")
@@ -183,18 +182,28 @@ def _group_ties(front: list[dict[str, Any]], evaluator: Any, k: int) -> list[tup
 
 
 def _export(path: str, results: Any, evaluator: Any, meta: dict[str, Any]) -> None:
+    """Write the best point (first objective; fewest arguments on ties) as an ACF."""
+    from compileiq_lab.acf import ACF
+    from compileiq_lab.cli_runs import full_controls
+
     front = results.pareto_front()
     if not front:
         print("nothing to export: no successful evaluation", file=sys.stderr)
         return
     sign = 1.0 if evaluator.directions[0] == "min" else -1.0
     best = min(front, key=lambda r: (sign * r["score_1"], len(_flat_argv(evaluator, r)), r["eval_id"]))
+    rec = next(r for r in results.records if r.eval_id == best["eval_id"])
     base = results.baseline
-    doc = {"format": "compileiq-lab-choice/0", "note": "interim export until the ACF format lands", **meta,
-           "controls": best["params"], "argv": evaluator.argv(best["params"]),
-           "objectives": {o: best[f"score_{i + 1}"] for i, o in enumerate(meta["objectives"])},
-           "baseline": ({o: base[f"score_{i + 1}"] for i, o in enumerate(meta["objectives"])}
-                        if base and base["status"] == "ok" else None),
-           "run": {"store": results.store_path, "eval_id": best["eval_id"]}}
-    Path(path).write_text(json.dumps(doc, indent=2, default=str) + "\n")
+    names = meta["objectives"]
+    controls = full_controls(evaluator.kernel, best["params"])
+    acf = ACF.from_choice(
+        compiler=meta["catalog"], controls=controls, argv=evaluator.argv(controls),
+        objectives={o: best[f"score_{i + 1}"] for i, o in enumerate(names)},
+        baseline=({o: base[f"score_{i + 1}"] for i, o in enumerate(names)} if base and base["status"] == "ok"
+                  else None),
+        kernel=meta["kernel"], source_sha256=meta["source_sha256"], arch=meta.get("arch"),
+        toolchain=meta.get("toolchain") or {}, code_hash=rec.detail.get("code_hash"),
+        run={"store": results.store_path, "eval_id": best["eval_id"],
+             "seed": results.header.get("config", {}).get("seed")})
+    acf.write(path)
     print(f"exported eval {best['eval_id']} to {path}", file=sys.stderr)

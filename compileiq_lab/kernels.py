@@ -157,8 +157,8 @@ class KernelSpec:
         return {k: values.get(k, options[0]) for k, options in self.defines.items()}
 
     def define_args(self, values: Mapping[str, Any] | None = None) -> list[str]:
-        """Return ``["-DNAME=value", ...]`` for every knob, defaults filling what ``values`` lacks."""
-        return [f"-D{k}={v}" for k, v in self.define_values(values).items()]
+        """Return ``["-DNAME=value", ...]`` for every knob (sorted by name), defaults filling what ``values`` lacks."""
+        return [f"-D{k}={v}" for k, v in sorted(self.define_values(values).items())]
 
     def launch_dims(self, values: Mapping[str, Any] | None = None) -> tuple[tuple[int, ...], tuple[int, ...], int]:
         """Return (grid, block, shared_bytes) of a CUDA kernel, evaluated over params and define values."""

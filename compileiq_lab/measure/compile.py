@@ -18,7 +18,7 @@ from compileiq_lab.exceptions import ConfigurationError
 from compileiq_lab.tools import find_tool
 
 __all__ = ["ToolResult", "run_tool", "find_tool", "tool_version", "CudaCompiler", "parse_ptxas_verbose",
-           "CompileOutcome"]
+           "CompileOutcome", "write_atomic"]
 
 log = logging.getLogger(__name__)
 _TAIL = 2000
@@ -194,7 +194,7 @@ class CudaCompiler:
                 tmp.unlink(missing_ok=True)
                 return _failed(res, self.timeout_s, argv)
             os.replace(tmp, out)
-            meta.write_text(f"{res.elapsed_s:.6f}")
+            write_atomic(meta, f"{res.elapsed_s:.6f}")
             return CompileOutcome("ok", out, metrics={"frontend_time_s": res.elapsed_s}, argv=[argv])
 
     def cubin(self, ptx: Path, backend_argv: Sequence[str], entry: str | None = None) -> CompileOutcome:
@@ -244,6 +244,13 @@ def _source_digest(source: Path) -> str:
 
 def _tmp_name(out: Path) -> Path:
     return out.with_name(f".{out.stem}.{os.getpid()}.{threading.get_ident()}{out.suffix}")
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write a small file so that readers see the old or the new content, never a partial one."""
+    tmp = _tmp_name(path)
+    tmp.write_text(text)
+    os.replace(tmp, path)
 
 
 def supported_archs(nvcc: str) -> list[str]:

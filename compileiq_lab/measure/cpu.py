@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
-from compileiq_lab.measure.compile import CompileOutcome, find_tool, run_tool
+from compileiq_lab.measure.compile import CompileOutcome, find_tool, run_tool, write_atomic
 
 if TYPE_CHECKING:
     from compileiq_lab.kernels import KernelSpec
@@ -115,7 +115,7 @@ class CRunner:
                                       argv=[argv])
             return CompileOutcome("compile_error", error=res.tail(), argv=[argv])
         os.replace(tmp, out)  # atomic: a reader never sees half a binary
-        timing.write_text(f"{res.elapsed_s:.6f}")
+        write_atomic(timing, f"{res.elapsed_s:.6f}")
         return CompileOutcome("ok", out, metrics={"compile_time_s": res.elapsed_s}, argv=[argv])
 
     def _args(self, tag: str) -> list[str]:

@@ -20,7 +20,7 @@ from compileiq_lab.space.catalogs.base import Catalog
 if TYPE_CHECKING:
     from compileiq_lab.kernels import KernelSpec
 
-__all__ = ["KernelEvaluator", "OBJECTIVES", "STATIC_OBJECTIVES", "RUN_OBJECTIVES"]
+__all__ = ["KernelEvaluator", "config_argv", "OBJECTIVES", "STATIC_OBJECTIVES", "RUN_OBJECTIVES"]
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +44,19 @@ RUN_OBJECTIVES = {
 OBJECTIVES = {**STATIC_OBJECTIVES, **RUN_OBJECTIVES}
 _CUDA_OK = set(STATIC_OBJECTIVES)
 _C_OK = {"text_bytes", "binary_size", "compile_time"} | set(RUN_OBJECTIVES)
+
+
+def config_argv(kernel: "KernelSpec", catalog: Catalog, config: Mapping[str, Any]) -> dict[str, list[str]]:
+    """The compiler arguments of a config (controls + ``defines`` group) per stage.
+
+    CUDA: {"frontend": -D knobs + front-end controls, "backend": ptxas controls};
+    C: {"c": -D knobs + the catalog's base arguments + controls}.
+    """
+    controls = {k: v for k, v in config.items() if k != "defines"}
+    defines = kernel.define_args(config.get("defines"))
+    if kernel.language == "cuda":
+        return {"frontend": defines + catalog.argv(controls, "frontend"), "backend": catalog.argv(controls, "backend")}
+    return {"c": defines + catalog.base_argv_list() + catalog.argv(controls)}
 
 
 class KernelEvaluator:
@@ -143,12 +156,7 @@ class KernelEvaluator:
 
     def argv(self, config: Mapping[str, Any]) -> dict[str, list[str]]:
         """The compiler arguments of a config, per stage."""
-        controls = {k: v for k, v in config.items() if k != "defines"}
-        defines = self.kernel.define_args(config.get("defines"))
-        if self.kernel.language == "cuda":
-            return {"frontend": defines + self.catalog.argv(controls, "frontend"),
-                    "backend": self.catalog.argv(controls, "backend")}
-        return {"c": defines + self.catalog.base_argv_list() + self.catalog.argv(controls)}
+        return config_argv(self.kernel, self.catalog, config)
 
     def __call__(self, config: Mapping[str, Any]) -> Measurement:
         """Compile (and for run objectives, run) one config."""

@@ -1,0 +1,176 @@
+"""The run and ACF commands of `compileiq-lab`: show, export, flags, verify, report."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+__all__ = ["add_run_parsers", "RUN_COMMANDS"]
+
+
+def _sub(sub: Any, name: str, help_: str, example: str) -> argparse.ArgumentParser:
+    return sub.add_parser(name, help=help_, description=f"{help_}.\n\nexample: {example}",
+                          formatter_class=argparse.RawDescriptionHelpFormatter)
+
+
+def add_run_parsers(sub: Any) -> None:
+    """Register show, export, flags, verify and report."""
+    s = _sub(sub, "show", "summarise a stored run: best per objective, the front, failures by status",
+             "compileiq-lab show compileiq_runs/run-....db")
+    s.add_argument("store", help="the run's .db file")
+    e = _sub(sub, "export", "write any evaluated point of a tune run as an ACF",
+             "compileiq-lab export run.db --eval-id 42 -o best.acf")
+    e.add_argument("store")
+    e.add_argument("--eval-id", type=int, default=None, help="the point (default: best of the first objective)")
+    e.add_argument("-o", "--output", required=True, help="the .acf file to write")
+    f = _sub(sub, "flags", "print the compiler arguments an ACF holds", "compileiq-lab flags best.acf --stage nvcc")
+    f.add_argument("acf")
+    f.add_argument("--stage", default=None, help="nvcc (default for CUDA), ptxas, nvrtc, c (default for C)")
+    f.add_argument("--options-file", action="store_true", help="one argument per line, for nvcc --options-file")
+    v = _sub(sub, "verify", "recompile a kernel with an ACF's controls and compare the machine-code hash",
+             "compileiq-lab verify best.acf")
+    v.add_argument("acf")
+    v.add_argument("--kernel", default=None, help="kernel name or folder (default: the one the ACF names)")
+    r = _sub(sub, "report", "write a self-contained HTML report of a run", "compileiq-lab report run.db -o report.html")
+    r.add_argument("store")
+    r.add_argument("-o", "--output", required=True)
+
+
+def _show(args: argparse.Namespace) -> int:
+    from compileiq_lab import load_results
+
+    res = load_results(args.store)
+    meta = res.header.get("metadata") or {}
+    names = res.objective_names
+    print(f"run {res.store_path}: {len(res)} evaluations, status {res.status}"
+          + (f"; kernel {meta.get('kernel')} ({meta.get('catalog')}, {meta.get('arch') or 'cpu'})" if meta else ""))
+    base = res.baseline
+    ok = [r for r in res.records if r.status == "ok" and r.scores]
+    for i, name in enumerate(names):
+        if not ok:
+            break
+        pick = min if res.directions[i] == "min" else max
+        best = pick(ok, key=lambda r: r.scores[i])
+        ref = f" (baseline {base[f'score_{i + 1}']:.6g})" if base and base["status"] == "ok" else ""
+        print(f"best {name} ({res.directions[i]}): {best.scores[i]:.6g} at eval {best.eval_id}{ref}")
+    front = res.pareto_front()
+    print(f"\nPareto front: {len(front)} points")
+    for row in front[:20]:
+        print(f"  eval {row['eval_id']:5d}: " + ", ".join(f"{n}={row[f'score_{i + 1}']:.6g}" for i, n in
+                                                          enumerate(names)) + f"  {row['params']}")
+    failed = {k: v for k, v in res.status_counts().items() if k != "ok"}
+    if failed:
+        print("\nfailures by status:")
+        for status, n in sorted(failed.items()):
+            first = next(r for r in res.records if r.status == status)
+            print(f"  {status}: {n} (e.g. eval {first.eval_id}: {first.error.splitlines()[0][:120] if first.error else ''})")
+    return 0
+
+
+def _context(header: dict[str, Any], kernel_override: str | None = None) -> tuple[Any, Any, dict[str, Any]]:
+    """Kernel spec, catalog and metadata of a run made by `tune` (from its store header)."""
+    from compileiq_lab.exceptions import ConfigurationError
+    from compileiq_lab.kernels import load_kernel
+    from compileiq_lab.space.catalogs import get_catalog
+
+    meta = header.get("metadata") or {}
+    if not {"kernel", "catalog", "objectives"} <= set(meta):
+        raise ConfigurationError("this run was not made by `compileiq-lab tune`: its header names no kernel and "
+                                 "catalog, so its points cannot be turned into compiler arguments")
+    return load_kernel(kernel_override or meta["kernel"]), get_catalog(meta["catalog"]), meta
+
+
+def full_controls(kernel: Any, params: dict[str, Any]) -> dict[str, Any]:
+    """A point's controls with every -D knob spelled out (the baseline leaves them at their defaults)."""
+    if not kernel.defines:
+        return dict(params)
+    return {**params, "defines": dict(kernel.define_values(params.get("defines")))}
+
+
+def _export(args: argparse.Namespace) -> int:
+    from compileiq_lab import load_results
+    from compileiq_lab.acf import ACF
+    from compileiq_lab.exceptions import ConfigurationError
+    from compileiq_lab.measure.evaluator import config_argv
+
+    res = load_results(args.store)
+    kernel, catalog, meta = _context(res.header)
+    by_id = {r.eval_id: r for r in res.records}
+    if args.eval_id is None:
+        best = res.get_best_result()
+        rec = by_id[(best[0] if isinstance(best, list) else best)["eval_id"]] if best else None
+    else:
+        rec = by_id.get(args.eval_id)
+    if rec is None or rec.status != "ok":
+        raise ConfigurationError(f"--eval-id must name a successful evaluation of {args.store}, but got "
+                                 f"{args.eval_id!r} ({rec.status if rec else 'no such evaluation'}); "
+                                 "see `compileiq-lab show` for the ids")
+    base = res.baseline
+    names = meta["objectives"]
+    controls = full_controls(kernel, rec.params)
+    acf = ACF.from_choice(
+        compiler=meta["catalog"], controls=controls, argv=config_argv(kernel, catalog, controls),
+        objectives=dict(zip(names, rec.scores)), kernel=kernel.name, source_sha256=kernel.source_sha256(),
+        baseline={n: base[f"score_{i + 1}"] for i, n in enumerate(names)} if base and base["status"] == "ok" else None,
+        arch=meta.get("arch"), toolchain=meta.get("toolchain") or {}, code_hash=rec.detail.get("code_hash"),
+        run={"store": res.store_path, "eval_id": rec.eval_id, "seed": res.header.get("config", {}).get("seed")})
+    acf.write(args.output)
+    print(f"wrote eval {rec.eval_id} of {args.store} to {args.output}")
+    return 0
+
+
+def _flags(args: argparse.Namespace) -> int:
+    from compileiq_lab.acf import load_acf
+
+    acf = load_acf(Path(args.acf))
+    stage = args.stage or ("c" if acf.compiler in ("gcc", "clang") else "nvrtc" if acf.compiler == "nvrtc"
+                           else "nvcc")
+    argv = acf.args(stage)
+    print(acf.options_file_text() if args.options_file else shlex.join(argv))
+    return 0
+
+
+def _verify(args: argparse.Namespace) -> int:
+    from compileiq_lab.acf import load_acf
+    from compileiq_lab.kernels import load_kernel
+    from compileiq_lab.measure.evaluator import KernelEvaluator
+    from compileiq_lab.space.catalogs import get_catalog
+
+    acf = load_acf(Path(args.acf))
+    kernel = load_kernel(args.kernel or acf.kernel)
+    notes = []
+    if kernel.source_sha256() != acf.source_sha256:
+        notes.append(f"the kernel source changed since the ACF was made (sha256 {acf.source_sha256[:12]} -> "
+                     f"{kernel.source_sha256()[:12]})")
+    objective = "registers" if kernel.language == "cuda" else "text_bytes"
+    compiler = acf.compiler if acf.compiler in ("gcc", "clang", "nvrtc") else "gcc"
+    ev = KernelEvaluator(kernel, get_catalog(acf.compiler), [objective], arch=acf.arch or "sm_90", compiler=compiler)
+    installed = ev.toolchain()
+    if acf.toolchain and installed != acf.toolchain:
+        notes.append(f"the installed toolchain differs from the recorded one ({installed} vs {acf.toolchain}): "
+                     "a different machine-code hash is expected")
+    m = ev(acf.controls)
+    if not m.ok:
+        print(f"verify: FAILED: the compile ends in {m.status}: {m.error[:400]}", file=sys.stderr)
+        return 1
+    same = acf.code_hash is not None and m.detail["code_hash"] == acf.code_hash
+    for n in notes:
+        print(f"note: {n}")
+    print(f"verify: {'OK' if same else 'MISMATCH'}: machine code {m.detail['code_hash'][:16]} "
+          f"{'equals' if same else 'differs from'} the recorded {(acf.code_hash or 'none')[:16]}")
+    return 0 if same else 1
+
+
+def _report(args: argparse.Namespace) -> int:
+    from compileiq_lab import load_results
+    from compileiq_lab.report import write_report
+
+    out = write_report(load_results(args.store), Path(args.output))
+    print(f"wrote {out}")
+    return 0
+
+
+RUN_COMMANDS = {"show": _show, "export": _export, "flags": _flags, "verify": _verify, "report": _report}

@@ -1,0 +1,194 @@
+"""A run as one self-contained HTML report (plotly embedded, viewable offline)."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import html
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from compileiq_lab.viz.data import failure_summary, flatten_params, front_table
+
+if TYPE_CHECKING:
+    from compileiq_lab.results import Results
+
+__all__ = ["report_html", "write_report"]
+
+_CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem auto;max-width:1200px;
+color:#222;padding:0 1rem}
+h1{font-size:1.6rem}h2{font-size:1.25rem;border-bottom:1px solid #ddd;padding-bottom:.2rem;margin-top:2rem}
+table{border-collapse:collapse;margin:.5rem 0;font-size:.9rem}
+th,td{border:1px solid #ddd;padding:.25rem .5rem;text-align:left;vertical-align:top}
+th{background:#f5f5f5}td.num{text-align:right;font-variant-numeric:tabular-nums}
+code,pre{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:.85rem}
+.muted{color:#666}.figure{margin:1rem 0}
+"""
+
+
+def _e(value: Any) -> str:
+    return html.escape(value if isinstance(value, str) else str(value))
+
+
+def _num(value: float | None, fmt: str = ".6g") -> str:
+    return "&ndash;" if value is None else _e(format(value, fmt))
+
+
+def _kv_table(rows: list[tuple[str, Any]]) -> str:
+    body = "".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in rows)
+    return f"<table>{body}</table>"
+
+
+def _meta(results: Results) -> dict[str, Any]:
+    meta = results.header.get("metadata")
+    return dict(meta) if isinstance(meta, Mapping) else {}
+
+
+def _title(results: Results) -> str:
+    meta = _meta(results)
+    parts = [f"{k} {meta[k]}" for k in ("kernel", "catalog", "arch") if meta.get(k)]
+    return "compileiq-lab run" + (": " + ", ".join(parts) if parts else "")
+
+
+def _when(ts: Any) -> str:
+    if not isinstance(ts, (int, float)):
+        return "unknown"
+    return _dt.datetime.fromtimestamp(ts, tz=_dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _summary(results: Results) -> str:
+    cfg = results.header.get("config", {}) if isinstance(results.header.get("config"), Mapping) else {}
+    gens = {r.generation for r in results.records}
+    statuses = ", ".join(f"{s}: {n}" for s, n in sorted(results.status_counts().items()))
+    objectives = ", ".join(f"{n} ({d})" for n, d in zip(results.objective_names, results.directions))
+    rows: list[tuple[str, Any]] = [
+        ("evaluations", len(results)), ("statuses", statuses or "none"),
+        ("objectives", objectives), ("run status", results.status),
+        ("generations", f"{max(gens) if gens else 0} run of {cfg.get('generations', '?')} configured"),
+        ("pool size", cfg.get("pool_size", "?")), ("strategy", cfg.get("strategy", "?")),
+        ("seed", cfg.get("seed", "?")), ("store", results.store_path),
+        ("objective function", results.header.get("objective", "?")),
+        ("created", _when(results.header.get("created_at"))),
+        ("compileiq-lab version", results.header.get("package_version", "?"))]
+    return "<h2>Run summary</h2>" + _kv_table(rows)
+
+
+def _figures(results: Results) -> str:
+    from compileiq_lab.viz.figures import history_figure, parallel_figure, pareto_figure
+
+    items = [("<h2>Pareto scatter</h2>" if j == 1 else "", pareto_figure(results, 0, j))
+             for j in range(1, max(2, results.n_objectives))]
+    items += [("<h2>Convergence per generation</h2>", history_figure(results)),
+              ("<h2>Controls vs objectives</h2>", parallel_figure(results))]
+    out: list[str] = []
+    for i, (heading, fig) in enumerate(items):
+        div = fig.to_html(full_html=False, include_plotlyjs=(i == 0), config={"displaylogo": False})
+        out.append(f'{heading}<div class="figure">{div}</div>')
+    return "\n".join(out)
+
+
+def _speedup_cell(value: float | None) -> str:
+    return "&ndash;" if value is None else f"{_e(format(value, '.3f'))}&times;"
+
+
+def _params_cell(params: Mapping[str, Any]) -> str:
+    flat = flatten_params(params)
+    if not flat:
+        return '<span class="muted">(compiler defaults)</span>'
+    items = (f"{k}={v if isinstance(v, str) else json.dumps(v, default=str)}" for k, v in sorted(flat.items()))
+    return "<code>" + "<br>".join(_e(s) for s in items) + "</code>"
+
+
+def _front(results: Results) -> str:
+    rows = front_table(results)
+    names = results.objective_names
+    head = ("<tr><th>eval</th><th>generation</th>" + "".join(f"<th>{_e(n)}</th>" for n in names)
+            + "".join(f"<th>speedup {_e(n)}</th>" for n in names) + "<th>controls</th></tr>")
+    body = []
+    for r in rows:
+        cells = [f'<td class="num">{r["eval_id"]}{" (baseline)" if r["is_baseline"] else ""}</td>',
+                 f'<td class="num">{r["generation"]}</td>']
+        cells += [f'<td class="num">{_num(r["objectives"][n])}</td>' for n in names]
+        cells += [f'<td class="num">{_speedup_cell(r["speedups"][n])}</td>' for n in names]
+        cells.append(f"<td>{_params_cell(r['params'])}</td>")
+        body.append('<tr class="front-row">' + "".join(cells) + "</tr>")
+    note = ('<p class="muted">Speedup vs the baseline (compiler defaults): baseline/score for objectives '
+            'minimised, score/baseline for objectives maximised; &ndash; where the baseline did not succeed.</p>')
+    if not rows:
+        return "<h2>Pareto front</h2><p>No evaluation succeeded.</p>"
+    return f"<h2>Pareto front ({len(rows)} points)</h2>{note}<table>{head}{''.join(body)}</table>"
+
+
+def _failures(results: Results) -> str:
+    rows = failure_summary(results)
+    if not rows:
+        return "<h2>Failures</h2><p>No evaluation failed.</p>"
+    body = []
+    for r in rows:
+        ex = "<br>".join(f"eval {x['eval_id']}: <code>{_e(x['error'])}</code>" for x in r["examples"])
+        body.append(f'<tr><td>{_e(r["status"])}</td><td class="num">{r["count"]}</td><td>{ex}</td></tr>')
+    return ("<h2>Failures by status</h2><table><tr><th>status</th><th>count</th><th>examples</th></tr>"
+            + "".join(body) + "</table>")
+
+
+def _flat_meta(value: Any, prefix: str = "") -> list[tuple[str, Any]]:
+    if isinstance(value, Mapping) and value:
+        out: list[tuple[str, Any]] = []
+        for k, v in value.items():
+            out += _flat_meta(v, f"{prefix}.{k}" if prefix else str(k))
+        return out
+    return [(prefix, value if isinstance(value, str) else json.dumps(value, default=str))]
+
+
+def _environment(results: Results) -> str:
+    meta = _meta(results)
+    if not meta:
+        return ("<h2>Toolchain and host</h2><p class=\"muted\">This run stored no toolchain or host "
+                "metadata (runs from <code>compileiq-lab tune</code> do).</p>")
+    return "<h2>Toolchain and host</h2>" + _kv_table(_flat_meta(meta))
+
+
+def report_html(results: Results) -> str:
+    """The report as one HTML document (plotly's JavaScript embedded once).
+
+    Args:
+        results: The run (e.g. from ``compileiq_lab.load_results``).
+
+    Returns:
+        The HTML text.
+
+    Raises:
+        OptionalDependencyError: plotly is not installed.
+    """
+    from compileiq_lab.viz.figures import require_plotly
+
+    require_plotly()
+    title = _e(_title(results))
+    parts = [_summary(results), _figures(results), _front(results), _failures(results), _environment(results)]
+    return ("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+            f"<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>{title}</title>\n"
+            f"<style>{_CSS}</style>\n</head>\n<body>\n<h1>{title}</h1>\n" + "\n".join(parts)
+            + "\n<p class=\"muted\">Generated by compileiq-lab.</p>\n</body>\n</html>\n")
+
+
+def write_report(results: Results, path: str | os.PathLike[str]) -> Path:
+    """Write the run's self-contained HTML report (no network needed to view it).
+
+    Args:
+        results: The run.
+        path: The .html file to write (parent folders are created).
+
+    Returns:
+        The written path.
+
+    Raises:
+        OptionalDependencyError: plotly is not installed.
+    """
+    out = Path(path)
+    text = report_html(results)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text, encoding="utf-8")
+    return out

@@ -1,0 +1,346 @@
+"""Plot data from Results as plain lists and dicts: no plotly, testable without a browser."""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+import statistics
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from compileiq_lab.exceptions import ConfigurationError
+
+if TYPE_CHECKING:
+    from compileiq_lab.results import Results
+    from compileiq_lab.store.sqlite import EvalRecord
+
+__all__ = [
+    "DEFAULT_LABEL",
+    "failure_summary",
+    "flatten_params",
+    "front_table",
+    "history_data",
+    "parallel_data",
+    "params_text",
+    "pareto_data",
+    "speedup",
+]
+
+DEFAULT_LABEL = "default"
+_MAX_EXAMPLES = 3
+
+
+# -- helpers ---------------------------------------------------------------------------------
+def flatten_params(params: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Flatten nested params to dotted names, e.g. ``{"ptxas": {"O": 3}}`` -> ``{"ptxas.O": 3}``.
+
+    Args:
+        params: A config dict, possibly nested.
+        prefix: Name prefix for recursion.
+
+    Returns:
+        A flat dict of dotted name -> value.
+    """
+    flat: dict[str, Any] = {}
+    for key, value in params.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            flat.update(flatten_params(value, prefix=f"{name}."))
+        else:
+            flat[name] = value
+    return flat
+
+
+def params_text(params: Mapping[str, Any], sep: str = "<br>") -> str:
+    """Params as HTML-escaped ``name=value`` lines (``(compiler defaults)`` for an empty config).
+
+    Args:
+        params: A config dict, possibly nested.
+        sep: Line separator (``<br>`` for plotly hover text).
+    """
+    flat = flatten_params(params)
+    if not flat:
+        return "(compiler defaults)"
+    return sep.join(html.escape(f"{k}={_fmt(v)}") for k, v in sorted(flat.items()))
+
+
+def speedup(score: float | None, base: float | None, direction: str) -> float | None:
+    """Speedup of ``score`` over the baseline: base/score for "min", score/base for "max".
+
+    Args:
+        score: The point's objective value.
+        base: The baseline's objective value (None when the baseline did not succeed).
+        direction: "min" or "max".
+
+    Returns:
+        The ratio, or None when either value is missing, non-finite or the divisor is 0.
+    """
+    if score is None or base is None or not (math.isfinite(score) and math.isfinite(base)):
+        return None
+    num, den = (base, score) if direction == "min" else (score, base)
+    return None if den == 0 else num / den
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return value if isinstance(value, str) else json.dumps(value, default=str)
+
+
+def _ok(results: Results) -> list[EvalRecord]:
+    return [r for r in results.records if r.status == "ok" and r.scores is not None]
+
+
+def _front_ids(results: Results) -> set[int]:
+    return {int(row["eval_id"]) for row in results.pareto_front()}
+
+
+def _objective_index(results: Results, which: int | str) -> int:
+    if isinstance(which, str):
+        if which not in results.objective_names:
+            raise ConfigurationError(f"unknown objective {which!r}; objectives: {results.objective_names}")
+        return results.objective_names.index(which)
+    if not 0 <= which < results.n_objectives:
+        raise ConfigurationError(f"objective index {which} out of range; the run has "
+                                 f"{results.n_objectives} objective(s): {results.objective_names}")
+    return int(which)
+
+
+def _ok_baseline(results: Results) -> EvalRecord | None:
+    for r in results.records:
+        if r.is_baseline:
+            return r if r.status == "ok" and r.scores is not None else None
+    return None
+
+
+def _first_line(text: str) -> str:
+    return text.strip().splitlines()[0] if text.strip() else ""
+
+
+def _hover(r: EvalRecord, names: list[str]) -> str:
+    head = f"eval {r.eval_id} (generation {r.generation}){' baseline' if r.is_baseline else ''}"
+    scores = "<br>".join(html.escape(f"{n}={_fmt(s)}") for n, s in zip(names, r.scores or []))
+    return f"{head}<br>{scores}<br>{params_text(r.params)}"
+
+
+# -- Pareto ----------------------------------------------------------------------------------
+def pareto_data(results: Results, x: int | str = 0, y: int | str = 1) -> dict[str, Any]:
+    """Scatter data for objective ``x`` against objective ``y``.
+
+    With one objective, ``y`` is ignored and the y axis is the evaluation id
+    (``y_kind == "eval_id"``); otherwise ``y_kind == "objective"``.
+
+    Args:
+        results: The run.
+        x: Objective index or name for the x axis.
+        y: Objective index or name for the y axis (must differ from ``x``).
+
+    Returns:
+        A dict with ``x_name``, ``y_name``, ``x_index``, ``y_index`` (None for one objective),
+        ``y_kind``, ``points`` (lists x, y, eval_id, generation, on_front, is_baseline, text),
+        ``front`` (x, y, eval_id sorted by x), ``failed`` (eval_id, generation, status, error,
+        text) and ``baseline`` ({x, y, eval_id} or None when it did not succeed).
+    """
+    xi = _objective_index(results, x)
+    single = results.n_objectives == 1
+    yi = None if single else _objective_index(results, y)
+    if yi == xi:
+        raise ConfigurationError(f"x and y are the same objective ({results.objective_names[xi]!r})")
+    names = results.objective_names
+    front = _front_ids(results)
+
+    def yval(r: EvalRecord) -> float:
+        return float(r.eval_id) if yi is None else float(r.scores[yi])  # type: ignore[index]
+
+    ok = _ok(results)
+    points: dict[str, list[Any]] = {
+        "x": [float(r.scores[xi]) for r in ok], "y": [yval(r) for r in ok],  # type: ignore[index]
+        "eval_id": [r.eval_id for r in ok], "generation": [r.generation for r in ok],
+        "on_front": [r.eval_id in front for r in ok], "is_baseline": [r.is_baseline for r in ok],
+        "text": [_hover(r, names) for r in ok]}
+    fr = sorted((p for p in zip(points["x"], points["y"], points["eval_id"], points["on_front"]) if p[3]),
+                key=lambda p: (p[0], p[1]))
+    base = _ok_baseline(results)
+    return {
+        "x_index": xi, "y_index": yi, "x_name": names[xi],
+        "y_name": "evaluation" if yi is None else names[yi],
+        "y_kind": "eval_id" if yi is None else "objective",
+        "x_direction": results.directions[xi],
+        "y_direction": None if yi is None else results.directions[yi],
+        "points": points,
+        "front": {"x": [p[0] for p in fr], "y": [p[1] for p in fr], "eval_id": [p[2] for p in fr]},
+        "failed": _failed_points(results),
+        "baseline": None if base is None else {"x": float(base.scores[xi]), "y": yval(base),  # type: ignore[index]
+                                               "eval_id": base.eval_id},
+    }
+
+
+def _failed_points(results: Results) -> dict[str, list[Any]]:
+    bad = [r for r in results.records if not (r.status == "ok" and r.scores is not None)]
+    return {
+        "eval_id": [r.eval_id for r in bad], "generation": [r.generation for r in bad],
+        "status": [r.status for r in bad], "error": [_first_line(r.error) for r in bad],
+        "text": [f"eval {r.eval_id} (generation {r.generation}): {html.escape(r.status)}<br>"
+                 f"{html.escape(_first_line(r.error))}<br>{params_text(r.params)}" for r in bad]}
+
+
+# -- convergence -----------------------------------------------------------------------------
+def history_data(results: Results) -> dict[str, Any]:
+    """Per generation: best-so-far and median of the generation's ok scores, failures by status.
+
+    Args:
+        results: The run.
+
+    Returns:
+        A dict with ``generations`` (sorted), ``evaluations`` and ``ok`` (counts per generation),
+        ``objectives`` (per objective: name, direction, ``best_so_far``, ``best`` and ``median``
+        lists aligned with ``generations``; None where no value exists yet) and ``failures``
+        (status -> counts per generation).
+    """
+    gens = sorted({r.generation for r in results.records})
+    pos = {g: i for i, g in enumerate(gens)}
+    n = len(gens)
+    evaluations, ok_counts = [0] * n, [0] * n
+    failures: dict[str, list[int]] = {}
+    per_gen: list[list[list[float]]] = [[[] for _ in gens] for _ in range(results.n_objectives)]
+    for r in results.records:
+        i = pos[r.generation]
+        evaluations[i] += 1
+        if r.status == "ok" and r.scores is not None:
+            ok_counts[i] += 1
+            for k in range(results.n_objectives):
+                per_gen[k][i].append(float(r.scores[k]))
+        else:
+            failures.setdefault(r.status, [0] * n)[i] += 1
+    objectives = [_objective_history(results.objective_names[k], results.directions[k], per_gen[k])
+                  for k in range(results.n_objectives)]
+    return {"generations": gens, "evaluations": evaluations, "ok": ok_counts,
+            "objectives": objectives, "failures": dict(sorted(failures.items()))}
+
+
+def _objective_history(name: str, direction: str, per_gen: list[list[float]]) -> dict[str, Any]:
+    pick = min if direction == "min" else max
+    best_so_far: list[float | None] = []
+    running: float | None = None
+    for values in per_gen:
+        if values:
+            running = pick(values) if running is None else pick(running, *values)
+        best_so_far.append(running)
+    return {"name": name, "direction": direction, "best_so_far": best_so_far,
+            "best": [pick(v) if v else None for v in per_gen],
+            "median": [float(statistics.median(v)) if v else None for v in per_gen]}
+
+
+# -- parallel coordinates --------------------------------------------------------------------
+def parallel_data(results: Results) -> dict[str, Any]:
+    """One row per ok evaluation: every control (dotted names) and every objective.
+
+    A control absent from a config (knocked out: the compiler default) reads ``"default"``.
+    A control whose values are all numbers is ``"numeric"``; any other is ``"categorical"``,
+    with integer ``values`` indexing its ``labels`` (``"default"`` first, then sorted).
+
+    Args:
+        results: The run.
+
+    Returns:
+        A dict with ``eval_id``, ``generation`` and ``on_front`` lists and ``columns``: a list of
+        {name, kind ("control"/"objective"), type, values, labels (categorical only), raw}.
+    """
+    ok = _ok(results)
+    front = _front_ids(results)
+    flat = [flatten_params(r.params) for r in ok]
+    names = _control_names(results, flat)
+    columns = [_control_column(name, [f.get(name, DEFAULT_LABEL) for f in flat]) for name in names]
+    for k, obj in enumerate(results.objective_names):
+        columns.append({"name": obj, "kind": "objective", "type": "numeric",
+                        "direction": results.directions[k],
+                        "values": [float(r.scores[k]) for r in ok], "raw": None})  # type: ignore[index]
+    return {"eval_id": [r.eval_id for r in ok], "generation": [r.generation for r in ok],
+            "on_front": [r.eval_id in front for r in ok], "columns": columns}
+
+
+def _control_names(results: Results, flat: list[dict[str, Any]]) -> list[str]:
+    names: list[str] = []
+
+    def walk(space: Mapping[str, Any], prefix: str) -> None:
+        for key, spec in space.items():
+            if isinstance(spec, Mapping) and isinstance(spec.get("kind"), str):
+                names.append(f"{prefix}{key}")
+            elif isinstance(spec, Mapping):
+                walk(spec, f"{prefix}{key}.")
+
+    space = results.header.get("space")
+    if isinstance(space, Mapping):
+        walk(space, "")
+    seen = set(names)
+    extra = sorted({k for f in flat for k in f} - seen)
+    return names + extra
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _control_column(name: str, raw: list[Any]) -> dict[str, Any]:
+    if raw and all(_is_number(v) for v in raw):
+        return {"name": name, "kind": "control", "type": "numeric",
+                "values": [float(v) for v in raw], "raw": raw}
+    keyed = {_fmt(v): v for v in raw if not (isinstance(v, str) and v == DEFAULT_LABEL)}
+    nums = sorted(k for k, v in keyed.items() if _is_number(v))
+    nums.sort(key=lambda k: float(keyed[k]))
+    others = sorted(k for k, v in keyed.items() if not _is_number(v))
+    labels = [DEFAULT_LABEL, *nums, *others]
+    code = {lab: i for i, lab in enumerate(labels)}
+    return {"name": name, "kind": "control", "type": "categorical",
+            "values": [code[_fmt(v)] for v in raw], "labels": labels, "raw": raw}
+
+
+# -- tables ----------------------------------------------------------------------------------
+def front_table(results: Results) -> list[dict[str, Any]]:
+    """The Pareto front as rows, best first on the first objective.
+
+    Args:
+        results: The run.
+
+    Returns:
+        Rows with eval_id, generation, is_baseline, ``objectives`` (name -> value),
+        ``speedups`` (name -> baseline/score for "min", score/baseline for "max"; None
+        without an ok baseline) and ``params``.
+    """
+    base = _ok_baseline(results)
+    names, dirs = results.objective_names, results.directions
+    rows = []
+    for row in results.pareto_front():
+        scores = [float(row[f"score_{k + 1}"]) for k in range(results.n_objectives)]
+        rows.append({
+            "eval_id": int(row["eval_id"]), "generation": int(row["generation"]),
+            "is_baseline": bool(row["is_baseline"]),
+            "objectives": dict(zip(names, scores)),
+            "speedups": {n: speedup(s, None if base is None else float(base.scores[k]), d)  # type: ignore[index]
+                         for k, (n, s, d) in enumerate(zip(names, scores, dirs))},
+            "params": row["params"]})
+    sign = 1.0 if dirs[0] == "min" else -1.0
+    rows.sort(key=lambda r: (sign * r["objectives"][names[0]], r["eval_id"]))
+    return rows
+
+
+def failure_summary(results: Results) -> list[dict[str, Any]]:
+    """Failed evaluations grouped by status, most frequent first.
+
+    Args:
+        results: The run.
+
+    Returns:
+        Rows with ``status``, ``count`` and ``examples`` (up to 3 {eval_id, error}, the
+        error's first line, earliest first).
+    """
+    groups: dict[str, list[EvalRecord]] = {}
+    for r in results.records:
+        if r.status != "ok":
+            groups.setdefault(r.status, []).append(r)
+    rows = [{"status": status, "count": len(recs),
+             "examples": [{"eval_id": r.eval_id, "error": _first_line(r.error)} for r in recs[:_MAX_EXAMPLES]]}
+            for status, recs in groups.items()]
+    rows.sort(key=lambda row: (-row["count"], row["status"]))
+    return rows

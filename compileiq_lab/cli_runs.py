@@ -114,7 +114,7 @@ def _export(args: argparse.Namespace) -> int:
     acf = ACF.from_choice(
         compiler=meta["catalog"], controls=controls, argv=config_argv(kernel, catalog, controls),
         objectives=dict(zip(names, rec.scores)), kernel=kernel.name, source_sha256=kernel.source_sha256(),
-        baseline={n: base[f"score_{i + 1}"] for i, n in enumerate(names)} if base and base["status"] == "ok" else None,
+        baseline={n: base[f"score_{i + 1}"] if base and base["status"] == "ok" else None for i, n in enumerate(names)},
         arch=meta.get("arch"), toolchain=meta.get("toolchain") or {}, code_hash=rec.detail.get("code_hash"),
         run={"store": res.store_path, "eval_id": rec.eval_id, "seed": res.header.get("config", {}).get("seed")})
     acf.write(args.output)

@@ -199,8 +199,7 @@ def _export(path: str, results: Any, evaluator: Any, meta: dict[str, Any]) -> No
     acf = ACF.from_choice(
         compiler=meta["catalog"], controls=controls, argv=evaluator.argv(controls),
         objectives={o: best[f"score_{i + 1}"] for i, o in enumerate(names)},
-        baseline=({o: base[f"score_{i + 1}"] for i, o in enumerate(names)} if base and base["status"] == "ok"
-                  else None),
+        baseline={o: base[f"score_{i + 1}"] if base and base["status"] == "ok" else None for i, o in enumerate(names)},
         kernel=meta["kernel"], source_sha256=meta["source_sha256"], arch=meta.get("arch"),
         toolchain=meta.get("toolchain") or {}, code_hash=rec.detail.get("code_hash"),
         run={"store": results.store_path, "eval_id": best["eval_id"],

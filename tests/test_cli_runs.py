@@ -75,3 +75,20 @@ def test_export_refuses_runs_without_a_kernel(tmp_path):
     assert demo.returncode == 0
     out = cli("export", "d.db", "-o", "x.acf", cwd=tmp_path)
     assert out.returncode == 1 and "not made by `compileiq-lab tune`" in out.stderr
+
+
+@needs_gcc
+def test_export_when_the_baseline_failed(tmp_path):
+    from compileiq_lab import load_acf, load_results
+    from compileiq_lab.store.sqlite import RunStore
+
+    out = cli("tune", "dot", "--objectives", "text_bytes", "--generations", "1", "--pool-size", "4",
+              "--store", "r.db", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    store = RunStore(tmp_path / "r.db")  # mark the baseline as failed, as a broken default build would be
+    store._conn.execute("UPDATE evals SET status='compile_error', scores=NULL WHERE is_baseline=1")
+    store.close()
+    assert load_results(str(tmp_path / "r.db")).baseline["status"] == "compile_error"
+    ex = cli("export", "r.db", "-o", "p.acf", cwd=tmp_path)
+    assert ex.returncode == 0, ex.stderr
+    assert load_acf(tmp_path / "p.acf").baseline == {"text_bytes": None}

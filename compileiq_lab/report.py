@@ -61,6 +61,7 @@ def _when(ts: Any) -> str:
 
 def _summary(results: Results) -> str:
     cfg = results.header.get("config", {}) if isinstance(results.header.get("config"), Mapping) else {}
+    resolved = results.header.get("resolved", {}) if isinstance(results.header.get("resolved"), Mapping) else {}
     gens = {r.generation for r in results.records}
     statuses = ", ".join(f"{s}: {n}" for s, n in sorted(results.status_counts().items()))
     objectives = ", ".join(f"{n} ({d})" for n, d in zip(results.objective_names, results.directions))
@@ -68,7 +69,8 @@ def _summary(results: Results) -> str:
         ("evaluations", len(results)), ("statuses", statuses or "none"),
         ("objectives", objectives), ("run status", results.status),
         ("generations", f"{max(gens) if gens else 0} run of {cfg.get('generations', '?')} configured"),
-        ("pool size", cfg.get("pool_size", "?")), ("strategy", cfg.get("strategy", "?")),
+        ("pool size", resolved.get("pool_size", cfg.get("pool_size", "?"))),
+        ("strategy", resolved.get("strategy", cfg.get("strategy", "?"))),
         ("seed", cfg.get("seed", "?")), ("store", results.store_path),
         ("objective function", results.header.get("objective", "?")),
         ("created", _when(results.header.get("created_at"))),

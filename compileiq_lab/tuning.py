@@ -255,5 +255,7 @@ class Search:
 def _name_of(fn: Objective | None) -> str:
     if fn is None:
         return "(ask/tell)"
-    return f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}"
+    if hasattr(fn, "__qualname__"):
+        return f"{getattr(fn, '__module__', '?')}.{fn.__qualname__}"
+    return repr(fn)  # a callable object: its own description
 

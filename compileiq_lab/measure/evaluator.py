@@ -123,6 +123,10 @@ class KernelEvaluator:
         self._hashes: set[str] = set()
         self.stats = {"compiles": 0, "unique_code": 0, "runs": 0, "runs_saved": 0, "conflicts": 0}
 
+    def __repr__(self) -> str:
+        return (f"KernelEvaluator(kernel={self.kernel.name!r}, catalog={self.catalog.compiler!r}, "
+                f"objectives={self.objectives!r})")
+
     @property
     def code_hashes(self) -> set[str]:
         """Distinct machine codes seen so far."""

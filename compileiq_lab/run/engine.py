@@ -47,9 +47,11 @@ class Candidate:
 
 def new_header(space: SearchSpace, config: SearchConfiguration, objective: str) -> dict[str, Any]:
     """The header of a new run: schema version, space, configuration, objective, package version."""
+    resolved = config.resolve(space.n_genes)
     return {"schema_version": SCHEMA_VERSION, "created_at": time.time(), "space": space.to_spec(),
             "config": config.to_dict(), "objective": objective, "package_version": __version__,
-            "status": "running"}
+            "status": "running", "resolved": {"pool_size": resolved.pool_size, "strategy": resolved.strategy,
+                                              "mutate_rate": resolved.mutate_rate}}
 
 
 def prepare_store(store: RunStore, space: SearchSpace, config: SearchConfiguration,

@@ -85,8 +85,8 @@ def test_cpu_kernel_runs_checks_and_dedups(tmp_path):
     assert ev.stats == {"compiles": 3, "unique_code": 2, "runs": 2, "runs_saved": 1, "conflicts": 0}
 
 
-@needs_gcc
-def test_wrong_output_is_recorded(tmp_path):
+def _broken_dot(tmp_path):
+    """A copy of the dot kernel whose result is off by one."""
     kernel = load_kernel("dot")
     broken = tmp_path / "dot"
     shutil.copytree(kernel.folder, broken)
@@ -94,7 +94,12 @@ def test_wrong_output_is_recorded(tmp_path):
     src.write_text(src.read_text().replace("void cil_kernel(", "static void real_kernel(") +
                    "\nvoid cil_kernel(void **bufs, const long *params) {\n"
                    "    real_kernel(bufs, params);\n    ((double *)bufs[2])[0] += 1.0;\n}\n")
-    ev = KernelEvaluator(load_kernel(broken), GCC, ["runtime"], workdir=tmp_path / "w")
+    return load_kernel(broken)
+
+
+@needs_gcc
+def test_wrong_output_is_recorded(tmp_path):
+    ev = KernelEvaluator(_broken_dot(tmp_path), GCC, ["runtime"], workdir=tmp_path / "w")
     m = ev({"opt_level": 2})
     assert m.status == "wrong_output", (m.status, m.error)
 
@@ -137,14 +142,7 @@ def test_nvrtc_backend_compiles_in_process(tmp_path):
 @needs_gcc
 @needs_valgrind
 def test_instructions_objective_checks_outputs_too(tmp_path):
-    kernel = load_kernel("dot")
-    broken = tmp_path / "dot"
-    shutil.copytree(kernel.folder, broken)
-    src = broken / kernel.source
-    src.write_text(src.read_text().replace("void cil_kernel(", "static void real_kernel(") +
-                   "\nvoid cil_kernel(void **bufs, const long *params) {\n"
-                   "    real_kernel(bufs, params);\n    ((double *)bufs[2])[0] += 1.0;\n}\n")
-    m = KernelEvaluator(load_kernel(broken), GCC, ["instructions"], workdir=tmp_path / "w")({"opt_level": 2})
+    m = KernelEvaluator(_broken_dot(tmp_path), GCC, ["instructions"], workdir=tmp_path / "w")({"opt_level": 2})
     assert m.status == "wrong_output"
 
 

@@ -201,15 +201,7 @@ class CudaCompiler:
         """Assemble PTX with ptxas under back-end arguments; parse ``-v`` metrics."""
         out = self.workdir / "cubin" / f"{self._key(ptx.name, *backend_argv)}.cubin"
         argv = [self.ptxas, f"-arch={self.arch}", "-v", *backend_argv, str(ptx), "-o", str(out)]
-        tmp = _tmp_name(out)
-        res = run_tool([*argv[:-1], str(tmp)], self.timeout_s)
-        if res.timed_out or res.returncode != 0:
-            tmp.unlink(missing_ok=True)
-            return _failed(res, self.timeout_s, argv)
-        os.replace(tmp, out)
-        metrics = parse_ptxas_verbose(res.stdout + res.stderr, entry)
-        metrics["backend_time_s"] = res.elapsed_s
-        return CompileOutcome("ok", out, metrics=metrics, argv=[argv])
+        return self._assemble(argv, out, entry, cwd=None)
 
     def full(self, source: Path, frontend_argv: Sequence[str], backend_argv: Sequence[str],
              entry: str | None = None) -> CompileOutcome:
@@ -219,12 +211,16 @@ class CudaCompiler:
         xptxas = [a for tok in backend_argv for a in ("-Xptxas", tok)]
         argv = [self.nvcc, f"-arch={self.arch}", "-cubin", *frontend_argv, "-Xptxas", "-v", *xptxas,
                 str(source), "-o", str(out)]
+        return self._assemble(argv, out, entry, cwd=source.parent)
+
+    def _assemble(self, argv: list[str], out: Path, entry: str | None, cwd: Path | None) -> CompileOutcome:
+        """Run a compile whose argv ends in ``-o out`` into a temp file, move it in place, parse ``-v``."""
         tmp = _tmp_name(out)
-        res = run_tool([*argv[:-1], str(tmp)], self.timeout_s, cwd=source.parent)
+        res = run_tool([*argv[:-1], str(tmp)], self.timeout_s, cwd=cwd)
         if res.timed_out or res.returncode != 0:
             tmp.unlink(missing_ok=True)
             return _failed(res, self.timeout_s, argv)
-        os.replace(tmp, out)
+        os.replace(tmp, out)  # atomic: a reader never sees half a cubin
         metrics = parse_ptxas_verbose(res.stdout + res.stderr, entry)
         metrics["backend_time_s"] = res.elapsed_s
         return CompileOutcome("ok", out, metrics=metrics, argv=[argv])

@@ -47,10 +47,13 @@ _PATTERNS = {  # key: (pattern, null allowed, rule, fix)
 _SHELL = set(";|&$`<>(){}*?!~\"'\\") | {"\n", "\r", "\t", " ", "\x00"}
 # options that change outputs, paths, the host compiler/linker, or pull in other files
 _PATH_EXACT = {"-run", "-run-args", "-ccbin", "-Xlinker", "--linker-options", "-Xcompiler", "--compiler-options",
-               "-keep", "--keep", "-keep-dir", "--dependency-output", "-MF", "-MT", "-MQ"}
+               "-keep", "--keep", "-keep-dir", "--dependency-output", "-MF", "-MT", "-MQ", "-MD", "-MMD",
+               "-Xclang", "-Xnvlink", "-Xcudafe", "-Xarchive", "-E", "-aux-info", "-fstack-usage", "-time"}
 _PATH_PREFIX = ("-o", "--output-", "--run", "--options-file", "--compiler-bindir", "-Wl,", "-B", "--sysroot",
                 "-isysroot", "-include", "-imacros", "-specs", "--pre-include", "--keep-dir", "-save-temps",
-                "-fplugin", "-fprofile-", "-fdump-")
+                "-fplugin", "-fpass-plugin", "-fprofile-", "-fdump-", "-time=", "--time", "--fdevice-time-trace",
+                "-fdevice-time-trace", "-ftime-trace", "-aux-info", "-Wa,", "-Wp,", "-Xclang", "-Xnvlink")
+_WRAPPERS = ("-Xptxas=", "--ptxas-options=")
 _DIR_PREFIX = ("-I", "-isystem", "-iquote", "-idirafter", "-iprefix", "-iwithprefix", "-L", "--include-path",
                "--library-path", "--system-include")
 
@@ -146,29 +149,33 @@ class ACF:
                         "Use c_args() (or args('c')) for gcc/clang ACFs.")
 
     def nvcc_args(self) -> list[str]:
-        """nvcc arguments: the front-end ones, then each ptxas token as ``-Xptxas TOKEN``.
+        """nvcc arguments: the target, the front-end ones, then each ptxas token as ``-Xptxas TOKEN``.
 
         For a "ptxas" ACF the front end holds only the kernel's -D knobs (part of the tuned point).
         """
         self._need_cuda("nvcc_args()")
-        return [*self.argv["frontend"], *(a for tok in self.argv["backend"] for a in ("-Xptxas", tok))]
+        return [f"-arch={self.arch}", *self.argv["frontend"],
+                *(a for tok in self.argv["backend"] for a in ("-Xptxas", tok))]
 
     def ptxas_args(self) -> list[str]:
-        """ptxas arguments (the backend stage)."""
+        """ptxas arguments (the backend stage; the PTX must come from the front-end arguments)."""
         self._need_cuda("ptxas_args()")
-        return list(self.argv["backend"])
+        return [f"-arch={self.arch}", *self.argv["backend"]]
 
     def nvrtc_options(self) -> list[str]:
         """NVRTC options (e.g. for ``cupy.RawModule(options=...)``): front end as is, ptxas via -Xptxas=."""
         self._need_cuda("nvrtc_options()")
-        return [*self.argv["frontend"], *(f"-Xptxas={tok}" for tok in self.argv["backend"])]
+        if "-Xcicc" in self.argv["frontend"]:
+            raise _fail("argv.frontend", "NVRTC options have no -Xcicc", "-Xcicc",
+                        "Compile this point with nvcc (`flags --stage nvcc`), or tune with the nvrtc catalog.")
+        return [f"-arch={self.arch}", *self.argv["frontend"], *(f"-Xptxas={tok}" for tok in self.argv["backend"])]
 
     def c_args(self) -> list[str]:
         """gcc/clang arguments."""
         if self.compiler in _CUDA:
             raise _fail("compiler", "c_args() needs a gcc or clang ACF", self.compiler,
                         "Use nvcc_args(), ptxas_args() or nvrtc_options() for CUDA ACFs.")
-        return list(self.argv["c"])
+        return ["-std=c11", *self.argv["c"]]  # the dialect every tuned build used
 
     def args(self, stage: str) -> list[str]:
         """Arguments for one consumer: "nvcc", "ptxas", "nvrtc" or "c"."""
@@ -351,6 +358,11 @@ def _check_token(where: str, tok: str) -> None:
                     tok, f"Remove {bad or 'the empty argument'}; an ACF holds plain compiler options only.")
     if tok.startswith("@"):
         raise _fail(where, "no @file response files", tok, "Write the options themselves, not a file of them.")
+    for wrapper in _WRAPPERS:  # options handed to another tool are checked like the tool's own
+        if tok.startswith(wrapper) and len(tok) > len(wrapper):
+            for inner in tok[len(wrapper):].split(","):
+                _check_token(where, inner)
+            return
     name = tok.split("=", 1)[0]
     if name in _PATH_EXACT or tok.startswith(_PATH_PREFIX):
         raise _fail(where, "no option that changes outputs, paths, the host compiler/linker or reads other files",
@@ -374,6 +386,10 @@ def _render(compiler: str, controls: Mapping[str, Any]) -> dict[str, list[str]]:
 
 
 def _check_semantics(acf: ACF) -> None:
+    cuda = acf.compiler in _CUDA
+    if cuda != bool(acf.arch and acf.arch.startswith("sm_")):
+        raise _fail("arch", "arch is sm_XY for nvcc/ptxas/nvrtc and null for gcc/clang", acf.arch,
+                    "Write the target the point was tuned for (e.g. 'sm_90'), or null for a C kernel.")
     catalog = get_catalog(acf.compiler)
     for name, value in acf.controls.items():
         if name == "defines":

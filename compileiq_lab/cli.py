@@ -89,6 +89,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CompileIQLabError as exc:
         print(f"compileiq-lab: error: {exc}", file=sys.stderr)
         return EXIT_ERROR
+    except OSError as exc:  # a path that cannot be read or written: the user's to fix
+        print(f"compileiq-lab: error: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": "), file=sys.stderr)
+        return EXIT_ERROR
     except KeyboardInterrupt:
         print("compileiq-lab: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED

@@ -129,6 +129,10 @@ def _flags(args: argparse.Namespace) -> int:
     stage = args.stage or ("c" if acf.compiler in ("gcc", "clang") else "nvrtc" if acf.compiler == "nvrtc"
                            else "nvcc")
     argv = acf.args(stage)
+    extra = [t for t in acf.argv.get("frontend", []) if not t.startswith("-D")]
+    if stage == "ptxas" and extra:
+        print(f"note: the PTX must come from `nvcc -ptx` with the front-end controls {shlex.join(extra)} "
+              "(see --stage nvcc)", file=sys.stderr)
     print(acf.options_file_text() if args.options_file else shlex.join(argv))
     return 0
 
@@ -145,7 +149,14 @@ def _verify(args: argparse.Namespace) -> int:
     if kernel.source_sha256() != acf.source_sha256:
         notes.append(f"the kernel source changed since the ACF was made (sha256 {acf.source_sha256[:12]} -> "
                      f"{kernel.source_sha256()[:12]})")
-    objective = "registers" if kernel.language == "cuda" else "text_bytes"
+    from compileiq_lab.exceptions import ConfigurationError
+    from compileiq_lab.measure.evaluator import RUN_OBJECTIVES
+
+    if kernel.language == "cuda" and not acf.arch:
+        raise ConfigurationError(f"ACF {args.acf!r} of a CUDA kernel records no arch; it cannot be rebuilt")
+    # rebuild the way the tune did: an executable with the harness for timed C runs, else an object
+    timed = kernel.language == "c" and bool(set(acf.objectives) & set(RUN_OBJECTIVES))
+    objective = "registers" if kernel.language == "cuda" else ("runtime" if timed else "text_bytes")
     compiler = acf.compiler if acf.compiler in ("gcc", "clang", "nvrtc") else "gcc"
     ev = KernelEvaluator(kernel, get_catalog(acf.compiler), [objective], arch=acf.arch or "sm_90", compiler=compiler)
     installed = ev.toolchain()
@@ -156,9 +167,12 @@ def _verify(args: argparse.Namespace) -> int:
     if not m.ok:
         print(f"verify: FAILED: the compile ends in {m.status}: {m.error[:400]}", file=sys.stderr)
         return 1
-    same = acf.code_hash is not None and m.detail["code_hash"] == acf.code_hash
     for n in notes:
         print(f"note: {n}")
+    if acf.code_hash is None:
+        print(f"verify: UNKNOWN: the ACF records no machine-code hash; this build is {m.detail['code_hash'][:16]}")
+        return 1
+    same = m.detail["code_hash"] == acf.code_hash
     print(f"verify: {'OK' if same else 'MISMATCH'}: machine code {m.detail['code_hash'][:16]} "
           f"{'equals' if same else 'differs from'} the recorded {(acf.code_hash or 'none')[:16]}")
     return 0 if same else 1

@@ -6,6 +6,7 @@ import argparse
 import os
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 __all__ = ["add_tune_parser", "add_catalog_parser", "run_tune", "run_catalog"]
@@ -110,6 +111,11 @@ def run_tune(args: argparse.Namespace) -> int:
     from compileiq_lab.kernels import load_kernel
     from compileiq_lab.measure.evaluator import KernelEvaluator
 
+    if args.export and (Path(args.export).is_dir() or not Path(args.export).resolve().parent.is_dir()):
+        from compileiq_lab.exceptions import ConfigurationError
+
+        raise ConfigurationError(f"--export must name a file in an existing folder, but got {args.export!r}; "
+                                 "create the folder first")
     kernel = load_kernel(args.kernel)
     space_name = args.space or _DEFAULT_SPACE[kernel.language]
     catalog = _catalog(space_name).select(names=_split(args.controls), categories=_split(args.categories),

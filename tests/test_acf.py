@@ -88,7 +88,7 @@ def test_round_trip_c(c_acf: ACF, tmp_path: Path) -> None:
     path = c_acf.write(tmp_path / "dot.acf")
     back = load_acf(path)
     assert back == c_acf and back.to_json() == path.read_text() and path.read_text().endswith("}\n")
-    assert back.c_args() == back.args("c") == ["-DACCUMULATORS=2", "-O2", "-O3", "-funroll-loops",
+    assert back.c_args() == back.args("c") == ["-std=c11", "-DACCUMULATORS=2", "-O2", "-O3", "-funroll-loops",
                                                "-fno-tree-vectorize"]
     with pytest.raises(ConfigurationError, match="CUDA catalog"):
         back.nvcc_args()
@@ -101,9 +101,19 @@ def test_round_trip_cuda_and_stage_args(cuda_acf: ACF, tmp_path: Path) -> None:
     back = load_acf(cuda_acf.write(tmp_path / "r.acf"))
     assert back == cuda_acf and back.format == ACF_FORMAT
     assert back.argv["frontend"][0] == "-DBLOCK=128" and "-dlcm=cg" in back.ptxas_args()
-    assert back.nvcc_args() == back.argv["frontend"] + [a for t in back.argv["backend"] for a in ("-Xptxas", t)]
-    assert back.nvrtc_options()[-len(back.argv["backend"]):] == [f"-Xptxas={t}" for t in back.argv["backend"]]
-    assert back.args("ptxas") == back.ptxas_args() and back.args("nvrtc") == back.nvrtc_options()
+    assert back.nvcc_args() == ["-arch=sm_90", *back.argv["frontend"],
+                                *(a for t in back.argv["backend"] for a in ("-Xptxas", t))]
+    assert back.ptxas_args() == ["-arch=sm_90", *back.argv["backend"]]
+    assert "-Xcicc" in back.argv["frontend"]  # NVRTC has no -Xcicc: refused, not silently wrong
+    with pytest.raises(ConfigurationError, match="NVRTC options have no -Xcicc"):
+        back.nvrtc_options()
+    doc = back.to_dict()
+    doc["controls"].pop("cicc_opt")
+    doc["argv"]["frontend"] = [t for t in doc["argv"]["frontend"] if t != "-Xcicc" and not t.startswith("-O")]
+    plain = load_acf(doc)
+    assert plain.nvrtc_options()[0] == "-arch=sm_90"
+    assert plain.nvrtc_options()[-len(plain.argv["backend"]):] == [f"-Xptxas={t}" for t in plain.argv["backend"]]
+    assert back.args("ptxas") == back.ptxas_args() and plain.args("nvrtc") == plain.nvrtc_options()
     assert back.options_file_text().splitlines() == back.nvcc_args()
     with pytest.raises(ConfigurationError, match="gcc or clang"):
         back.c_args()
@@ -112,7 +122,7 @@ def test_round_trip_cuda_and_stage_args(cuda_acf: ACF, tmp_path: Path) -> None:
 @needs_nvcc
 def test_nvcc_compiles_with_args_and_options_file(cuda_acf: ACF, tmp_path: Path) -> None:
     src = str(load_kernel("reduction").source_path)
-    base = ["nvcc", "-arch=sm_90", "-cubin", src]
+    base = ["nvcc", "-cubin", src]  # the target comes from the ACF
     res = subprocess.run([*base, *cuda_acf.nvcc_args(), "-o", "a.cubin"], cwd=tmp_path, capture_output=True,
                          text=True, timeout=120, check=False)
     assert res.returncode == 0, res.stderr
@@ -180,7 +190,7 @@ def test_rejects_conflict_and_accepts_ptxas_acf(c_acf: ACF) -> None:
     doc.update(compiler="ptxas", arch="sm_90", controls={"opt_level": 1, "fast_compile": "min"},
                argv={"frontend": [], "backend": ["-O1", "--Ofast-compile=min"]})
     acf = load_acf(doc)
-    assert acf.nvcc_args() == ["-Xptxas", "-O1", "-Xptxas", "--Ofast-compile=min"]
+    assert acf.nvcc_args() == ["-arch=sm_90", "-Xptxas", "-O1", "-Xptxas", "--Ofast-compile=min"]
     doc["controls"]["opt_level"], doc["argv"]["backend"][0] = 3, "-O3"
     with pytest.raises(ConfigurationError, match="no known compiler conflict"):
         load_acf(doc)
@@ -248,3 +258,23 @@ def test_fuzz_one_field_replaced(key: str, value: Any) -> None:
         assert isinstance(load_acf(text), ACF)
     except ConfigurationError:
         pass
+
+
+def test_wrapped_tool_options_are_checked_too(c_acf: ACF) -> None:
+    from compileiq_lab.acf import _check_token
+
+    for tok in ("-Xptxas=-o,/tmp/x", "--ptxas-options=--output-file=/x", "-Wa,-adhln=/x", "-Xclang",
+                "-fpass-plugin=/tmp/p.so", "-MD", "--fdevice-time-trace=/x"):
+        with pytest.raises(ConfigurationError):
+            _check_token("argv.frontend[0]", tok)
+    _check_token("argv.frontend[0]", "-Xptxas=-O3")  # a plain option handed to ptxas is fine
+
+
+def test_cuda_acf_needs_an_sm_arch(c_acf: ACF) -> None:
+    doc = c_acf.to_dict()
+    doc.update(compiler="ptxas", arch=None, controls={"opt_level": 1}, argv={"frontend": [], "backend": ["-O1"]})
+    with pytest.raises(ConfigurationError, match="arch is sm_XY"):
+        load_acf(doc)
+    doc["arch"] = "compute_90"
+    with pytest.raises(ConfigurationError, match="arch is sm_XY"):
+        load_acf(doc)

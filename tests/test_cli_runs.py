@@ -40,6 +40,15 @@ def test_export_flags_and_verify_round_trip(cuda_run):
     assert flags.returncode == 0 and "-DTILE=" in flags.stdout
     ptxas = cli("flags", "p3.acf", "--stage", "ptxas", cwd=cuda_run)
     assert ptxas.returncode == 0 and "-DTILE" not in ptxas.stdout
+    # the printed flags alone rebuild the recorded machine code
+    from compileiq_lab.kernels import load_kernel
+    from compileiq_lab.measure.binary import inspect_elf
+
+    src = load_kernel("sgemm").source_path
+    rebuilt = subprocess.run(["nvcc", "-cubin", *flags.stdout.split(), str(src), "-o", "re.cubin"], cwd=cuda_run,
+                             capture_output=True, text=True, timeout=300)
+    assert rebuilt.returncode == 0, rebuilt.stderr
+    assert inspect_elf(cuda_run / "re.cubin").code_hash == doc["code_hash"]
     ok = cli("verify", "p3.acf", cwd=cuda_run)
     assert ok.returncode == 0 and "verify: OK" in ok.stdout, ok.stdout + ok.stderr
     # the recorded machine code no longer matches: verify says so and fails
@@ -92,3 +101,14 @@ def test_export_when_the_baseline_failed(tmp_path):
     ex = cli("export", "r.db", "-o", "p.acf", cwd=tmp_path)
     assert ex.returncode == 0, ex.stderr
     assert load_acf(tmp_path / "p.acf").baseline == {"text_bytes": None}
+
+
+@needs_gcc
+def test_verify_a_c_point_tuned_for_runtime(tmp_path):
+    out = cli("tune", "matmul_c", "--objectives", "text_bytes,runtime", "--generations", "1", "--pool-size", "3",
+              "--store", "m.db", "--export", "rt.acf", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    ok = cli("verify", "rt.acf", cwd=tmp_path)
+    assert ok.returncode == 0 and "verify: OK" in ok.stdout, ok.stdout + ok.stderr
+    bad_path = cli("export", "m.db", "-o", str(tmp_path / "missing" / "x.acf"), cwd=tmp_path)
+    assert bad_path.returncode == 1 and "Traceback" not in bad_path.stderr

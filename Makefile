@@ -15,6 +15,7 @@ $(STAMP): pyproject.toml
 
 demo: $(STAMP)
 	$(BIN)/compileiq-lab demo
+	$(BIN)/compileiq-lab tune reduction --space ptxas --objectives registers,sass_instructions --generations 5 --export reduction.acf
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q

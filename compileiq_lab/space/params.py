@@ -143,6 +143,26 @@ def _grid(start: float, end: float, step: float) -> list[float | int]:
     return values
 
 
+def _seed_indices(values: list[Any], start: float, end: float, step: float, seed_low: float | None,
+                  seed_high: float | None) -> tuple[int, int]:
+    """Indices of the first and last grid values inside [seed_low, seed_high] (all values by default)."""
+    if seed_low is None and seed_high is None:
+        return 0, len(values) - 1
+    lo = start if seed_low is None else _check_number("range", "seed_low", seed_low)
+    hi = end if seed_high is None else _check_number("range", "seed_high", seed_high)
+    if not start <= lo <= hi <= end:
+        raise _fail("range", "start <= seed_low <= seed_high <= end",
+                    f"(start={start!r}, seed_low={lo!r}, seed_high={hi!r}, end={end!r})",
+                    "Pick seed bounds inside [start, end], low before high.")
+    low = next((i for i, v in enumerate(values) if v >= lo - 1e-12), len(values))
+    high = max((i for i, v in enumerate(values) if v <= hi + 1e-12), default=-1)
+    if high < low:
+        raise _fail("range", "the seed interval holds a grid value",
+                    f"(seed_low={lo!r}, seed_high={hi!r}) with step={step!r}",
+                    "Widen [seed_low, seed_high] to contain start + k*step for some k.")
+    return low, high
+
+
 def range(  # noqa: A001 - the CompileIQ DSL name
     start: float,
     end: float,
@@ -180,20 +200,7 @@ def range(  # noqa: A001 - the CompileIQ DSL name
                     f"(start={start!r}, end={end!r}, step={step!r}), which gives {len(values)} steps "
                     f"but only {len(set(values))} distinct values",
                     "The step is below the float resolution at this magnitude: use a larger step.")
-    low, high = 0, len(values) - 1
-    if seed_low is not None or seed_high is not None:
-        lo = start if seed_low is None else _check_number("range", "seed_low", seed_low)
-        hi = end if seed_high is None else _check_number("range", "seed_high", seed_high)
-        if not start <= lo <= hi <= end:
-            raise _fail("range", "start <= seed_low <= seed_high <= end",
-                        f"(start={start!r}, seed_low={lo!r}, seed_high={hi!r}, end={end!r})",
-                        "Pick seed bounds inside [start, end], low before high.")
-        low = next((i for i, v in enumerate(values) if v >= lo - 1e-12), len(values))
-        high = max((i for i, v in enumerate(values) if v <= hi + 1e-12), default=-1)
-        if high < low:
-            raise _fail("range", "the seed interval holds a grid value",
-                        f"(seed_low={lo!r}, seed_high={hi!r}) with step={step!r}",
-                        "Widen [seed_low, seed_high] to contain start + k*step for some k.")
+    low, high = _seed_indices(values, start, end, step, seed_low, seed_high)
     return Param("range", tuple(values), _check_knockout("range", knockout_prob), ORDINAL, low, high,
                  {"start": start, "end": end, "step": step, "knockout_prob": knockout_prob,
                   "seed_low": seed_low, "seed_high": seed_high})

@@ -1,14 +1,17 @@
-"""Finding compiler executables: PATH first, then the pinned CUDA wheels (nvidia/cu13/bin)."""
+"""Finding compiler executables (PATH, then the pinned CUDA wheels) and ending the processes we start."""
 
 from __future__ import annotations
 
 import os
 import shutil
+import signal
+import subprocess
 from pathlib import Path
+from typing import Any
 
 from compileiq_lab.exceptions import ConfigurationError
 
-__all__ = ["find_tool"]
+__all__ = ["find_tool", "kill_process_group"]
 
 
 def _wheel_tool(name: str) -> str | None:
@@ -31,3 +34,11 @@ def find_tool(name: str) -> str:
                 if name in ("nvcc", "ptxas") else f"install {name} (e.g. apt-get install {name})")
         raise ConfigurationError(f"compiler {name!r} is not on PATH; {hint}")
     return path
+
+
+def kill_process_group(proc: "subprocess.Popen[Any]") -> None:
+    """SIGKILL a child started with ``start_new_session=True`` together with everything it started."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        proc.kill()

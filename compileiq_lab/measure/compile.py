@@ -6,19 +6,18 @@ import hashlib
 import logging
 import os
 import re
-import signal
 import subprocess
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 from compileiq_lab.exceptions import ConfigurationError
-from compileiq_lab.tools import find_tool
+from compileiq_lab.tools import find_tool, kill_process_group
 
 __all__ = ["ToolResult", "run_tool", "find_tool", "tool_version", "CudaCompiler", "parse_ptxas_verbose",
-           "CompileOutcome", "write_atomic"]
+           "CompileOutcome", "write_atomic", "build", "build_cached"]
 
 log = logging.getLogger(__name__)
 _TAIL = 2000
@@ -52,20 +51,13 @@ def run_tool(argv: Sequence[str], timeout_s: float, cwd: str | Path | None = Non
         out, err = proc.communicate(timeout=timeout_s)
         return ToolResult(proc.returncode, out, err, time.perf_counter() - t0)
     except subprocess.TimeoutExpired:
-        _killpg(proc)
+        kill_process_group(proc)
         out, err = proc.communicate()
         return ToolResult(None, out, err, time.perf_counter() - t0)
     except BaseException:
-        _killpg(proc)
+        kill_process_group(proc)
         proc.wait()
         raise
-
-
-def _killpg(proc: subprocess.Popen[str]) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        proc.kill()
 
 
 _VERSION_CACHE: dict[str, str] = {}
@@ -181,21 +173,16 @@ class CudaCompiler:
         out = self.workdir / "ptx" / f"{key}.ptx"
         with self._guard:
             lock = self._locks.setdefault(key, threading.Lock())
-        argv = [self.nvcc, f"-arch={self.arch}", "-ptx", *frontend_argv, str(source), "-o", str(out)]
-        meta = out.with_suffix(".time")
+        def argv_for(target: Path) -> list[str]:
+            return [self.nvcc, f"-arch={self.arch}", "-ptx", *frontend_argv, str(source), "-o", str(target)]
+
         with lock:  # two threads wanting the same PTX compile it once
-            if out.exists() and meta.exists():  # .time is written last: the PTX is complete
-                self.ptx_hits += 1
-                return CompileOutcome("ok", out, metrics={"frontend_time_s": float(meta.read_text())}, argv=[argv])
+            outcome, hit = build_cached(argv_for, out, "frontend_time_s", self.timeout_s, cwd=source.parent)
+        if hit:
+            self.ptx_hits += 1
+        else:
             self.ptx_misses += 1
-            tmp = _tmp_name(out)
-            res = run_tool([*argv[:-1], str(tmp)], self.timeout_s, cwd=source.parent)
-            if res.timed_out or res.returncode != 0:
-                tmp.unlink(missing_ok=True)
-                return _failed(res, self.timeout_s, argv)
-            os.replace(tmp, out)
-            write_atomic(meta, f"{res.elapsed_s:.6f}")
-            return CompileOutcome("ok", out, metrics={"frontend_time_s": res.elapsed_s}, argv=[argv])
+        return outcome
 
     def cubin(self, ptx: Path, backend_argv: Sequence[str], entry: str | None = None) -> CompileOutcome:
         """Assemble PTX with ptxas under back-end arguments; parse ``-v`` metrics."""
@@ -214,16 +201,54 @@ class CudaCompiler:
         return self._assemble(argv, out, entry, cwd=source.parent)
 
     def _assemble(self, argv: list[str], out: Path, entry: str | None, cwd: Path | None) -> CompileOutcome:
-        """Run a compile whose argv ends in ``-o out`` into a temp file, move it in place, parse ``-v``."""
-        tmp = _tmp_name(out)
-        res = run_tool([*argv[:-1], str(tmp)], self.timeout_s, cwd=cwd)
-        if res.timed_out or res.returncode != 0:
-            tmp.unlink(missing_ok=True)
-            return _failed(res, self.timeout_s, argv)
-        os.replace(tmp, out)  # atomic: a reader never sees half a cubin
-        metrics = parse_ptxas_verbose(res.stdout + res.stderr, entry)
-        metrics["backend_time_s"] = res.elapsed_s
-        return CompileOutcome("ok", out, metrics=metrics, argv=[argv])
+        """Run a compile whose argv ends in ``-o out`` (atomically, see ``build``), parse ``-v``."""
+        res, outcome = build(lambda target: [*argv[:-1], str(target)], out, self.timeout_s, cwd)
+        if outcome.ok:
+            outcome.metrics = parse_ptxas_verbose(res.stdout + res.stderr, entry)
+            outcome.metrics["backend_time_s"] = res.elapsed_s
+        return outcome
+
+
+def build(argv_for: Callable[[Path], list[str]], out: Path, timeout_s: float,
+          cwd: Path | None = None) -> tuple[ToolResult, CompileOutcome]:
+    """Run ``argv_for(temp file)``, then move the result to ``out``: a reader never sees half a file.
+
+    Args:
+        argv_for: The compiler command writing its output to the given path.
+        out: The final output path.
+        timeout_s: Limit of the compiler process.
+        cwd: Working folder of the compiler.
+
+    Returns:
+        The compiler's result and the outcome ("ok" with ``out``, or the failure).
+    """
+    tmp = _tmp_name(out)
+    res = run_tool(argv_for(tmp), timeout_s, cwd=cwd)
+    if res.timed_out or res.returncode != 0:
+        tmp.unlink(missing_ok=True)
+        return res, _failed(res, timeout_s, argv_for(out))
+    os.replace(tmp, out)
+    return res, CompileOutcome("ok", out, argv=[argv_for(out)])
+
+
+def build_cached(argv_for: Callable[[Path], list[str]], out: Path, metric: str, timeout_s: float,
+                 cwd: Path | None = None) -> tuple[CompileOutcome, bool]:
+    """``build`` unless an earlier build of ``out`` is complete; the build time is kept beside it.
+
+    The ``<out>.time`` file is written last, so its presence marks a complete build; cache hits
+    report the time the build took (as ``metrics[metric]``), not zero.
+
+    Returns:
+        The outcome and whether it came from the cache.
+    """
+    timing = out.with_name(out.name + ".time")
+    if out.exists() and timing.exists():
+        return CompileOutcome("ok", out, metrics={metric: float(timing.read_text())}, argv=[argv_for(out)]), True
+    res, outcome = build(argv_for, out, timeout_s, cwd)
+    if outcome.ok:
+        write_atomic(timing, f"{res.elapsed_s:.6f}")
+        outcome.metrics = {metric: res.elapsed_s}
+    return outcome, False
 
 
 _HEADERS = (".h", ".cuh", ".hpp", ".hh", ".inc", ".inl")

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
 import re
-import threading
 import shutil
 from dataclasses import dataclass, field
 from importlib import resources
@@ -15,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
-from compileiq_lab.measure.compile import CompileOutcome, find_tool, run_tool, write_atomic
+from compileiq_lab.measure.compile import CompileOutcome, build_cached, find_tool, run_tool
 
 if TYPE_CHECKING:
     from compileiq_lab.kernels import KernelSpec
@@ -102,21 +100,7 @@ class CRunner:
                         "-o", str(target), "-lm"]
             return [self.cc, "-std=c11", *flags, *defines, "-c", str(self.kernel.source_path), "-o", str(target)]
 
-        argv = argv_for(out)
-        timing = out.with_name(out.name + ".time")
-        if out.exists() and timing.exists():  # the .time file is written last: the build is complete
-            return CompileOutcome("ok", out, metrics={"compile_time_s": float(timing.read_text())}, argv=[argv])
-        tmp = out.with_name(f".{out.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-        res = run_tool(argv_for(tmp), self.timeout_s, cwd=self.workdir)
-        if res.timed_out or res.returncode != 0:
-            tmp.unlink(missing_ok=True)
-            if res.timed_out:
-                return CompileOutcome("compile_timeout", error=f"{self.compiler} exceeded {self.timeout_s} s",
-                                      argv=[argv])
-            return CompileOutcome("compile_error", error=res.tail(), argv=[argv])
-        os.replace(tmp, out)  # atomic: a reader never sees half a binary
-        write_atomic(timing, f"{res.elapsed_s:.6f}")
-        return CompileOutcome("ok", out, metrics={"compile_time_s": res.elapsed_s}, argv=[argv])
+        return build_cached(argv_for, out, "compile_time_s", self.timeout_s, cwd=self.workdir)[0]
 
     def _args(self, tag: str) -> list[str]:
         params = [str(int(v)) for v in self.kernel.params.values()]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -13,6 +12,7 @@ from typing import Any, Callable
 from compileiq_lab.exceptions import ConfigurationError
 from compileiq_lab.measure import _wire
 from compileiq_lab.measure.measurement import Measurement
+from compileiq_lab.tools import kill_process_group
 
 __all__ = ["WorkerObjective"]
 
@@ -124,10 +124,7 @@ class WorkerObjective:
             return None
         if proc.poll() is None:
             self.restarts += 1
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                proc.kill()
+            kill_process_group(proc)
         code = proc.wait()
         log.debug("objective worker %d ended with %s", proc.pid, code)
         return code

@@ -194,14 +194,11 @@ class Engine:
             return None
         return min(scores) if self.sign[0] > 0 else max(scores)
 
-    def evaluate(self, c: Candidate, evaluate: Evaluate) -> tuple[EvalRecord | None, Measurement]:
-        """Outcome of a candidate: from the store if known, else by calling ``evaluate``."""
-        m = self.cached(c)
-        if m is not None:
-            return None, m
+    def run(self, c: Candidate, evaluate: Evaluate) -> EvalRecord:
+        """Evaluate a candidate the store does not know (see ``cached``) and record it."""
         started = time.time()
         m = evaluate(copy_config(c.config))  # the objective may change its copy freely
-        return self.record(c, m, started), m
+        return self.record(c, m, started)
 
 
 def copy_config(config: dict[str, Any]) -> dict[str, Any]:

@@ -46,9 +46,7 @@ def drive(engine: Engine, evaluate: Callable[[dict[str, Any]], Measurement],
                     if stop.is_set():
                         stop.clear()
                         return "stopped"
-                    rec, _ = engine.evaluate(c, evaluate)
-                    if rec is not None:
-                        emit({"type": "evaluation", "record": rec})
+                    emit({"type": "evaluation", "record": engine.run(c, evaluate)})
             elif _evaluate_parallel(engine, todo, evaluate, emit, stop, pool):
                 stop.clear()
                 return "stopped"

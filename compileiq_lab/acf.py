@@ -14,6 +14,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from compileiq_lab.argcheck import DEFINE as _DEFINE
+from compileiq_lab.argcheck import acf_error as _fail
+from compileiq_lab.argcheck import check_argument as _check_token
 from compileiq_lab.exceptions import ConfigurationError
 from compileiq_lab.space.catalogs import get_catalog
 
@@ -37,32 +40,12 @@ _KERNEL = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}\Z")
 _SHA256 = re.compile(r"[0-9a-f]{64}\Z")
 _CODE_HASH = re.compile(r"[0-9a-f]{16,128}\Z")
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
-_DEFINE = re.compile(r"-D[A-Za-z_][A-Za-z0-9_]*=[A-Za-z0-9_.+-]*\Z")
 _PATTERNS = {  # key: (pattern, null allowed, rule, fix)
     "arch": (_ARCH, True, "arch is null or like 'sm_90'", "Write the CUDA target as sm_XY (null for C kernels)."),
     "kernel": (_KERNEL, False, "kernel is a name of letters, digits, '_', '.', '-'", "Write the name, not a path."),
     "source_sha256": (_SHA256, False, "source_sha256 is 64 lowercase hex digits", "Write the source's SHA-256."),
     "code_hash": (_CODE_HASH, True, "code_hash is null or 16..128 lowercase hex digits", "Write it as recorded."),
 }
-_SHELL = set(";|&$`<>(){}*?!~\"'\\") | {"\n", "\r", "\t", " ", "\x00"}
-# options that change outputs, paths, the host compiler/linker, or pull in other files
-_PATH_EXACT = {"-run", "-run-args", "-ccbin", "-Xlinker", "--linker-options", "-Xcompiler", "--compiler-options",
-               "-keep", "--keep", "-keep-dir", "--dependency-output", "-MF", "-MT", "-MQ", "-MD", "-MMD",
-               "-Xclang", "-Xnvlink", "-Xcudafe", "-Xarchive", "-E", "-aux-info", "-fstack-usage", "-time"}
-_PATH_PREFIX = ("-o", "--output-", "--run", "--options-file", "--compiler-bindir", "-Wl,", "-B", "--sysroot",
-                "-isysroot", "-include", "-imacros", "-specs", "--pre-include", "--keep-dir", "-save-temps",
-                "-fplugin", "-fpass-plugin", "-fprofile-", "-fdump-", "-time=", "--time", "--fdevice-time-trace",
-                "-fdevice-time-trace", "-ftime-trace", "-aux-info", "-Wa,", "-Wp,", "-Xclang", "-Xnvlink")
-_WRAPPERS = ("-Xptxas=", "--ptxas-options=")
-_DIR_PREFIX = ("-I", "-isystem", "-iquote", "-idirafter", "-iprefix", "-iwithprefix", "-L", "--include-path",
-               "--library-path", "--system-include")
-
-
-def _fail(where: str, rule: str, got: Any, fix: str) -> ConfigurationError:
-    """A ConfigurationError naming the entry, the rule, the value received and the fix."""
-    shown = repr(got) if len(repr(got)) <= 200 else repr(got)[:200] + "..."
-    return ConfigurationError(f"ACF {where}: `{rule}` must hold, but got {shown}. {fix}")
-
 
 def _is_num(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) or isinstance(value, float) and math.isfinite(value)
@@ -348,31 +331,6 @@ def _check_argv_shape(compiler: str, argv: Any) -> None:
         toks = argv[stage]
         if not isinstance(toks, list) or not all(isinstance(t, str) for t in toks):
             raise _fail(f"argv.{stage}", "it is a list of strings", toks, "Write one argument per string.")
-
-
-def _check_token(where: str, tok: str) -> None:
-    """Reject argument classes that would change outputs or paths, read other files, or reach a shell."""
-    bad = sorted(set(tok) & _SHELL)
-    if bad or not tok:
-        raise _fail(where, "arguments hold no shell metacharacters, whitespace, quotes or NUL and are non-empty",
-                    tok, f"Remove {bad or 'the empty argument'}; an ACF holds plain compiler options only.")
-    if tok.startswith("@"):
-        raise _fail(where, "no @file response files", tok, "Write the options themselves, not a file of them.")
-    for wrapper in _WRAPPERS:  # options handed to another tool are checked like the tool's own
-        if tok.startswith(wrapper) and len(tok) > len(wrapper):
-            for inner in tok[len(wrapper):].split(","):
-                _check_token(where, inner)
-            return
-    name = tok.split("=", 1)[0]
-    if name in _PATH_EXACT or tok.startswith(_PATH_PREFIX):
-        raise _fail(where, "no option that changes outputs, paths, the host compiler/linker or reads other files",
-                    tok, "Remove it; the output path and tools are chosen by whoever compiles.")
-    if tok.startswith(_DIR_PREFIX):
-        raise _fail(where, "no -I/-isystem/-L search paths (a compile from an ACF uses the kernel folder only)",
-                    tok, "Remove it.")
-    if tok.startswith("-D") and not _DEFINE.match(tok):
-        raise _fail(where, "-D arguments are -DNAME=VALUE with NAME an identifier and VALUE of [A-Za-z0-9_.+-]",
-                    tok, "Fix the knob name or value.")
 
 
 def _render(compiler: str, controls: Mapping[str, Any]) -> dict[str, list[str]]:

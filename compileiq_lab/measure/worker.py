@@ -1,4 +1,4 @@
-"""Run a Python objective in a killable worker process, so a hung call can time out."""
+"""Long-lived killable worker processes: a generic request/reply child, and the objective worker on top."""
 
 from __future__ import annotations
 
@@ -14,48 +14,70 @@ from compileiq_lab.measure import _wire
 from compileiq_lab.measure.measurement import Measurement
 from compileiq_lab.tools import kill_process_group
 
-__all__ = ["WorkerObjective"]
+__all__ = ["WorkerProcess", "WorkerTimeout", "WorkerDied", "WorkerObjective", "OBJECTIVE_BACKEND"]
 
 log = logging.getLogger(__name__)
 _STARTUP_TIMEOUT_S = 120.0
+#: The backend that serves pickled objectives (see ``compileiq_lab.measure._worker_main``).
+OBJECTIVE_BACKEND = "compileiq_lab.measure._worker_main:ObjectiveBackend"
 
 
-class WorkerObjective:
-    """Evaluate ``fn`` in a long-lived child process; kill and replace it on timeout or crash.
+class WorkerTimeout(Exception):
+    """The worker did not answer within the call's limit; it was killed."""
 
-    The function is serialised with cloudpickle, so functions defined in a notebook cell or a
-    script's ``__main__`` work. Cost: one process start (plus the imports the function needs)
-    when the run begins and after every timeout or crash, and one pipe round trip (~0.1 ms) per
-    call. The child runs in its own session, so Ctrl-C reaches only the parent, which kills it.
+
+class WorkerDied(Exception):
+    """The worker process ended during a call; ``how`` says how (signal or exit code)."""
+
+    def __init__(self, how: str) -> None:
+        super().__init__(how)
+        self.how = how
+
+
+class WorkerProcess:
+    """A child process that loads a backend once and then answers ``(op, payload)`` requests.
+
+    The backend is named ``"module:Class"``; the child imports it with the parent's ``sys.path``,
+    calls ``Class().setup(setup)`` once (its return value is ``info``) and then
+    ``handle(op, payload)`` per request. The child runs in its own session (Ctrl-C reaches only
+    the parent), dies with its parent, and is killed with its whole process group when a call
+    exceeds its limit. It is started lazily and restarted by the next call after a kill.
 
     Args:
-        fn: The objective.
-        n_objectives: Number of values it must return.
-        timeout_s: Limit per call in seconds.
+        backend: ``"module:Class"`` of the backend.
+        setup: Picklable argument of ``setup`` (sent again at every restart).
+        startup_timeout_s: Limit for the child to import and set up.
+        what: Name used in error messages ("objective worker", "GPU worker").
     """
 
-    def __init__(self, fn: Callable[[dict[str, Any]], Any], n_objectives: int, timeout_s: float) -> None:
-        import cloudpickle
-
-        try:
-            self._payload = cloudpickle.dumps(fn)
-        except Exception as exc:  # noqa: BLE001 - re-raised with the fix
-            raise ConfigurationError(
-                f"timeout_s needs the objective to be picklable (it runs in a worker process), but "
-                f"pickling {getattr(fn, '__name__', fn)!r} failed: {type(exc).__name__}: {exc}. "
-                "Avoid capturing open files, locks or sockets in the function, or set timeout_s=None."
-            ) from exc
-        self.n_objectives = n_objectives
-        self.timeout_s = timeout_s
+    def __init__(self, backend: str, setup: Any, startup_timeout_s: float = _STARTUP_TIMEOUT_S,
+                 what: str = "worker") -> None:
+        self.backend, self.setup, self.what = backend, setup, what
+        self.startup_timeout_s = startup_timeout_s
         self._proc: subprocess.Popen[bytes] | None = None
         self._to_child = -1
         self._from_child = -1
         self.restarts = 0
+        self.info: Any = None
 
-    def start(self) -> None:
-        """Start the worker now (also done lazily by the first call)."""
+    @property
+    def alive(self) -> bool:
+        """Whether a child is running."""
+        return self._proc is not None and self._proc.poll() is None
+
+    @property
+    def pid(self) -> int | None:
+        """The child's PID, or None."""
+        return self._proc.pid if self._proc is not None else None
+
+    def start(self) -> Any:
+        """Start the child if none is running; returns the backend's setup info.
+
+        Raises:
+            ConfigurationError: The child could not start or its backend's setup failed.
+        """
         if self._proc is not None:
-            return
+            return self.info
         c_read, p_write = os.pipe()
         p_read, c_write = os.pipe()
         cmd = [sys.executable, "-m", "compileiq_lab.measure._worker_main", str(c_read), str(c_write),
@@ -66,42 +88,45 @@ class WorkerObjective:
         os.close(c_write)
         self._to_child, self._from_child = p_write, p_read
         try:
-            _wire.send(self._to_child, {"sys_path": list(sys.path), "fn": self._payload,
-                                        "n_objectives": self.n_objectives})
-            kind, info = _wire.recv(self._from_child, _STARTUP_TIMEOUT_S)
+            _wire.send(self._to_child, {"sys_path": list(sys.path), "backend": self.backend, "setup": self.setup})
+            kind, info = _wire.recv(self._from_child, self.startup_timeout_s)
         except (_wire.WireTimeout, _wire.WireClosed, OSError) as exc:
-            self._kill()
-            raise ConfigurationError(f"the objective worker process did not start ({type(exc).__name__}); "
-                                     "check that the objective's module can be imported") from exc
+            self.kill()
+            raise ConfigurationError(f"the {self.what} process did not start ({type(exc).__name__}); "
+                                     "check that its modules can be imported") from exc
         except BaseException:
-            self._kill()
+            self.kill()
             raise
         if kind != "ready":
-            self._kill()
-            raise ConfigurationError(f"the worker process could not load the objective: {info}")
+            self.kill()
+            raise ConfigurationError(f"the {self.what} could not start: {info}")
+        self.info = info
+        return info
 
-    def __call__(self, config: dict[str, Any]) -> Measurement:
-        """Evaluate one config; a call past ``timeout_s`` is killed and recorded as "timeout"."""
+    def call(self, op: str, payload: Any, timeout_s: float | None) -> Any:
+        """Send one request and return the reply.
+
+        Raises:
+            WorkerTimeout: No reply within ``timeout_s``; the child was killed.
+            WorkerDied: The child ended during the call.
+        """
         self.start()
-        t0 = time.perf_counter()
         try:
-            _wire.send(self._to_child, config)
-            return _wire.recv(self._from_child, self.timeout_s)
+            _wire.send(self._to_child, (op, payload))
+            return _wire.recv(self._from_child, timeout_s)
         except _wire.WireTimeout:
-            self._kill()
-            return Measurement("timeout", error=f"objective did not return within timeout_s={self.timeout_s}",
-                               elapsed_s=time.perf_counter() - t0)
+            self.kill()
+            raise WorkerTimeout(f"no answer within {timeout_s} s") from None
         except (_wire.WireClosed, BrokenPipeError):
-            code = self._kill()
+            code = self.kill()
             how = f"killed by signal {-code}" if code is not None and code < 0 else f"exit code {code}"
-            return Measurement("crashed", error=f"objective worker process died ({how})",
-                               elapsed_s=time.perf_counter() - t0)
+            raise WorkerDied(how) from None
         except BaseException:
-            self._kill()
+            self.kill()
             raise
 
     def close(self) -> None:
-        """Stop the worker (politely, then by force)."""
+        """Stop the child (politely, then by force)."""
         if self._proc is None:
             return
         try:
@@ -109,9 +134,10 @@ class WorkerObjective:
             self._proc.wait(timeout=2)
         except (OSError, subprocess.TimeoutExpired):
             pass
-        self._kill()
+        self.kill()
 
-    def _kill(self) -> int | None:
+    def kill(self) -> int | None:
+        """Kill the child and its process group now; returns its exit code (None if none ran)."""
         proc, self._proc = self._proc, None
         for fd in (self._to_child, self._from_child):
             if fd >= 0:
@@ -126,5 +152,65 @@ class WorkerObjective:
             self.restarts += 1
             kill_process_group(proc)
         code = proc.wait()
-        log.debug("objective worker %d ended with %s", proc.pid, code)
+        log.debug("%s %d ended with %s", self.what, proc.pid, code)
         return code
+
+
+class WorkerObjective:
+    """Evaluate ``fn`` in a long-lived child process; kill and replace it on timeout or crash.
+
+    The function is serialised with cloudpickle, so functions defined in a notebook cell or a
+    script's ``__main__`` work. Cost: one process start (plus the imports the function needs)
+    when the run begins and after every timeout or crash, and one pipe round trip (~0.1 ms) per
+    call.
+
+    Args:
+        fn: The objective.
+        n_objectives: Number of values it must return.
+        timeout_s: Limit per call in seconds.
+    """
+
+    def __init__(self, fn: Callable[[dict[str, Any]], Any], n_objectives: int, timeout_s: float) -> None:
+        import cloudpickle
+
+        try:
+            payload = cloudpickle.dumps(fn)
+        except Exception as exc:  # noqa: BLE001 - re-raised with the fix
+            raise ConfigurationError(
+                f"timeout_s needs the objective to be picklable (it runs in a worker process), but "
+                f"pickling {getattr(fn, '__name__', fn)!r} failed: {type(exc).__name__}: {exc}. "
+                "Avoid capturing open files, locks or sockets in the function, or set timeout_s=None."
+            ) from exc
+        self.n_objectives = n_objectives
+        self.timeout_s = timeout_s
+        self._worker = WorkerProcess(OBJECTIVE_BACKEND, {"fn": payload, "n_objectives": n_objectives},
+                                     what="objective worker")
+
+    @property
+    def restarts(self) -> int:
+        """How many times the worker was killed (timeouts and crashes)."""
+        return self._worker.restarts
+
+    def start(self) -> None:
+        """Start the worker now (also done lazily by the first call)."""
+        try:
+            self._worker.start()
+        except ConfigurationError as exc:
+            raise ConfigurationError(str(exc).replace("could not start", "could not load the objective")) from exc
+
+    def __call__(self, config: dict[str, Any]) -> Measurement:
+        """Evaluate one config; a call past ``timeout_s`` is killed and recorded as "timeout"."""
+        self.start()
+        t0 = time.perf_counter()
+        try:
+            return self._worker.call("call", config, self.timeout_s)
+        except WorkerTimeout:
+            return Measurement("timeout", error=f"objective did not return within timeout_s={self.timeout_s}",
+                               elapsed_s=time.perf_counter() - t0)
+        except WorkerDied as exc:
+            return Measurement("crashed", error=f"objective worker process died ({exc.how})",
+                               elapsed_s=time.perf_counter() - t0)
+
+    def close(self) -> None:
+        """Stop the worker (politely, then by force)."""
+        self._worker.close()

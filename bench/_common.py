@@ -35,14 +35,16 @@ def markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     return "\n".join(lines)
 
 
-def write(name: str, data: dict[str, Any], title: str, table: str, notes: str = "") -> None:
-    """Write ``results/<name>.json`` and ``results/<name>.md``."""
-    RESULTS.mkdir(parents=True, exist_ok=True)
+def write(name: str, data: dict[str, Any], title: str, table: str, notes: str = "",
+          out: Path | None = None) -> None:
+    """Write ``<out>/<name>.json`` and ``<out>/<name>.md`` (``out`` defaults to ``results/``)."""
+    out = RESULTS if out is None else Path(out)
+    out.mkdir(parents=True, exist_ok=True)
     data = {"environment": environment(), **data}
-    (RESULTS / f"{name}.json").write_text(json.dumps(data, indent=2, default=float) + "\n")
+    (out / f"{name}.json").write_text(json.dumps(data, indent=2, default=float) + "\n")
     env = data["environment"]
     md = (f"# {title}\n\n{table}\n\n{notes}\n\n"
           f"Measured {env['date']} on {env['cpus']} CPUs, Python {env['python']}, pymoo {env['pymoo']}, "
           f"compileiq-lab {env['compileiq_lab']}.\n")
-    (RESULTS / f"{name}.md").write_text(md)
+    (out / f"{name}.md").write_text(md)
     print(md)

@@ -32,6 +32,22 @@ SCHEMA_PATH = Path(__file__).with_name("acf_schema.json")
 _CUDA = ("nvcc", "ptxas", "nvrtc")
 _FIELDS = ("format", "compiler", "toolchain", "arch", "kernel", "source_sha256", "controls", "argv",
            "objectives", "baseline", "ci", "code_hash", "run", "created", "host")
+#: Optional fields (absent = null).
+_OPTIONAL = ("validation",)
+#: validation: key -> (check, rule)
+_VALIDATION = {
+    "speedup": (lambda v: _is_num(v) and v > 0, "a positive number"),
+    "low": (lambda v: _is_num(v) and v > 0, "a positive number"),
+    "high": (lambda v: _is_num(v) and v > 0, "a positive number"),
+    "win": (lambda v: isinstance(v, bool), "true or false"),
+    "confidence": (lambda v: _is_num(v) and 0.5 < v < 1, "a number between 0.5 and 1"),
+    "method": (lambda v: isinstance(v, str) and 0 < len(v) <= 64, "a short string"),
+    "rounds": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v > 0, "a positive integer"),
+    "runtime": (lambda v: _is_num(v) and v > 0, "a positive number (seconds)"),
+    "baseline_runtime": (lambda v: _is_num(v) and v > 0, "a positive number (seconds)"),
+    "energy_ratio": (lambda v: v is None or _is_num(v) and v > 0, "a positive number or null"),
+    "gpu": (lambda v: v is None or isinstance(v, str) and len(v) <= 200, "a string or null"),
+}
 _RUN_KINDS = {"store": ((str,), "a string"), "run_id": ((str, int), "a string or an integer"),
               "eval_id": ((int,), "an integer"), "seed": ((int,), "an integer")}
 _RUN_KEYS = tuple(_RUN_KINDS)
@@ -65,12 +81,16 @@ class ACF:
         argv: Stage -> arguments ("frontend"/"backend" for CUDA catalogs, "c" for gcc/clang).
         objectives: Objective name -> measured value of this point.
         baseline: Objective name -> value of the default build (None where unknown).
-        ci: Objective name -> [low, high] confidence interval, or [] where none.
+        ci: Objective name -> [low, high] confidence interval, or [] where none ("speedup": the
+            interval of the speedup over the baseline, from an interleaved re-measurement).
         code_hash: Hash of the machine code the point produced, or None.
         run: Where it came from: {"store", "run_id", "eval_id", "seed"}.
         created: ISO-8601 creation time.
         host: {"platform": ..., "gpu": ...}.
         format: Always ACF_FORMAT.
+        validation: None, or the interleaved re-measurement of this point against the baseline:
+            speedup with its CI (low, high, confidence, method, rounds), win (the CI lies above 1),
+            runtime and baseline_runtime (median seconds per launch), energy_ratio, gpu.
     """
 
     compiler: str
@@ -88,12 +108,14 @@ class ACF:
     created: str
     host: dict[str, str | None]
     format: str = ACF_FORMAT
+    validation: dict[str, Any] | None = None
 
     @classmethod
     def from_choice(cls, *, compiler: str, controls: Mapping[str, Any], argv: Mapping[str, Any],
                     objectives: Mapping[str, Any], baseline: Mapping[str, Any], kernel: str, source_sha256: str,
                     arch: str | None, toolchain: Mapping[str, str], code_hash: str | None = None,
-                    run: Mapping[str, Any] | None = None, ci: Mapping[str, Any] | None = None) -> ACF:
+                    run: Mapping[str, Any] | None = None, ci: Mapping[str, Any] | None = None,
+                    validation: Mapping[str, Any] | None = None, gpu: str | None = None) -> ACF:
         """Build and validate an ACF for one evaluated point (created = now, host = this machine).
 
         Raises:
@@ -104,7 +126,7 @@ class ACF:
                "objectives": objectives, "baseline": baseline, "ci": ci or {},
                "run": {**dict.fromkeys(_RUN_KEYS), **dict(run or {})},
                "created": datetime.now(UTC).isoformat(timespec="seconds"),
-               "host": {"platform": platform.platform(), "gpu": None}}
+               "host": {"platform": platform.platform(), "gpu": gpu}, "validation": validation}
         try:  # plain JSON data (numpy scalars become Python numbers, tuples lists)
             doc = json.loads(json.dumps(doc, default=_plain, allow_nan=False))
         except (TypeError, ValueError, RecursionError) as exc:
@@ -230,13 +252,14 @@ def _validate(doc: Any) -> ACF:
     _check_scalars(doc)
     _check_maps(doc)
     _check_run_host(doc)
+    _check_validation(doc.get("validation"))
     _check_controls_shape(doc["controls"])
     _check_argv_shape(doc["compiler"], doc["argv"])
     for stage in sorted(doc["argv"]):
         for i, tok in enumerate(doc["argv"][stage]):
             _check_token(f"argv.{stage}[{i}]", tok)
     try:
-        acf = ACF(**json.loads(json.dumps({k: doc[k] for k in _FIELDS}, allow_nan=False)))
+        acf = ACF(**json.loads(json.dumps({k: doc[k] for k in _FIELDS + _OPTIONAL if k in doc}, allow_nan=False)))
     except (TypeError, ValueError, RecursionError) as exc:
         raise _fail("document", "every value is JSON data", type(exc).__name__, f"Fix the data ({exc}).") from None
     _check_semantics(acf)
@@ -250,10 +273,11 @@ def _check_top(doc: Any) -> None:
     if fmt != ACF_FORMAT:
         raise _fail("format", f"format is the supported version {ACF_FORMAT!r}", fmt,
                     "This reader does not know that version; export the ACF again with this compileiq-lab.")
-    missing, extra = [k for k in _FIELDS if k not in doc], sorted(str(k) for k in doc if k not in _FIELDS)
+    missing = [k for k in _FIELDS if k not in doc]
+    extra = sorted(str(k) for k in doc if k not in _FIELDS + _OPTIONAL)
     if missing or extra:
-        raise _fail("document", f"the keys are exactly {list(_FIELDS)}", f"missing {missing}, extra {extra}",
-                    "Add the missing keys and remove the extra ones.")
+        raise _fail("document", f"the keys are exactly {list(_FIELDS)} (and optionally {list(_OPTIONAL)})",
+                    f"missing {missing}, extra {extra}", "Add the missing keys and remove the extra ones.")
 
 
 def _check_scalars(doc: Mapping[str, Any]) -> None:
@@ -303,6 +327,21 @@ def _check_run_host(doc: Mapping[str, Any]) -> None:
                "values are strings or null", "Write {\"platform\": ..., \"gpu\": ...}.")
     if not {"platform", "gpu"} <= set(doc["host"]):
         raise _fail("host", "host has the keys 'platform' and 'gpu'", sorted(doc["host"]), "Add them (null allowed).")
+
+
+def _check_validation(value: Any) -> None:
+    if value is None:
+        return
+    if not isinstance(value, Mapping) or sorted(map(str, value)) != sorted(_VALIDATION):
+        raise _fail("validation", f"validation is null or an object with exactly the keys {list(_VALIDATION)}",
+                    sorted(map(str, value)) if isinstance(value, Mapping) else type(value).__name__,
+                    "Export the point again, or set validation to null.")
+    for key, (ok, rule) in _VALIDATION.items():
+        if not ok(value[key]):
+            raise _fail(f"validation.{key}", f"{key} is {rule}", value[key], "Write the value as measured.")
+    if not value["low"] <= value["speedup"] <= value["high"]:
+        raise _fail("validation", "low <= speedup <= high", [value["low"], value["speedup"], value["high"]],
+                    "Write the interval around its estimate.")
 
 
 def _check_controls_shape(controls: Any) -> None:

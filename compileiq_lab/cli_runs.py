@@ -1,4 +1,4 @@
-"""The run and ACF commands of `compileiq-lab`: show, export, flags, verify, report."""
+"""The run and ACF commands of `compileiq-lab`: show, export, flags, verify, validate, report."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-__all__ = ["add_run_parsers", "RUN_COMMANDS"]
+__all__ = ["add_run_parsers", "RUN_COMMANDS", "point_acf", "print_validation", "full_controls"]
 
 
 def _sub(sub: Any, name: str, help_: str, example: str) -> argparse.ArgumentParser:
@@ -17,7 +17,7 @@ def _sub(sub: Any, name: str, help_: str, example: str) -> argparse.ArgumentPars
 
 
 def add_run_parsers(sub: Any) -> None:
-    """Register show, export, flags, verify and report."""
+    """Register show, export, flags, verify, validate and report."""
     s = _sub(sub, "show", "summarise a stored run: best per objective, the front, failures by status",
              "compileiq-lab show compileiq_runs/run-....db")
     s.add_argument("store", help="the run's .db file")
@@ -34,6 +34,12 @@ def add_run_parsers(sub: Any) -> None:
              "compileiq-lab verify best.acf")
     v.add_argument("acf")
     v.add_argument("--kernel", default=None, help="kernel name or folder (default: the one the ACF names)")
+    va = _sub(sub, "validate", "re-measure a GPU run's front and baseline interleaved; speedups with 95 % CIs",
+              "compileiq-lab validate run.db --rounds 60")
+    va.add_argument("store")
+    va.add_argument("--eval-id", type=int, action="append", help="a point to re-measure (repeatable; "
+                                                                    "default: the Pareto front)")
+    va.add_argument("--rounds", type=int, default=40, help="interleaved timing rounds (default 40)")
     r = _sub(sub, "report", "write a self-contained HTML report of a run", "compileiq-lab report run.db -o report.html")
     r.add_argument("store")
     r.add_argument("-o", "--output", required=True)
@@ -90,11 +96,38 @@ def full_controls(kernel: Any, params: dict[str, Any]) -> dict[str, Any]:
     return {**params, "defines": dict(kernel.define_values(params.get("defines")))}
 
 
+def point_acf(results: Any, rec: Any, kernel: Any, catalog: Any, meta: dict[str, Any]) -> Any:
+    """The ACF of one evaluated point of a `tune` run, with its re-measured speedup where the run has one."""
+    from compileiq_lab.acf import ACF
+    from compileiq_lab.measure.evaluator import config_argv
+    from compileiq_lab.validation import HEADER_KEY, Validation
+
+    base = results.baseline
+    names = meta["objectives"]
+    controls = full_controls(kernel, rec.params)
+    ci: dict[str, list[float]] = {}
+    summary = None
+    stored = results.header.get(HEADER_KEY)
+    row = Validation.from_dict(stored).row(rec.eval_id) if stored else None
+    gpu = (meta.get("gpu") or {}).get("name")
+    if row is not None:
+        ci = {"runtime": row["runtime_ci"], "speedup": [row["low"], row["high"]]}
+        summary = {"speedup": row["speedup"], "low": row["low"], "high": row["high"], "win": row["win"],
+                   "confidence": stored["confidence"], "method": stored["method"], "rounds": stored["rounds"],
+                   "runtime": row["runtime_median"], "baseline_runtime": stored["baseline"]["runtime_median"],
+                   "energy_ratio": row["energy_ratio"], "gpu": gpu}
+    return ACF.from_choice(
+        compiler=meta["catalog"], controls=controls, argv=config_argv(kernel, catalog, controls),
+        objectives=dict(zip(names, rec.scores)), kernel=kernel.name, source_sha256=kernel.source_sha256(),
+        baseline={n: base[f"score_{i + 1}"] if base and base["status"] == "ok" else None for i, n in enumerate(names)},
+        arch=meta.get("arch"), toolchain=meta.get("toolchain") or {}, code_hash=rec.detail.get("code_hash"),
+        run={"store": results.store_path, "eval_id": rec.eval_id, "seed": results.header.get("config", {}).get("seed")},
+        ci=ci, validation=summary, gpu=gpu)
+
+
 def _export(args: argparse.Namespace) -> int:
     from compileiq_lab import load_results
-    from compileiq_lab.acf import ACF
     from compileiq_lab.exceptions import ConfigurationError
-    from compileiq_lab.measure.evaluator import config_argv
 
     res = load_results(args.store)
     kernel, catalog, meta = _context(res.header)
@@ -108,17 +141,39 @@ def _export(args: argparse.Namespace) -> int:
         raise ConfigurationError(f"--eval-id must name a successful evaluation of {args.store}, but got "
                                  f"{args.eval_id!r} ({rec.status if rec else 'no such evaluation'}); "
                                  "see `compileiq-lab show` for the ids")
-    base = res.baseline
-    names = meta["objectives"]
-    controls = full_controls(kernel, rec.params)
-    acf = ACF.from_choice(
-        compiler=meta["catalog"], controls=controls, argv=config_argv(kernel, catalog, controls),
-        objectives=dict(zip(names, rec.scores)), kernel=kernel.name, source_sha256=kernel.source_sha256(),
-        baseline={n: base[f"score_{i + 1}"] if base and base["status"] == "ok" else None for i, n in enumerate(names)},
-        arch=meta.get("arch"), toolchain=meta.get("toolchain") or {}, code_hash=rec.detail.get("code_hash"),
-        run={"store": res.store_path, "eval_id": rec.eval_id, "seed": res.header.get("config", {}).get("seed")})
-    acf.write(args.output)
+    point_acf(res, rec, kernel, catalog, meta).write(args.output)
     print(f"wrote eval {rec.eval_id} of {args.store} to {args.output}")
+    return 0
+
+
+def print_validation(v: Any) -> None:
+    """Print a validation as a table: speedup with its CI, win, energy change."""
+    b = v.baseline
+    print(f"\nre-measured interleaved ({v.rounds} rounds, {v.method}, {v.confidence:.0%} CI); "
+          f"baseline {b['runtime_median'] * 1e6:.2f} us per launch")
+    print(f"{'eval':>5}  {'runtime us':>10}  {'speedup':>8}  {'CI':>17}  {'win':>4}  energy")
+    for r in v.rows:
+        energy = f"{(r['energy_ratio'] - 1) * 100:+.1f} %" if r["energy_ratio"] is not None else "n/a"
+        print(f"{r['eval_id']:5d}  {r['runtime_median'] * 1e6:10.2f}  {r['speedup']:8.4f}  "
+              f"[{r['low']:.4f}, {r['high']:.4f}]  {'yes' if r['win'] else 'no':>4}  {energy}"
+              + ("  (same code as baseline)" if r["same_code_as_baseline"] else ""))
+
+
+def _validate(args: argparse.Namespace) -> int:
+    from compileiq_lab import load_results
+    from compileiq_lab.measure.evaluator import KernelEvaluator
+    from compileiq_lab.validation import validate
+
+    res = load_results(args.store)
+    kernel, catalog, meta = _context(res.header)
+    compiler = meta["catalog"] if meta["catalog"] == "nvrtc" else "gcc"
+    ev = KernelEvaluator(kernel, catalog, meta["objectives"], arch=meta.get("arch") or "sm_90", compiler=compiler)
+    try:
+        v = validate(res, ev, eval_ids=args.eval_id or None, rounds=args.rounds)
+    finally:
+        ev.close()
+    print_validation(v)
+    print(f"\nstored in {args.store}; `compileiq-lab export` now includes the speedup and its CI")
     return 0
 
 
@@ -187,4 +242,5 @@ def _report(args: argparse.Namespace) -> int:
     return 0
 
 
-RUN_COMMANDS = {"show": _show, "export": _export, "flags": _flags, "verify": _verify, "report": _report}
+RUN_COMMANDS = {"show": _show, "export": _export, "flags": _flags, "verify": _verify, "validate": _validate,
+                "report": _report}

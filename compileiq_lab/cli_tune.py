@@ -45,6 +45,9 @@ def add_tune_parser(sub: Any) -> None:
     t.add_argument("--timeout", type=float, default=120.0, help="limit per compiler call / run in seconds")
     t.add_argument("--workdir", default=None, help="scratch folder for PTX cache and binaries")
     t.add_argument("--full-nvcc", action="store_true", help="one nvcc call per candidate instead of cached PTX + ptxas")
+    t.add_argument("--validate", type=int, default=None, metavar="ROUNDS",
+                   help="after a GPU run, re-measure the front and the baseline interleaved for ROUNDS rounds and "
+                        "report speedups with 95 %% CIs (default 40 for GPU objectives; 0 turns it off)")
 
 
 def add_catalog_parser(sub: Any) -> None:
@@ -130,17 +133,27 @@ def run_tune(args: argparse.Namespace) -> int:
     meta = {"kernel": kernel.name, "language": kernel.language, "source_sha256": kernel.source_sha256(),
             "catalog": space_name, "arch": args.arch if kernel.language == "cuda" else None,
             "objectives": objectives, "toolchain": evaluator.toolchain()}
+    if evaluator.gpu is not None:
+        meta["gpu"] = evaluator.gpu_info
     search = Search(evaluator, evaluator.space(), cfg, store=args.store, constraint=evaluator.constraint,
                     metadata=meta)
     print(f"tuning {kernel.name} ({kernel.language}) over {len(catalog.controls)} {space_name} controls"
           f"{' + ' + str(len(kernel.defines)) + ' -D knobs' if kernel.defines else ''}; objectives {objectives}; "
           f"store {search.store_path}", file=sys.stderr)
-    from compileiq_lab.measure.evaluator import RUN_OBJECTIVES
+    from compileiq_lab.measure.evaluator import CPU_RUN_OBJECTIVES
 
-    # timed runs must not share the CPU with compiles unless asked: one at a time by default
-    workers = args.workers or (1 if set(objectives) & set(RUN_OBJECTIVES) else (os.cpu_count() or 1))
-    results = search.start(callback=_progress(args.generations), workers=max(1, workers))
-    _print_front(results, evaluator, objectives)
+    # timed CPU runs must not share the CPU with compiles unless asked: one at a time by default; GPU runs
+    # are serialised by the evaluator, so compiles overlap them
+    cpu_timed = kernel.language == "c" and set(objectives) & set(CPU_RUN_OBJECTIVES)
+    workers = args.workers or (1 if cpu_timed else (os.cpu_count() or 1))
+    try:
+        results = search.start(callback=_progress(args.generations), workers=max(1, workers))
+        _print_front(results, evaluator, objectives)
+        rounds = 40 if args.validate is None else args.validate
+        if evaluator.gpu is not None and rounds > 0 and results.status != "interrupted" and results.pareto_front():
+            _validate_run(results, evaluator, rounds)
+    finally:
+        evaluator.close()
     if args.export:
         _export(args.export, results, evaluator, meta)
     if results.status == "interrupted":
@@ -151,6 +164,18 @@ def run_tune(args: argparse.Namespace) -> int:
               f"{(first.error if first else '')[:400]}", file=sys.stderr)
         return 1
     return 0
+
+
+def _validate_run(results: Any, evaluator: Any, rounds: int) -> None:
+    from compileiq_lab.cli_runs import print_validation
+    from compileiq_lab.exceptions import ConfigurationError
+    from compileiq_lab.validation import validate
+
+    print(f"re-measuring the front and the baseline interleaved ({rounds} rounds)...", file=sys.stderr)
+    try:
+        print_validation(validate(results, evaluator, rounds=rounds))
+    except ConfigurationError as exc:
+        print(f"note: no re-measurement: {exc}", file=sys.stderr)
 
 
 def _print_front(results: Any, evaluator: Any, objectives: list[str]) -> None:
@@ -189,8 +214,7 @@ def _group_ties(front: list[dict[str, Any]], evaluator: Any, k: int) -> list[tup
 
 def _export(path: str, results: Any, evaluator: Any, meta: dict[str, Any]) -> None:
     """Write the best point (first objective; fewest arguments on ties) as an ACF."""
-    from compileiq_lab.acf import ACF
-    from compileiq_lab.cli_runs import full_controls
+    from compileiq_lab.cli_runs import point_acf
 
     front = results.pareto_front()
     if not front:
@@ -199,16 +223,5 @@ def _export(path: str, results: Any, evaluator: Any, meta: dict[str, Any]) -> No
     sign = 1.0 if evaluator.directions[0] == "min" else -1.0
     best = min(front, key=lambda r: (sign * r["score_1"], len(_flat_argv(evaluator, r)), r["eval_id"]))
     rec = next(r for r in results.records if r.eval_id == best["eval_id"])
-    base = results.baseline
-    names = meta["objectives"]
-    controls = full_controls(evaluator.kernel, best["params"])
-    acf = ACF.from_choice(
-        compiler=meta["catalog"], controls=controls, argv=evaluator.argv(controls),
-        objectives={o: best[f"score_{i + 1}"] for i, o in enumerate(names)},
-        baseline={o: base[f"score_{i + 1}"] if base and base["status"] == "ok" else None for i, o in enumerate(names)},
-        kernel=meta["kernel"], source_sha256=meta["source_sha256"], arch=meta.get("arch"),
-        toolchain=meta.get("toolchain") or {}, code_hash=rec.detail.get("code_hash"),
-        run={"store": results.store_path, "eval_id": best["eval_id"],
-             "seed": results.header.get("config", {}).get("seed")})
-    acf.write(path)
+    point_acf(results, rec, evaluator.kernel, evaluator.catalog, meta).write(path)
     print(f"exported eval {best['eval_id']} to {path}", file=sys.stderr)

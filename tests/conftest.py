@@ -26,3 +26,26 @@ def toy() -> tuple[Any, dict[str, Any]]:
 def _no_default_store_in_repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # Search(store=None) writes under ./compileiq_runs: keep that inside the test folder
     monkeypatch.chdir(tmp_path)
+
+
+_GPU_REASON: list[str | None] = []
+
+
+def gpu_reason() -> str | None:
+    """Why GPU tests cannot run here (probed once, in a subprocess), or None."""
+    if not _GPU_REASON:
+        from compileiq_lab.measure.gpu import gpu_unavailable_reason
+
+        _GPU_REASON.append(gpu_unavailable_reason())
+    return _GPU_REASON[0]
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Skip tests marked ``gpu`` where no NVIDIA GPU is usable through CuPy, saying why."""
+    gpu_items = [item for item in items if "gpu" in item.keywords]
+    if not gpu_items:
+        return
+    reason = gpu_reason()
+    if reason:
+        for item in gpu_items:
+            item.add_marker(pytest.mark.skip(reason=f"needs an NVIDIA GPU: {reason}"))

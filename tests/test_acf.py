@@ -278,3 +278,24 @@ def test_cuda_acf_needs_an_sm_arch(c_acf: ACF) -> None:
     doc["arch"] = "compute_90"
     with pytest.raises(ConfigurationError, match="arch is sm_XY"):
         load_acf(doc)
+
+
+_VALIDATION_OK = {"speedup": 1.05, "low": 1.02, "high": 1.08, "win": True, "confidence": 0.95,
+                  "method": "paired-bootstrap", "rounds": 40, "runtime": 1e-5, "baseline_runtime": 1.05e-5,
+                  "energy_ratio": None, "gpu": "NVIDIA H200"}
+
+
+def test_validation_is_optional_and_checked(c_acf: ACF) -> None:
+    doc = c_acf.to_dict()
+    assert doc["validation"] is None
+    del doc["validation"]
+    assert load_acf(doc).validation is None  # documents without the field stay valid
+    assert load_acf({**doc, "validation": _VALIDATION_OK}).validation == _VALIDATION_OK
+    for bad, match in (({**_VALIDATION_OK, "low": 1.06}, "low <= speedup <= high"),
+                       ({**_VALIDATION_OK, "win": "yes"}, "true or false"),
+                       ({**_VALIDATION_OK, "extra": 1}, "exactly the keys"),
+                       ({**_VALIDATION_OK, "rounds": 0}, "positive integer")):
+        with pytest.raises(ConfigurationError, match=match):
+            load_acf({**doc, "validation": bad})
+    jsonschema = pytest.importorskip("jsonschema")
+    jsonschema.validate({**doc, "validation": _VALIDATION_OK}, json.loads(SCHEMA_PATH.read_text()))

@@ -66,7 +66,9 @@ def test_cuda_tuning_run_beats_the_baseline_on_static_metrics(tmp_path):
 
 def test_objectives_are_checked_against_the_language(tmp_path):
     with pytest.raises(ConfigurationError, match="objectives for a cuda kernel"):
-        KernelEvaluator(load_kernel("reduction"), PTXAS, ["runtime"], workdir=tmp_path)
+        KernelEvaluator(load_kernel("reduction"), PTXAS, ["instructions"], workdir=tmp_path)
+    with pytest.raises(ConfigurationError, match="objectives for a c kernel"):
+        KernelEvaluator(load_kernel("dot"), GCC, ["energy"], workdir=tmp_path)
 
 
 @needs_gcc

@@ -19,8 +19,10 @@ from compileiq_lab.space.catalogs.base import Catalog
 
 if TYPE_CHECKING:
     from compileiq_lab.kernels import KernelSpec
+    from compileiq_lab.measure.gpu import GpuOptions, GpuRunner
 
-__all__ = ["KernelEvaluator", "config_argv", "OBJECTIVES", "STATIC_OBJECTIVES", "RUN_OBJECTIVES"]
+__all__ = ["KernelEvaluator", "config_argv", "OBJECTIVES", "STATIC_OBJECTIVES", "RUN_OBJECTIVES",
+           "GPU_OBJECTIVES", "CPU_RUN_OBJECTIVES"]
 
 log = logging.getLogger(__name__)
 
@@ -35,15 +37,23 @@ STATIC_OBJECTIVES = {
     "binary_size": ("min", "bytes of the whole compiled file"),
     "compile_time": ("min", "wall seconds to compile (front end + back end; C: whole build)"),
 }
-#: Objectives that run the kernel (CPU kernels here; GPU runtime arrives with GPU measurement).
-RUN_OBJECTIVES = {
-    "runtime": ("min", "fastest timed call in seconds (CPU kernels)"),
-    "runtime_median": ("min", "median timed call in seconds (CPU kernels)"),
+#: Objectives that run a C kernel on the CPU.
+CPU_RUN_OBJECTIVES = {
+    "runtime": ("min", "seconds per call: fastest timed call (CPU kernels); median per launch (GPU kernels)"),
+    "runtime_median": ("min", "median seconds per call"),
     "instructions": ("min", "instructions executed by one call (valgrind callgrind, CPU kernels)"),
 }
+#: Objectives that run a CUDA kernel on the GPU (CuPy worker process; power/energy need NVML).
+GPU_OBJECTIVES = {
+    "runtime": CPU_RUN_OBJECTIVES["runtime"],
+    "runtime_median": CPU_RUN_OBJECTIVES["runtime_median"],
+    "power": ("min", "mean board power in W while the kernel runs back to back (NVML)"),
+    "energy": ("min", "energy per launch in J (NVML total-energy counter)"),
+}
+RUN_OBJECTIVES = {**CPU_RUN_OBJECTIVES, **GPU_OBJECTIVES}
 OBJECTIVES = {**STATIC_OBJECTIVES, **RUN_OBJECTIVES}
-_CUDA_OK = set(STATIC_OBJECTIVES)
-_C_OK = {"text_bytes", "binary_size", "compile_time"} | set(RUN_OBJECTIVES)
+_CUDA_OK = set(STATIC_OBJECTIVES) | set(GPU_OBJECTIVES)
+_C_OK = {"text_bytes", "binary_size", "compile_time"} | set(CPU_RUN_OBJECTIVES)
 
 
 def config_argv(kernel: "KernelSpec", catalog: Catalog, config: Mapping[str, Any]) -> dict[str, list[str]]:
@@ -77,18 +87,25 @@ class KernelEvaluator:
         two_stage: CUDA: nvcc -ptx once per front-end set, then ptxas (else one full nvcc call each).
         compiler: C compiler for C kernels ("gcc" or "clang"); for CUDA kernels "nvrtc" compiles
             in-process with NVRTC instead of nvcc/ptxas.
+        gpu_options: How GPU candidates are timed (runtime/power/energy objectives of CUDA kernels).
+        gpu_backend: The GPU worker's backend (``"module:Class"``; a stand-in for tests without a GPU).
+
+    Raises:
+        ConfigurationError: Objectives that cannot be measured here (no GPU for runtime, no NVML for
+            power/energy, a target the GPU cannot load), or a catalog that does not fit the kernel.
     """
 
     def __init__(self, kernel: "KernelSpec", catalog: Catalog, objectives: Sequence[str], arch: str = "sm_90",
                  workdir: str | Path | None = None, timeout_s: float = 120.0, two_stage: bool = True,
-                 compiler: str = "gcc") -> None:
+                 compiler: str = "gcc", gpu_options: "GpuOptions | None" = None,
+                 gpu_backend: str | None = None) -> None:
         self.kernel, self.catalog, self.objectives = kernel, catalog, list(objectives)
         allowed = _CUDA_OK if kernel.language == "cuda" else _C_OK
         bad = [o for o in self.objectives if o not in allowed]
         if not self.objectives or bad:
             raise ConfigurationError(
                 f"objectives for a {kernel.language} kernel must be among {sorted(allowed)}, but got "
-                f"{self.objectives}; pick from those (GPU runtime needs the GPU measurement layer)")
+                f"{self.objectives}; pick from those")
         if kernel.language == "c" and ({o for o in self.objectives} & set(RUN_OBJECTIVES)) and not kernel.inputs:
             raise ConfigurationError(f"kernel {kernel.name!r} declares no inputs, so it cannot run; "
                                      "use static objectives (text_bytes, binary_size, compile_time)")
@@ -117,11 +134,54 @@ class KernelEvaluator:
                 raise ConfigurationError(f"C kernels compile with gcc or clang, but got compiler={compiler!r}")
             self.runner = CRunner(kernel, self.workdir, compiler=compiler, timeout_s=timeout_s,
                                   runs=bool(set(self.objectives) & set(RUN_OBJECTIVES)))
+        self.gpu: GpuRunner | None = None
+        if kernel.language == "cuda" and set(self.objectives) & set(GPU_OBJECTIVES):
+            self.gpu = self._start_gpu(arch, timeout_s, gpu_options, gpu_backend)
         self._lock = threading.Lock()
         self._run_lock = threading.Lock()  # one timed run at a time: parallel runs distort each other
         self._by_hash: dict[str, dict[str, Any]] = {}
         self._hashes: set[str] = set()
         self.stats = {"compiles": 0, "unique_code": 0, "runs": 0, "runs_saved": 0, "conflicts": 0}
+
+    def _start_gpu(self, arch: str, timeout_s: float, options: "GpuOptions | None",
+                   backend: str | None) -> "GpuRunner":
+        from dataclasses import replace
+
+        from compileiq_lab.measure.gpu import CUPY_BACKEND, GpuOptions, GpuRunner, arch_runs_on
+
+        wants_power = bool({"power", "energy"} & set(self.objectives))
+        options = replace(options or GpuOptions(), energy=wants_power)
+        runner = GpuRunner(self.kernel, options, timeout_s=timeout_s, backend=backend or CUPY_BACKEND)
+        try:
+            info = runner.start()
+        except ConfigurationError as exc:
+            why = str(exc).splitlines()[0].removeprefix("the GPU worker could not start: ")
+            log.debug("GPU worker start failed: %s", exc)
+            raise ConfigurationError(
+                f"objectives {sorted(set(self.objectives) & set(GPU_OBJECTIVES))} run the kernel on an NVIDIA GPU, "
+                f"but the GPU worker could not start: {why[:400]}. On a machine with an NVIDIA GPU install "
+                "the gpu extra (pip install 'compileiq-lab[gpu]'); elsewhere use static objectives "
+                f"{sorted(STATIC_OBJECTIVES)}") from None
+        if wants_power and info.get("nvml"):
+            runner.close()
+            raise ConfigurationError(f"objectives power/energy are unavailable here: {info['nvml']}. Drop them "
+                                     "(runtime still works) or install nvidia-ml-py on a machine with the NVIDIA driver")
+        if not arch_runs_on(arch, info.get("arch", "")):
+            runner.close()
+            raise ConfigurationError(f"arch must be a target this GPU ({info.get('name')}, {info.get('arch')}) can "
+                                     f"load, but got {arch!r}; use --arch {info.get('arch')}")
+        log.info("GPU worker on %s (%s)", info.get("name"), info.get("arch"))
+        return runner
+
+    @property
+    def gpu_info(self) -> dict[str, Any]:
+        """The GPU's facts (name, arch, driver, NVML state) when GPU objectives are measured, else {}."""
+        return self.gpu.info if self.gpu is not None else {}
+
+    def close(self) -> None:
+        """Stop the GPU worker, if any (it also ends with this process)."""
+        if self.gpu is not None:
+            self.gpu.close()
 
     def __repr__(self) -> str:
         return (f"KernelEvaluator(kernel={self.kernel.name!r}, catalog={self.catalog.compiler!r}, "
@@ -187,7 +247,7 @@ class KernelEvaluator:
             detail["duplicate_code"] = info.code_hash in self._hashes
             self._hashes.add(info.code_hash)
         if set(self.objectives) & set(RUN_OBJECTIVES):
-            run = self._run_once(info.code_hash, outcome.path)
+            run = self._run_once(info.code_hash, outcome.path, config.get("defines"))
             detail.update(run_reused=run["reused"])
             if run["status"] != "ok":
                 return Measurement(run["status"], error=run["error"], detail={**detail, "metrics": metrics})
@@ -215,15 +275,33 @@ class KernelEvaluator:
         out.metrics.update(ptx.metrics)
         return out
 
-    def _run_once(self, code_hash: str, exe: Path) -> dict[str, Any]:
+    def build(self, config: Mapping[str, Any]) -> tuple[Path, str]:
+        """Compile one config (cached); returns (binary path, code hash).
+
+        Raises:
+            ConfigurationError: The config conflicts or does not compile.
+        """
+        reason = self.constraint(config)
+        outcome = None if reason else self._compile(self.argv(config))
+        if outcome is None or not outcome.ok:
+            raise ConfigurationError(f"the config must compile, but it failed: {(reason or outcome.error)[-400:]}")
+        return outcome.path, inspect_elf(outcome.path, kind="host" if self.kernel.language == "c" else "cubin").code_hash
+
+    def _run_once(self, code_hash: str, exe: Path, defines: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        key = code_hash
+        if self.gpu is not None:  # same code under another launch geometry is another run
+            key += repr(self.kernel.launch_dims(defines))
         with self._run_lock:
-            if code_hash in self._by_hash:
+            if key in self._by_hash:
                 with self._lock:
                     self.stats["runs_saved"] += 1
-                return {**self._by_hash[code_hash], "reused": True}
+                return {**self._by_hash[key], "reused": True}
             metrics: dict[str, float] = {}
             status, error = "ok", ""
-            if {"runtime", "runtime_median"} & set(self.objectives):
+            if self.gpu is not None:
+                r = self.gpu.run(exe, defines)
+                status, error, metrics = r.status, r.error, dict(r.metrics)
+            elif {"runtime", "runtime_median"} & set(self.objectives):
                 r = self.runner.run(exe)
                 status, error, metrics = r.status, r.error, dict(r.metrics)
             if status == "ok" and "instructions" in self.objectives:
@@ -231,7 +309,7 @@ class KernelEvaluator:
                 status, error = r.status, r.error
                 metrics.update(r.metrics)
             result = {"status": status, "error": error, "metrics": metrics, "reused": False}
-            self._by_hash[code_hash] = result
+            self._by_hash[key] = result
         with self._lock:
             self.stats["runs"] += 1
             self.stats["unique_code"] += 1

@@ -1,0 +1,180 @@
+"""GPU runs from the parent: a long-lived GPU worker process per run, replaced on hang, fault or crash."""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Mapping
+
+from compileiq_lab.exceptions import ConfigurationError
+from compileiq_lab.measure.cpu import RunOutcome
+from compileiq_lab.measure.worker import WorkerDied, WorkerProcess, WorkerTimeout
+
+if TYPE_CHECKING:
+    from compileiq_lab.kernels import KernelSpec
+
+__all__ = ["GpuOptions", "GpuRunner", "CUPY_BACKEND", "gpu_unavailable_reason", "arch_runs_on"]
+
+log = logging.getLogger(__name__)
+#: The real backend (CuPy + CUDA events + NVML); tests without a GPU pass a stand-in instead.
+CUPY_BACKEND = "compileiq_lab.measure.gpu_backend:CupyBackend"
+_PROBE = "import cupy; n = cupy.cuda.runtime.getDeviceCount(); print(n)"
+
+
+def gpu_unavailable_reason(timeout_s: float = 60.0) -> str | None:
+    """Why GPU runs are impossible here (no CuPy, no driver, no GPU), or None. Probed in a subprocess,
+    so the calling process (a notebook kernel) never opens a CUDA context."""
+    try:
+        res = subprocess.run([sys.executable, "-c", _PROBE], capture_output=True, text=True, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        return f"probing the GPU took over {timeout_s} s"
+    if res.returncode != 0:
+        last = (res.stderr.strip().splitlines() or ["unknown error"])[-1]
+        if "No module named 'cupy'" in last:
+            return "CuPy is not installed (pip install 'compileiq-lab[gpu]')"
+        return f"CuPy sees no usable GPU ({last[:200]})"
+    return None if res.stdout.strip() not in ("", "0") else "CuPy sees no GPU"
+
+
+def arch_runs_on(arch: str, device_arch: str) -> bool:
+    """Whether a cubin built for ``arch`` (sm_XY) loads on a GPU of ``device_arch``: same major, minor <= the GPU's
+    (arch-specific targets such as sm_90a need the exact GPU)."""
+    a, d = arch.removeprefix("sm_"), device_arch.removeprefix("sm_")
+    if not (a[:2].isdigit() and d[:2].isdigit()):
+        return False
+    if a[-1].isalpha():
+        return a[:-1] == d
+    return int(a) // 10 == int(d) // 10 and int(a) % 10 <= int(d) % 10
+
+
+@dataclass
+class GpuOptions:
+    """How a GPU candidate is timed and measured.
+
+    Attributes:
+        device: CUDA device index.
+        warmup_s: Warm-up time before timing.
+        budget_s: Time spent sampling (unless the CI target is met sooner).
+        min_samples, max_samples: Sample count bounds.
+        ci_target: Stop once the median's 95 % CI half-width is within this fraction of it.
+        sample_s: Aim for this much kernel time per sample (a CUDA graph of back-to-back launches).
+        max_graph_launches: At most this many launches per sample.
+        use_graph: Replay a captured CUDA graph (launch gaps hidden) instead of plain launches.
+        energy: Measure energy and power (NVML) after timing.
+        energy_window_s: Length of the energy batch.
+        lock_clocks_mhz: Lock the SM clock at this value during the run (needs rights; never by default).
+    """
+
+    device: int = 0
+    warmup_s: float = 0.02
+    budget_s: float = 0.25
+    min_samples: int = 10
+    max_samples: int = 200
+    ci_target: float = 0.005
+    sample_s: float = 1e-3
+    max_graph_launches: int = 1000
+    use_graph: bool = True
+    energy: bool = False
+    energy_window_s: float = 0.3
+    lock_clocks_mhz: int | None = None
+
+
+class GpuRunner:
+    """Check, time and measure compiled candidates of one kernel on a GPU, in a worker process.
+
+    The calling process never holds a CUDA context. A candidate that hangs past ``timeout_s`` is
+    recorded as ``run_timeout``, one whose process dies as ``crashed``, one that faults (a sticky
+    CUDA error poisons the context) as ``run_error``; in each case the worker is replaced before
+    the next candidate. A wrong answer is ``wrong_output`` and is not timed.
+
+    Args:
+        kernel: A runnable CUDA kernel spec (entry, launch, inputs, outputs, reference).
+        options: Timing and energy settings.
+        timeout_s: Limit per candidate (loading, checking, timing, energy).
+        backend: ``"module:Class"`` of the worker's backend (a stand-in for tests).
+    """
+
+    def __init__(self, kernel: "KernelSpec", options: GpuOptions | None = None, timeout_s: float = 60.0,
+                 backend: str = CUPY_BACKEND) -> None:
+        if kernel.language != "cuda" or kernel.static_only or kernel.grid is None:
+            raise ConfigurationError(f"kernel {kernel.name!r} cannot run on a GPU: it needs language cuda, an entry, "
+                                     "outputs with a reference and a [launch] table; use static objectives for it")
+        self.kernel, self.options, self.timeout_s, self.backend = kernel, options or GpuOptions(), timeout_s, backend
+        self._setup = {"kernel": str(kernel.folder), "options": asdict(self.options)}
+        self.worker = WorkerProcess(backend, self._setup, what="GPU worker")
+
+    def start(self) -> dict[str, Any]:
+        """Start the worker; returns the GPU's facts (name, arch, driver, NVML state).
+
+        Raises:
+            ConfigurationError: No GPU, no CuPy, or the kernel's inputs/reference failed in the worker.
+        """
+        return self.worker.start()
+
+    @property
+    def info(self) -> dict[str, Any]:
+        """The GPU's facts from the worker's start (empty before)."""
+        return dict(self.worker.info or {})
+
+    @property
+    def restarts(self) -> int:
+        """Workers replaced after hangs, faults or crashes."""
+        return self.worker.restarts
+
+    def item(self, cubin: str | Path, define_values: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """The launch request of one cubin (geometry from the kernel's [launch] and the define values)."""
+        grid, block, shmem = self.kernel.launch_dims(define_values)
+        return {"cubin": str(cubin), "entry": self.kernel.entry, "grid": list(grid), "block": list(block),
+                "shared_bytes": shmem}
+
+    def run(self, cubin: str | Path, define_values: Mapping[str, Any] | None = None) -> RunOutcome:
+        """Check, time (and measure the energy of) one cubin."""
+        try:
+            reply = self.worker.call("measure", self.item(cubin, define_values), self.timeout_s)
+        except WorkerTimeout:
+            return RunOutcome("run_timeout", f"the kernel did not finish within {self.timeout_s} s (timeout); "
+                                             "the GPU worker was replaced")
+        except WorkerDied as exc:
+            return RunOutcome("crashed", f"the GPU worker process died ({exc.how}); it was replaced")
+        if reply.get("fatal"):
+            self.worker.kill()  # the CUDA context may be poisoned: start afresh for the next candidate
+        return RunOutcome(reply["status"], reply.get("error", ""), dict(reply.get("metrics", {})))
+
+    def remeasure(self, items: Mapping[str, tuple[str | Path, Mapping[str, Any] | None]], rounds: int = 40,
+                  energy_rounds: int = 0) -> dict[str, Any]:
+        """Time several cubins in interleaved rounds (ABAB..., order reversed every other round) in a fresh worker.
+
+        Args:
+            items: label -> (cubin, define values).
+            rounds: Samples per candidate, one per round.
+            energy_rounds: Interleaved energy windows per candidate (needs NVML).
+
+        Returns:
+            {"samples": {label: [s per launch, ...]}, "energy": {label: [J, ...]}, "power": {label: [W, ...]},
+            "checks": {label: (ok, message)}, "state": GPU clocks/temperature}.
+
+        Raises:
+            ConfigurationError: The worker hung, died or failed (the message says which).
+        """
+        fresh = WorkerProcess(self.backend, self._setup, what="GPU worker")
+        payload = {"items": {k: self.item(c, d) for k, (c, d) in items.items()}, "rounds": rounds,
+                   "energy_rounds": energy_rounds}
+        limit = self.timeout_s * (1 + len(items)) + rounds * len(items) * 0.1
+        try:
+            fresh.start()
+            reply = fresh.call("remeasure", payload, limit)
+        except (WorkerTimeout, WorkerDied) as exc:
+            raise ConfigurationError(f"re-measuring {len(items)} candidates failed: the GPU worker "
+                                     f"{'hung' if isinstance(exc, WorkerTimeout) else 'died'} ({exc})") from None
+        finally:
+            fresh.close()
+        if reply.get("status") != "ok":
+            raise ConfigurationError(f"re-measuring failed in the GPU worker: {reply.get('error', reply)}")
+        return reply
+
+    def close(self) -> None:
+        """Stop the worker."""
+        self.worker.close()

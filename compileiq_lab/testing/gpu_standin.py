@@ -1,0 +1,114 @@
+"""A stand-in GPU backend for machines without a GPU: real worker processes, scripted kernels, synthetic times.
+
+A "cubin" given to it is either a JSON script or any other file. A script may ask for real process
+trouble ("sleep_s": hang, "exit": die with that code, "raise": fail with that message, "fatal":
+fail as a sticky CUDA error would), a wrong output ("wrong": true), or a timing
+("time_s": median seconds per launch, "noise": relative spread). Any other file gets a time
+proportional to its size (1 ns per byte), so bigger code is slower: a static stand-in for runtime.
+Timing samples are synthetic (drawn around the median), but the sampling loop, the stopping rule,
+the interleaving and the energy-window algorithm are the real ones; the stand-in energy counter
+advances in 10 ms steps at 300 W of real wall time.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from compileiq_lab.measure.gpu_backend import GpuBackend, Prepared
+
+__all__ = ["StandInBackend", "NoNvmlStandIn", "StandInMeter", "STANDIN_BACKEND", "script"]
+
+#: Pass as ``backend=`` to GpuRunner / KernelEvaluator(gpu_backend=...).
+STANDIN_BACKEND = "compileiq_lab.testing.gpu_standin:StandInBackend"
+WATTS = 300.0
+
+
+def script(path: str | os.PathLike[str], **instructions: Any) -> Path:
+    """Write a stand-in "cubin" holding ``instructions`` (see the module docstring)."""
+    path = Path(path)
+    path.write_text(json.dumps(instructions))
+    return path
+
+
+class StandInMeter:
+    """An energy counter that steps every 10 ms at a constant 300 W of wall time."""
+
+    def __init__(self) -> None:
+        self.t0 = time.perf_counter()
+
+    def energy_j(self) -> float:
+        return WATTS * (int((time.perf_counter() - self.t0) / 0.01) * 0.01)
+
+    def power_w(self) -> float:
+        return WATTS
+
+    def state(self) -> dict[str, float]:
+        return {"sm_clock_mhz": 1980.0, "temperature_c": 40.0}
+
+
+class StandInBackend(GpuBackend):
+    """Scripted candidates in a real worker process (see the module docstring)."""
+
+    def _setup(self, init: dict[str, Any]) -> dict[str, Any]:
+        self.meter = StandInMeter()
+        self.rng = np.random.default_rng(int(self.opts.get("seed", 0)))
+        return {"name": "stand-in GPU", "arch": self.opts.get("arch", "sm_90"), "device": 0, "nvml": None,
+                "power": {"name": "stand-in GPU", "nvml": None}, "pid": os.getpid()}
+
+    def _prepare(self, item: dict[str, Any]) -> Prepared:
+        raw = Path(item["cubin"]).read_bytes()
+        try:
+            spec = json.loads(raw.decode())
+            if not isinstance(spec, dict):
+                raise ValueError
+        except (UnicodeDecodeError, ValueError):
+            spec = {"time_s": len(raw) * 1e-9, "noise": 0.01}
+        if "sleep_s" in spec:
+            time.sleep(float(spec["sleep_s"]))
+        if "exit" in spec:
+            os._exit(int(spec["exit"]))
+        if "raise" in spec:
+            raise RuntimeError(spec["raise"])
+        if spec.get("fatal"):
+            raise RuntimeError("CUDA_ERROR_ILLEGAL_ADDRESS: an illegal memory access was encountered (stand-in)")
+        return _ScriptedCandidate(spec, self.opts, self.rng)
+
+
+class _ScriptedCandidate(Prepared):
+    """Synthetic samples around the scripted median, with real sleeps standing in for the GPU's work."""
+
+    method = "stand-in"
+
+    def __init__(self, spec: dict[str, Any], opts: dict[str, Any], rng: np.random.Generator) -> None:
+        self.spec, self.rng = spec, rng
+        self.median, self.noise = float(spec.get("time_s", 1e-4)), float(spec.get("noise", 0.01))
+        self.launches = max(1, min(int(opts["max_graph_launches"]), round(opts["sample_s"] / self.median)))
+        self.wall = min(self.median * self.launches, 0.002)  # real work per replay, capped to keep tests quick
+
+    def check(self) -> tuple[bool, str]:
+        if self.spec.get("wrong"):
+            return False, "stand-in: output 'out' differs beyond rtol=1e-05, atol=1e-08"
+        return True, "stand-in: all outputs within tolerance"
+
+    def replay(self) -> None:
+        time.sleep(self.wall)
+
+    def sample(self) -> float:
+        time.sleep(self.wall)
+        return float(self.median * np.exp(self.noise * self.rng.standard_normal()))
+
+
+class NoNvmlStandIn(StandInBackend):
+    """The stand-in on a machine whose NVML library is missing: power and energy are unavailable."""
+
+    def _setup(self, init: dict[str, Any]) -> dict[str, Any]:
+        info = super()._setup(init)
+        self.meter = None
+        reason = "NVML unavailable: NVML Shared Library Not Found"
+        return {**info, "nvml": reason, "power": {"nvml": reason}}

@@ -1,0 +1,165 @@
+"""Statistically valid wins: re-measure a run's front and its baseline interleaved and give speedups with CIs."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any, Sequence
+
+import numpy as np
+
+from compileiq_lab.exceptions import ConfigurationError
+from compileiq_lab.measure.stats import compare, median_ci
+from compileiq_lab.store.sqlite import MEMORY, RunStore
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from compileiq_lab.measure.evaluator import KernelEvaluator
+    from compileiq_lab.results import Results
+
+__all__ = ["Validation", "validate", "HEADER_KEY"]
+
+log = logging.getLogger(__name__)
+#: Where a run store keeps its latest validation.
+HEADER_KEY = "validation"
+
+
+@dataclass
+class Validation:
+    """Re-measured speedups of some points of a run over its baseline.
+
+    Attributes:
+        rows: One dict per point: eval_id, runtime_median (s), runtime_ci, speedup, low, high, win,
+            loss, energy_ratio (candidate/baseline energy per launch; None without NVML).
+        baseline: The baseline's runtime_median, runtime_ci and mean energy per launch.
+        rounds, confidence, method: How it was measured.
+        gpu: Clocks and temperature after the measurement.
+    """
+
+    rows: list[dict[str, Any]]
+    baseline: dict[str, Any]
+    rounds: int
+    confidence: float
+    method: str
+    gpu: dict[str, Any] = field(default_factory=dict)
+    created: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data (stored in the run header and in exported ACFs)."""
+        return {"rows": self.rows, "baseline": self.baseline, "rounds": self.rounds, "confidence": self.confidence,
+                "method": self.method, "gpu": self.gpu, "created": self.created}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Validation":
+        """Inverse of ``to_dict``."""
+        return cls(**{k: data[k] for k in ("rows", "baseline", "rounds", "confidence", "method", "gpu", "created")})
+
+    def row(self, eval_id: int) -> dict[str, Any] | None:
+        """The row of one evaluation, or None if it was not re-measured."""
+        return next((r for r in self.rows if r["eval_id"] == eval_id), None)
+
+    def to_frame(self) -> "pd.DataFrame":
+        """The rows as a DataFrame."""
+        import pandas as pd
+
+        return pd.DataFrame(self.rows)
+
+    @property
+    def wins(self) -> list[int]:
+        """Eval ids whose speedup CI lies above 1."""
+        return [r["eval_id"] for r in self.rows if r["win"]]
+
+
+def _points(results: "Results", objective: int, eval_ids: Sequence[int] | None, max_points: int) -> list[Any]:
+    by_id = {r.eval_id: r for r in results.records}
+    if eval_ids is not None:
+        bad = [i for i in eval_ids if i not in by_id or by_id[i].status != "ok"]
+        if bad:
+            raise ConfigurationError(f"eval ids must name successful evaluations, but got {bad}; "
+                                     "see `compileiq-lab show` for the ids")
+        return [by_id[i] for i in eval_ids]
+    sign = 1.0 if results.directions[objective] == "min" else -1.0
+    front = sorted(results.pareto_front(), key=lambda r: sign * r[f"score_{objective + 1}"])
+    return [by_id[r["eval_id"]] for r in front[:max_points]]
+
+
+def validate(results: "Results", evaluator: "KernelEvaluator", *, eval_ids: Sequence[int] | None = None,
+             rounds: int = 40, energy_rounds: int | None = None, confidence: float = 0.95,
+             method: str = "paired-bootstrap", max_points: int = 8, save: bool = True) -> Validation:
+    """Re-measure points of a GPU run and the baseline interleaved, in a fresh worker, with speedup CIs.
+
+    Each point's code is rebuilt (cached), identical machine code is measured once, and all are
+    timed in ``rounds`` interleaved rounds (ABAB..., order reversed every other round), so drift
+    hits all alike. A point is a "win" only where the CI of its speedup lies above 1.
+
+    Args:
+        results: The run (its baseline must have succeeded).
+        evaluator: A KernelEvaluator of the same kernel, catalog and arch with a GPU objective.
+        eval_ids: Points to re-measure (default: the Pareto front, best runtime first, at most ``max_points``).
+        rounds: Timing samples per point.
+        energy_rounds: Interleaved energy windows per point (default 2 when NVML works, else 0).
+        confidence: Level of the intervals.
+        method: See ``compileiq_lab.measure.stats.compare``.
+        max_points: Cap on front points re-measured.
+        save: Store the result in the run's header (key "validation"), if the run is on disk.
+
+    Raises:
+        ConfigurationError: No GPU runner, a failed baseline, a point that no longer compiles or checks.
+    """
+    if evaluator.gpu is None:
+        raise ConfigurationError("validate needs an evaluator with a GPU objective (runtime, power or energy) "
+                                 "on a CUDA kernel; static metrics are exact and need no re-measurement")
+    base = next((r for r in results.records if r.is_baseline), None)
+    if base is None or base.status != "ok":
+        raise ConfigurationError("validate compares with the baseline (compiler defaults), but the run's baseline "
+                                 f"{'is missing' if base is None else 'failed: ' + base.status}; nothing to compare with")
+    names = list(results.objective_names)
+    objective = names.index("runtime") if "runtime" in names else 0
+    points = _points(results, objective, eval_ids, max_points)
+    items: dict[str, tuple[Any, Any]] = {}
+    label_of: dict[int, str] = {}
+    for rec in [base, *points]:
+        path, code_hash = evaluator.build(rec.params)
+        defines = rec.params.get("defines")
+        key = f"{code_hash[:16]}:{evaluator.kernel.launch_dims(defines)}"
+        label_of[rec.eval_id] = key
+        items.setdefault(key, (path, defines))
+    if energy_rounds is None:
+        energy_rounds = 0 if evaluator.gpu_info.get("nvml") else 2
+    log.info("re-measuring %d distinct codes (%d points + baseline), %d rounds", len(items), len(points), rounds)
+    reply = evaluator.gpu.remeasure(items, rounds=rounds, energy_rounds=energy_rounds)
+    failed = {k: msg for k, (ok, msg) in reply["checks"].items() if not ok}
+    if failed:
+        raise ConfigurationError(f"re-measured points must still produce the reference output, but {failed}")
+    samples, energy = reply["samples"], reply.get("energy", {})
+    b_label = label_of[base.eval_id]
+
+    def energy_mean(label: str) -> float | None:
+        return float(np.mean(energy[label])) if energy.get(label) else None
+
+    rows = []
+    for rec in points:
+        label = label_of[rec.eval_id]
+        c = compare(samples[b_label], samples[label], confidence=confidence, method=method)
+        eb, ec = energy_mean(b_label), energy_mean(label)
+        rows.append({"eval_id": rec.eval_id, "runtime_median": float(np.median(samples[label])),
+                     "runtime_ci": list(median_ci(samples[label], confidence)), "speedup": c.speedup,
+                     "low": c.low, "high": c.high, "win": c.win, "loss": c.loss, "samples": len(samples[label]),
+                     "energy": ec, "energy_ratio": ec / eb if ec is not None and eb else None,
+                     "same_code_as_baseline": label == b_label})
+    validation = Validation(
+        rows=rows, baseline={"eval_id": base.eval_id, "runtime_median": float(np.median(samples[b_label])),
+                             "runtime_ci": list(median_ci(samples[b_label], confidence)), "energy": energy_mean(b_label)},
+        rounds=rounds, confidence=confidence, method=method, gpu={**evaluator.gpu_info.get("power", {}),
+                                                                   **reply.get("state", {})},
+        created=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+    if save and results.store_path != MEMORY:
+        store = RunStore(results.store_path)
+        try:
+            store.set_header(**{HEADER_KEY: validation.to_dict()})
+        finally:
+            store.close()
+        results.header[HEADER_KEY] = validation.to_dict()
+    return validation

@@ -1,0 +1,90 @@
+"""On a real NVIDIA GPU (skipped elsewhere): bundled kernels run and check, faults and hangs are recorded and
+survived, an A/A re-measurement finds no difference, NVML reads power and energy."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from compileiq_lab import Search, SearchConfiguration
+from compileiq_lab.kernels import load_kernel
+from compileiq_lab.measure.evaluator import KernelEvaluator
+from compileiq_lab.measure.stats import compare
+from compileiq_lab.space.catalogs import PTXAS
+from compileiq_lab.validation import validate
+
+pytestmark = pytest.mark.gpu
+FAULTS = Path(__file__).parent / "data" / "gpu_faults"
+OPT = PTXAS.select(names=["opt_level"])
+
+
+@pytest.mark.parametrize("name", ["reduction", "sgemm", "softmax", "attention", "stencil"])
+def test_bundled_kernels_run_with_correct_output(name, tmp_path):
+    ev = KernelEvaluator(load_kernel(name), OPT, ["runtime"], workdir=tmp_path)
+    try:
+        m = ev({})
+    finally:
+        ev.close()
+    assert m.status == "ok", m.error
+    metrics = m.detail["metrics"]
+    assert 1e-7 < metrics["runtime"] < 1e-1 and metrics["samples"] >= 10
+    assert metrics["runtime_min"] <= metrics["runtime_median"]
+
+
+def test_energy_and_power_are_measured_with_nvml(tmp_path):
+    ev = KernelEvaluator(load_kernel("sgemm"), OPT, ["runtime", "energy", "power"], workdir=tmp_path)
+    try:
+        m = ev({})
+        info = ev.gpu_info
+    finally:
+        ev.close()
+    assert m.ok, m.error
+    metrics = m.detail["metrics"]
+    assert "NVIDIA" in info["name"] and info["power"]["driver"]
+    assert 0 < metrics["energy"] < 10 and 20 < metrics["power"] < 2000
+    assert metrics["power_peak"] >= 0.5 * metrics["power"] and metrics["sm_clock_mhz"] > 0
+    # energy per launch is about power x time per launch (the batch runs back to back)
+    assert metrics["energy"] == pytest.approx(metrics["power"] * metrics["runtime"], rel=0.5)
+
+
+def test_wrong_output_fault_and_hang_are_recorded_and_the_run_goes_on(tmp_path):
+    ev = KernelEvaluator(load_kernel(FAULTS), OPT, ["runtime"], workdir=tmp_path, timeout_s=20)
+    try:
+        assert ev({"defines": {"MODE": 0}}).ok
+        wrong = ev({"defines": {"MODE": 1}})
+        assert wrong.status == "wrong_output" and "differs" in wrong.error
+        fault = ev({"defines": {"MODE": 2}})
+        assert fault.status == "run_error" and ("illegal" in fault.error.lower() or "ERROR" in fault.error), fault.error
+        assert ev({"opt_level": 0, "defines": {"MODE": 0}}).ok  # a fresh worker
+        t0 = time.monotonic()
+        hang = ev({"defines": {"MODE": 3}})
+        assert hang.status == "run_timeout" and time.monotonic() - t0 < 60
+        assert ev({"opt_level": 1, "defines": {"MODE": 0}}).ok
+        assert ev.gpu.restarts == 2
+    finally:
+        ev.close()
+
+
+def test_an_a_a_remeasurement_finds_no_difference(tmp_path):
+    ev = KernelEvaluator(load_kernel("reduction"), OPT, ["runtime"], workdir=tmp_path)
+    try:
+        cubin, _ = ev.build({})
+        reply = ev.gpu.remeasure({"a": (cubin, None), "b": (cubin, None)}, rounds=30)
+    finally:
+        ev.close()
+    c = compare(reply["samples"]["a"], reply["samples"]["b"])
+    assert c.low <= 1.0 <= c.high and c.high - c.low < 0.05
+
+
+def test_a_short_gpu_run_validates_its_front(tmp_path):
+    ev = KernelEvaluator(load_kernel("reduction"), PTXAS, ["runtime"], workdir=tmp_path)
+    try:
+        cfg = SearchConfiguration(generations=2, pool_size=6, seed=0, problem_type=ev.directions)
+        results = Search(ev, ev.space(), cfg, store=str(tmp_path / "run.db"), constraint=ev.constraint).start(workers=4)
+        v = validate(results, ev, rounds=20)
+    finally:
+        ev.close()
+    assert v.rows and all(r["low"] <= r["speedup"] <= r["high"] for r in v.rows)
+    assert v.gpu.get("name") and v.baseline["runtime_median"] > 0

@@ -1,0 +1,112 @@
+"""GPU objectives end to end without a GPU: real compiles, the stand-in GPU worker (time grows with code size),
+search, interleaved re-measurement, and the speedup CI carried into the exported ACF."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from compileiq_lab import Search, SearchConfiguration, load_acf, load_results
+from compileiq_lab.cli_runs import point_acf
+from compileiq_lab.exceptions import ConfigurationError
+from compileiq_lab.kernels import load_kernel
+from compileiq_lab.measure.evaluator import KernelEvaluator
+from compileiq_lab.space.catalogs import PTXAS
+from compileiq_lab.testing.gpu_standin import STANDIN_BACKEND
+from compileiq_lab.validation import HEADER_KEY, validate
+
+needs_cuda = pytest.mark.skipif(shutil.which("nvcc") is None and shutil.which("ptxas") is None,
+                                reason="nvcc/ptxas not installed")
+NO_NVML = "compileiq_lab.testing.gpu_standin:NoNvmlStandIn"
+
+
+def evaluator(tmp_path, objectives=("runtime", "energy"), backend=STANDIN_BACKEND):
+    return KernelEvaluator(load_kernel("reduction"), PTXAS.select(names=["opt_level", "maxrregcount"]),
+                           list(objectives), workdir=tmp_path / "work", gpu_backend=backend)
+
+
+@needs_cuda
+def test_gpu_objectives_measure_compiled_code_and_dedup_identical_code(tmp_path):
+    ev = evaluator(tmp_path)
+    try:
+        base, o3 = ev({}), ev({"opt_level": 3})
+        other = ev({"defines": {"BLOCK": 512}})
+    finally:
+        ev.close()
+    assert base.ok and o3.ok and other.ok, base.error
+    m = base.detail["metrics"]
+    assert base.scores[0] == pytest.approx(m["binary_size"] * 1e-9, rel=0.05)  # the stand-in's clock
+    assert m["energy"] > 0 and m["samples"] >= 10 and m["sm_clock_mhz"] == 1980
+    assert o3.detail["run_reused"] and o3.scores == base.scores  # -O3 is ptxas's default: same code
+    assert not other.detail["run_reused"] and ev.stats["runs"] == 2 and ev.stats["runs_saved"] == 1
+    assert ev.gpu_info["name"] == "stand-in GPU"
+
+
+@needs_cuda
+def test_power_and_energy_without_nvml_are_refused_at_configuration_time(tmp_path):
+    with pytest.raises(ConfigurationError, match="power/energy are unavailable here: NVML unavailable"):
+        evaluator(tmp_path, ("runtime", "energy"), backend=NO_NVML)
+    ev = evaluator(tmp_path, ("runtime",), backend=NO_NVML)  # runtime alone still works
+    try:
+        assert ev({}).ok
+    finally:
+        ev.close()
+
+
+@needs_cuda
+def test_a_target_the_gpu_cannot_load_is_refused(tmp_path):
+    with pytest.raises(ConfigurationError, match="use --arch sm_90"):
+        KernelEvaluator(load_kernel("reduction"), PTXAS, ["runtime"], arch="sm_80", workdir=tmp_path,
+                        gpu_backend=STANDIN_BACKEND)
+
+
+def test_without_a_gpu_runtime_of_a_cuda_kernel_says_what_to_do(tmp_path):
+    from tests.conftest import gpu_reason
+
+    if gpu_reason() is None:
+        pytest.skip("a GPU is present here")
+    with pytest.raises(ConfigurationError, match="GPU worker could not start.*static objectives"):
+        KernelEvaluator(load_kernel("reduction"), PTXAS, ["runtime"], workdir=tmp_path)
+
+
+@needs_cuda
+def test_search_then_interleaved_validation_then_acf_with_the_speedup_ci(tmp_path):
+    ev = evaluator(tmp_path)
+    store = str(tmp_path / "run.db")
+    meta = {"kernel": "reduction", "catalog": "ptxas", "arch": "sm_90", "objectives": ["runtime", "energy"],
+            "toolchain": ev.toolchain(), "gpu": ev.gpu_info}
+    try:
+        cfg = SearchConfiguration(generations=2, pool_size=6, seed=1, num_objectives=2,
+                                  problem_type=ev.directions, objective_names=["runtime", "energy"])
+        results = Search(ev, ev.space(), cfg, store=store, constraint=ev.constraint, metadata=meta).start()
+        v = validate(results, ev, rounds=16)
+    finally:
+        ev.close()
+    assert v.rows and v.rounds == 16 and v.method == "paired-bootstrap"
+    sizes = {r.eval_id: r.detail["metrics"]["binary_size"] for r in results.records if r.status == "ok"}
+    base_id = v.baseline["eval_id"]
+    for row in v.rows:  # the stand-in's time is 1 ns per byte: the speedup is the size ratio
+        assert row["speedup"] == pytest.approx(sizes[base_id] / sizes[row["eval_id"]], rel=0.03)
+        assert row["low"] <= row["speedup"] <= row["high"] and row["energy_ratio"] > 0
+        assert row["win"] == (row["low"] > 1)
+    stored = load_results(store)
+    assert stored.header[HEADER_KEY]["rows"] == json.loads(json.dumps(v.rows))
+    rec = next(r for r in stored.records if r.eval_id == v.rows[0]["eval_id"])
+    acf = point_acf(stored, rec, load_kernel("reduction"), PTXAS, meta)
+    again = load_acf(acf.to_json())
+    assert again.validation["speedup"] == pytest.approx(v.rows[0]["speedup"])
+    assert again.ci["speedup"] == [v.rows[0]["low"], v.rows[0]["high"]] and again.host["gpu"] == "stand-in GPU"
+    assert again.validation["win"] == v.rows[0]["win"]
+
+
+def test_validate_command_needs_a_gpu_run(tmp_path, store_path):
+    from compileiq_lab.testing import toy_objective, toy_space
+
+    Search(toy_objective, toy_space(), SearchConfiguration(generations=1, pool_size=4), store=store_path).start()
+    out = subprocess.run([sys.executable, "-m", "compileiq_lab.cli", "validate", store_path],
+                         capture_output=True, text=True)
+    assert out.returncode != 0 and "not made by `compileiq-lab tune`" in out.stderr

@@ -22,7 +22,7 @@ KERNELS = ("reduction", "sgemm", "softmax", "attention")
 
 
 def tune_one(name: str, budget_s: float, rounds: int, seed: int, workdir: Path,
-             backend: str | None = None) -> dict[str, Any]:
+             backend: str | None = None, knobs: bool = True) -> dict[str, Any]:
     """Tune one kernel within ``budget_s`` of search time, validate the front, return the figures."""
     from compileiq_lab import Search, SearchConfiguration
     from compileiq_lab.kernels import load_kernel
@@ -41,7 +41,10 @@ def tune_one(name: str, budget_s: float, rounds: int, seed: int, workdir: Path,
     try:
         cfg = SearchConfiguration(generations=100, seed=seed, num_objectives=2, problem_type=ev.directions,
                                   objective_names=objectives)
-        search = Search(ev, ev.space(), cfg, store=str(workdir / f"{name}.db"), constraint=ev.constraint,
+        space = ev.space()
+        if not knobs:  # compiler controls only: the kernel's -D knobs stay at their defaults
+            space.pop("defines", None)
+        search = Search(ev, space, cfg, store=str(workdir / f"{name}.db"), constraint=ev.constraint,
                         metadata={"kernel": name, "catalog": "nvcc", "arch": "sm_90", "objectives": objectives,
                                   "toolchain": ev.toolchain(), "gpu": ev.gpu_info})
         progress = {"gen": 0}
@@ -68,7 +71,8 @@ def tune_one(name: str, budget_s: float, rounds: int, seed: int, workdir: Path,
             "win": best["win"], "energy_change": (best["energy_ratio"] - 1) if best["energy_ratio"] else None,
             "best_eval": best["eval_id"], "best_argv": ev.argv(by_id[best["eval_id"]].params),
             "front": v.rows, "rounds": rounds, "search_s": search_s, "wall_s": time.monotonic() - t0,
-            "gpu_state": v.gpu,
+            "gpu_state": v.gpu, "knobs": knobs,
+            "recorded_samples": {"baseline": v.samples["baseline"], "best": v.samples[str(best["eval_id"])]},
         }
     finally:
         ev.close()
@@ -81,18 +85,22 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=40, help="interleaved re-measurement rounds")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default=str(RESULTS), help="folder for gpu_<date>.json/.md")
+    ap.add_argument("--no-knobs", action="store_true", help="search compiler controls only (the kernels' -D "
+                                                            "knobs stay at their defaults)")
     ap.add_argument("--standin", action="store_true", help="dry run without a GPU (stand-in worker; figures "
                                                            "are not GPU figures)")
     args = ap.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-    name = f"gpu_{dt.date.today().isoformat()}" + ("_standin" if args.standin else "")
+    name = (f"gpu_{dt.date.today().isoformat()}" + ("_flags_only" if args.no_knobs else "")
+            + ("_standin" if args.standin else ""))
     rows, failures = [], {}
     with tempfile.TemporaryDirectory(prefix="compileiq-gpu-") as tmp:
         for kernel in [k for k in args.kernels.split(",") if k]:
             log.info("tuning %s for %.0f s", kernel, args.budget_s)
             try:
                 backend = "compileiq_lab.testing.gpu_standin:StandInBackend" if args.standin else None
-                rows.append(tune_one(kernel, args.budget_s, args.rounds, args.seed, Path(tmp), backend))
+                rows.append(tune_one(kernel, args.budget_s, args.rounds, args.seed, Path(tmp), backend,
+                                     knobs=not args.no_knobs))
                 r = rows[-1]
                 log.info("%s: %.4f ms -> %.4f ms, speedup %.4f [%.4f, %.4f], win %s", kernel, r["baseline_ms"],
                          r["best_ms"], r["speedup"], r["ci"][0], r["ci"][1], r["win"])
@@ -108,11 +116,13 @@ def main() -> int:
                   r["candidates"], f"{r['dedup_savings'] * 100:.0f} %", r["generations"], round(r["wall_s"])]
                  for r in rows])
             gpu = rows[0]["gpu"] if rows else "no GPU result"
-            notes = (f"GPU: {gpu}. Objectives runtime + energy (NSGA-II), nvcc front end + ptxas controls (safe set) "
-                     f"and the kernels' -D knobs, {args.budget_s:.0f} s of search per kernel, then the front and the "
+            space = ("nvcc front end + ptxas controls only (safe set; -D knobs at their defaults)" if args.no_knobs
+                     else "nvcc front end + ptxas controls (safe set) and the kernels' -D knobs")
+            notes = (f"GPU: {gpu}. Objectives runtime + energy (NSGA-II), {space}, {args.budget_s:.0f} s of search per kernel, then the front and the "
                      f"baseline re-measured interleaved ({args.rounds} rounds, paired bootstrap of per-round "
                      "ratios). Speedup = baseline median / point median per launch (CUDA graph replays timed with "
-                     "CUDA events); win = the CI lies above 1. Energy per launch from the NVML energy counter."
+                     "CUDA events); win = the CI lies above 1. Energy per launch = mean power while the kernel runs back to "
+                     "back (NVML energy counter) x time per launch."
                      + (f"\n\nFailed: {sorted(failures)}" if failures else ""))
             write(name, {"rows": rows, "failures": failures, "args": vars(args)}, "GPU tuning check", table, notes,
                   out=Path(args.out))

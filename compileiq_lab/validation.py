@@ -36,6 +36,7 @@ class Validation:
         baseline: The baseline's runtime_median, runtime_ci and mean energy per launch.
         rounds, confidence, method: How it was measured.
         gpu: Clocks and temperature after the measurement.
+        samples: The per-launch times behind the figures, one per round: "baseline" and each eval id (as text).
     """
 
     rows: list[dict[str, Any]]
@@ -45,16 +46,18 @@ class Validation:
     method: str
     gpu: dict[str, Any] = field(default_factory=dict)
     created: str = ""
+    samples: dict[str, list[float]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data (stored in the run header and in exported ACFs)."""
         return {"rows": self.rows, "baseline": self.baseline, "rounds": self.rounds, "confidence": self.confidence,
-                "method": self.method, "gpu": self.gpu, "created": self.created}
+                "method": self.method, "gpu": self.gpu, "created": self.created, "samples": self.samples}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Validation":
         """Inverse of ``to_dict``."""
-        return cls(**{k: data[k] for k in ("rows", "baseline", "rounds", "confidence", "method", "gpu", "created")})
+        return cls(**{k: data[k] for k in ("rows", "baseline", "rounds", "confidence", "method", "gpu", "created")},
+                   samples=data.get("samples", {}))
 
     def row(self, eval_id: int) -> dict[str, Any] | None:
         """The row of one evaluation, or None if it was not re-measured."""
@@ -154,7 +157,9 @@ def validate(results: "Results", evaluator: "KernelEvaluator", *, eval_ids: Sequ
                              "runtime_ci": list(median_ci(samples[b_label], confidence)), "energy": energy_mean(b_label)},
         rounds=rounds, confidence=confidence, method=method, gpu={**evaluator.gpu_info.get("power", {}),
                                                                    **reply.get("state", {})},
-        created=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+        created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        samples={"baseline": list(samples[b_label]),
+                 **{str(rec.eval_id): list(samples[label_of[rec.eval_id]]) for rec in points}})
     if save and results.store_path != MEMORY:
         store = RunStore(results.store_path)
         try:

@@ -44,9 +44,11 @@ def test_energy_and_power_are_measured_with_nvml(tmp_path):
     metrics = m.detail["metrics"]
     assert "NVIDIA" in info["name"] and info["power"]["driver"]
     assert 0 < metrics["energy"] < 10 and 20 < metrics["power"] < 2000
-    assert metrics["power_peak"] >= 0.5 * metrics["power"] and metrics["sm_clock_mhz"] > 0
-    # energy per launch is about power x time per launch (the batch runs back to back)
-    assert metrics["energy"] == pytest.approx(metrics["power"] * metrics["runtime"], rel=0.5)
+    assert metrics["power_peak"] >= metrics["power"] * 0.8 and metrics["sm_clock_mhz"] > 0
+    # two NVML readings agree: the energy counter's rise and the sampled board power
+    assert metrics["power"] == pytest.approx(metrics["power_sampled_mean"], rel=0.25)
+    assert metrics["power"] > info["power"]["power_at_start_w"]  # busy draws more than the card at rest
+    assert metrics["energy"] == pytest.approx(metrics["power"] * metrics["runtime"])
 
 
 def test_wrong_output_fault_and_hang_are_recorded_and_the_run_goes_on(tmp_path):

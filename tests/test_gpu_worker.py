@@ -62,6 +62,13 @@ def test_a_fault_is_a_run_error_and_the_poisoned_worker_is_replaced(runner, tmp_
     assert runner.run(script(tmp_path / "ok.json", time_s=1e-4)).status == "ok" and runner.worker.pid != pid
 
 
+def test_a_refused_launch_is_a_run_error_that_keeps_the_worker(runner, tmp_path):
+    pid = runner.worker.pid
+    out = runner.run(script(tmp_path / "big.json", refused=True))
+    assert out.status == "run_error" and "refused the launch" in out.error
+    assert runner.worker.pid == pid and runner.run(script(tmp_path / "ok.json", time_s=1e-4)).status == "ok"
+
+
 def test_energy_and_power_come_from_the_stepped_counter(tmp_path):
     r = GpuRunner(load_kernel("reduction"), GpuOptions(budget_s=0.05, energy=True, energy_window_s=0.2),
                   backend=STANDIN_BACKEND)
@@ -69,10 +76,10 @@ def test_energy_and_power_come_from_the_stepped_counter(tmp_path):
         m = r.run(script(tmp_path / "ok.json", time_s=1e-4)).metrics
     finally:
         r.close()
-    # the stand-in draws 300 W of wall time; each 1 ms replay runs 10 launches of 0.1 ms (sleep overshoots a bit)
+    # the stand-in's counter rises 3 J every 10 ms (300 W); energy per launch = power x time per launch
     assert m["energy_method"] == 0.0 and m["power"] == pytest.approx(300, rel=0.1)
-    assert 0.9 * 300 * 1e-4 <= m["energy"] <= 1.5 * 300 * 1e-4
-    assert m["energy_window_s"] >= 0.15 and m["power_peak"] == 300
+    assert m["energy"] == pytest.approx(m["power"] * m["runtime"]) and m["energy"] == pytest.approx(0.03, rel=0.12)
+    assert m["energy_window_s"] >= 0.2 and m["power_peak"] == m["power_sampled_mean"] == 300
 
 
 def test_interleaved_remeasure_finds_a_real_speedup_and_no_false_one(runner, tmp_path):

@@ -15,6 +15,9 @@ from compileiq_lab.measure.stats import relative_halfwidth, summarize
 __all__ = ["GpuBackend", "CupyBackend", "Prepared", "sample_until", "energy_window"]
 
 log = logging.getLogger(__name__)
+#: CUDA errors of a launch the GPU refuses before running it: the context stays usable.
+LAUNCH_REFUSED = ("CUDA_ERROR_INVALID_VALUE", "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES", "CUDA_ERROR_INVALID_CONFIGURATION",
+                  "cudaErrorInvalidConfiguration", "cudaErrorLaunchOutOfResources", "cudaErrorInvalidValue")
 
 
 class Meter(Protocol):
@@ -51,6 +54,11 @@ class Prepared:
     def sync(self) -> None:
         """Wait for queued work."""
 
+    def fence(self) -> Callable[[], None]:
+        """Mark the work queued so far; the returned function waits until it is done."""
+        self.sync()
+        return lambda: None
+
     def close(self) -> None:
         """Release the candidate's resources."""
 
@@ -74,44 +82,50 @@ def sample_until(sample: Callable[[], float], opts: dict[str, Any]) -> list[floa
     return samples
 
 
-def energy_window(prep: Prepared, meter: Meter, window_s: float, per_replay_s: float) -> dict[str, float]:
-    """Energy per launch (J) and mean/peak power (W) over back-to-back replays lasting about ``window_s``.
+def energy_window(prep: Prepared, meter: Meter, window_s: float, per_launch_s: float) -> dict[str, float]:
+    """Mean power (W) while the kernel runs back to back for about ``window_s``, and energy per launch (J).
 
-    The energy counter advances in steps, so energy is taken between its first and last step seen
-    at chunk boundaries (chunks of about 2 ms of work, synchronised), with the launches counted
-    between those boundaries: the error is at most one chunk at each end. Without a counter (or
-    with fewer than two steps) the mean of the sampled power times the elapsed time is used.
+    Work is queued in chunks of about 20 ms, always one chunk ahead of the one being waited for,
+    so the GPU never idles between ``busy_from`` and ``busy_to`` whatever the host does (NVML
+    calls can take milliseconds). A sampling thread reads the total-energy counter and the power;
+    mean power is the counter's rise between its first and last step inside the busy span,
+    divided by the time between them (without counter steps: the mean of the power samples).
+    Energy per launch is that power times the time per launch measured with CUDA events, so
+    launch overheads and host gaps are never charged to the kernel.
     """
-    chunk = max(1, int(round(0.002 / max(per_replay_s, 1e-7))))
-    marks: list[tuple[float, float | None, int]] = []
-    launches = 0
+    per_replay = max(per_launch_s * prep.launches, 1e-7)
+    chunk = max(1, int(round(0.02 / per_replay)))
+
+    def queue() -> Callable[[], None]:
+        for _ in range(chunk):
+            prep.replay()
+        return prep.fence()
+
     with PowerSampler(meter) as sampler:  # type: ignore[arg-type]
-        t0 = time.perf_counter()
-        marks.append((t0, meter.energy_j(), 0))
+        wait_prev = queue()
+        wait = queue()
+        wait_prev()  # the first chunk is done and the second one is queued: busy from here on
+        busy_from = time.perf_counter()
         while True:
-            for _ in range(chunk):
-                prep.replay()
-            prep.sync()
-            launches += chunk * prep.launches
-            now = time.perf_counter()
-            marks.append((now, meter.energy_j(), launches))
-            steps = sum(1 for a, b in zip(marks, marks[1:]) if b[1] is not None and b[1] != a[1])
-            if now - t0 >= window_s and (steps >= 3 or marks[-1][1] is None) or now - t0 >= 4 * window_s:
+            wait_next = queue()
+            wait()
+            wait = wait_next
+            busy_to = time.perf_counter()
+            if busy_to - busy_from >= window_s:
                 break
-    edges = [i for i in range(1, len(marks)) if marks[i][1] is not None and marks[i][1] != marks[i - 1][1]]
-    watts = sampler.samples
-    out = {"power_peak": max(watts) if watts else math.nan, "power_samples": float(len(watts))}
-    if len(edges) >= 2 and marks[edges[-1]][2] > marks[edges[0]][2]:
-        (ta, ea, la), (tb, eb, lb) = marks[edges[0]], marks[edges[-1]]
-        joules, seconds = float(eb) - float(ea), tb - ta  # type: ignore[arg-type]
-        out.update(energy=joules / (lb - la), power=joules / seconds, energy_window_s=seconds,
-                   energy_method=0.0)
+        wait()
+    inside = [(t, j, w) for t, j, w in sampler.readings if busy_from <= t <= busy_to]
+    steps = [(t, j) for (t, j, _), (_, jp, _) in zip(inside[1:], inside) if j is not None and j != jp]
+    watts = [w for _, _, w in inside if w is not None]
+    out = {"power_peak": max(watts) if watts else math.nan, "power_samples": float(len(watts)),
+           "power_sampled_mean": float(np.mean(watts)) if watts else math.nan, "energy_window_s": busy_to - busy_from}
+    if len(steps) >= 2 and steps[-1][0] > steps[0][0]:
+        power, method = (steps[-1][1] - steps[0][1]) / (steps[-1][0] - steps[0][0]), 0.0  # type: ignore[operator]
     elif watts:
-        seconds = marks[-1][0] - marks[0][0]
-        mean_w = float(np.mean(watts))
-        out.update(energy=mean_w * seconds / launches, power=mean_w, energy_window_s=seconds, energy_method=1.0)
+        power, method = float(np.mean(watts)), 1.0
     else:
-        raise RuntimeError("NVML gave neither energy steps nor power samples during the energy window")
+        raise RuntimeError("NVML gave neither energy-counter steps nor power samples during the energy window")
+    out.update(power=float(power), energy=float(power) * per_launch_s, energy_method=method)
     return out
 
 
@@ -146,10 +160,26 @@ class GpuBackend:
     def _energy(self, prep: Prepared, per_launch_s: float) -> dict[str, float]:
         if self.meter is None:
             return {}
-        return energy_window(prep, self.meter, self.opts["energy_window_s"], per_launch_s * prep.launches)
+        return energy_window(prep, self.meter, self.opts["energy_window_s"], per_launch_s)
 
     def measure(self, item: dict[str, Any]) -> dict[str, Any]:
-        """Check, time and (when asked) measure the energy of one candidate."""
+        """Check, time and (when asked) measure the energy of one candidate.
+
+        A launch the GPU refuses (block too large for the compiled limits, too many registers or
+        too much shared memory) is a ``run_error`` that leaves the context usable; any other error
+        propagates and the worker is replaced (a sticky error such as an illegal address poisons
+        the context).
+        """
+        try:
+            return self._measure(item)
+        except Exception as exc:  # noqa: BLE001 - classified here, re-raised when it may have poisoned the context
+            text = f"{type(exc).__name__}: {exc}"
+            if any(code in text for code in LAUNCH_REFUSED):
+                return {"status": "run_error", "error": f"the GPU refused the launch: {text}"[:800], "metrics": {},
+                        "fatal": False}
+            raise
+
+    def _measure(self, item: dict[str, Any]) -> dict[str, Any]:
         prep = self._prepare(item)
         try:
             ok, message = prep.check()
@@ -218,7 +248,7 @@ class CupyBackend(GpuBackend):
         props = cp.cuda.runtime.getDeviceProperties(dev.id)
         name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
         self.meter = PowerMeter(pci_bus_id=dev.pci_bus_id)
-        facts = self.meter.facts()
+        facts = {**self.meter.facts(), "power_at_start_w": self.meter.power_w()}
         if not self.meter.available:
             self.meter = None
         if self.opts.get("lock_clocks_mhz") and self.meter is not None:
@@ -311,6 +341,11 @@ class _CupyCandidate(Prepared):
 
     def sync(self) -> None:
         self.stream.synchronize()
+
+    def fence(self) -> Callable[[], None]:
+        event = self.b.cp.cuda.Event(disable_timing=True)
+        event.record(self.stream)
+        return event.synchronize
 
     def close(self) -> None:
         self.graph = self._unit = None

@@ -145,23 +145,26 @@ class PowerMeter:
 
 
 class PowerSampler:
-    """A thread that samples board power every ``interval_s`` while in a ``with`` block.
+    """A thread that reads board power and the energy counter every ``interval_s`` while in a ``with`` block.
 
     Attributes:
         samples: Watts read, in order.
+        readings: (perf_counter time, joules or None, watts or None) per poll.
     """
 
-    def __init__(self, meter: PowerMeter, interval_s: float = 0.005) -> None:
+    def __init__(self, meter: Any, interval_s: float = 0.005) -> None:
         self.meter, self.interval_s = meter, interval_s
         self.samples: list[float] = []
+        self.readings: list[tuple[float, float | None, float | None]] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="compileiq-power", daemon=True)
 
     def _loop(self) -> None:
         while not self._stop.is_set():
-            w = self.meter.power_w()
-            if w is not None:
-                self.samples.append(w)
+            joules, watts = self.meter.energy_j(), self.meter.power_w()
+            self.readings.append((time.perf_counter(), joules, watts))
+            if watts is not None:
+                self.samples.append(watts)
             self._stop.wait(self.interval_s)
 
     def __enter__(self) -> "PowerSampler":
@@ -171,4 +174,3 @@ class PowerSampler:
     def __exit__(self, *exc: Any) -> None:
         self._stop.set()
         self._thread.join(timeout=1.0)
-        time.sleep(0)

@@ -2,7 +2,7 @@
 
 A "cubin" given to it is either a JSON script or any other file. A script may ask for real process
 trouble ("sleep_s": hang, "exit": die with that code, "raise": fail with that message, "fatal":
-fail as a sticky CUDA error would), a wrong output ("wrong": true), or a timing
+fail as a sticky CUDA error would, "refused": fail as a launch the GPU refuses), a wrong output ("wrong": true), or a timing
 ("time_s": median seconds per launch, "noise": relative spread). Any other file gets a time
 proportional to its size (1 ns per byte), so bigger code is slower: a static stand-in for runtime.
 Timing samples are synthetic (drawn around the median), but the sampling loop, the stopping rule,
@@ -75,6 +75,8 @@ class StandInBackend(GpuBackend):
             os._exit(int(spec["exit"]))
         if "raise" in spec:
             raise RuntimeError(spec["raise"])
+        if spec.get("refused"):
+            raise RuntimeError("CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES: too many resources requested for launch (stand-in)")
         if spec.get("fatal"):
             raise RuntimeError("CUDA_ERROR_ILLEGAL_ADDRESS: an illegal memory access was encountered (stand-in)")
         return _ScriptedCandidate(spec, self.opts, self.rng)

@@ -40,6 +40,7 @@ _VALIDATION = {
     "low": (lambda v: _is_num(v) and v > 0, "a positive number"),
     "high": (lambda v: _is_num(v) and v > 0, "a positive number"),
     "win": (lambda v: isinstance(v, bool), "true or false"),
+    "noise_floor": (lambda v: _is_num(v) and v >= 0, "a number >= 0"),
     "confidence": (lambda v: _is_num(v) and 0.5 < v < 1, "a number between 0.5 and 1"),
     "method": (lambda v: isinstance(v, str) and 0 < len(v) <= 64, "a short string"),
     "rounds": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v > 0, "a positive integer"),
@@ -89,7 +90,8 @@ class ACF:
         host: {"platform": ..., "gpu": ...}.
         format: Always ACF_FORMAT.
         validation: None, or the interleaved re-measurement of this point against the baseline:
-            speedup with its CI (low, high, confidence, method, rounds), win (the CI lies above 1),
+            speedup with its CI (low, high, confidence, method, rounds), noise_floor (how far an A/A
+            measurement of the baseline with itself strayed from 1), win (the CI lies above 1 + noise_floor),
             runtime and baseline_runtime (median seconds per launch), energy_ratio, gpu.
     """
 

@@ -113,6 +113,7 @@ def point_acf(results: Any, rec: Any, kernel: Any, catalog: Any, meta: dict[str,
     if row is not None:
         ci = {"runtime": row["runtime_ci"], "speedup": [row["low"], row["high"]]}
         summary = {"speedup": row["speedup"], "low": row["low"], "high": row["high"], "win": row["win"],
+                   "noise_floor": stored["baseline"].get("noise_floor", 0.0),
                    "confidence": stored["confidence"], "method": stored["method"], "rounds": stored["rounds"],
                    "runtime": row["runtime_median"], "baseline_runtime": stored["baseline"]["runtime_median"],
                    "energy_ratio": row["energy_ratio"], "gpu": gpu}
@@ -150,8 +151,8 @@ def print_validation(v: Any) -> None:
     """Print a validation as a table: speedup with its CI, win, energy change."""
     b = v.baseline
     print(f"\nre-measured interleaved ({v.rounds} rounds, {v.method}, {v.confidence:.0%} CI); "
-          f"baseline {b['runtime_median'] * 1e6:.2f} us per launch")
-    print(f"{'eval':>5}  {'runtime us':>10}  {'speedup':>8}  {'CI':>17}  {'win':>4}  energy")
+          f"baseline {b['runtime_median'] * 1e6:.2f} us per launch; A/A noise floor {v.noise_floor * 100:.2f} %")
+    print(f"{'eval':>5}  {'runtime us':>10}  {'speedup':>8}  {'CI':>17}  {'win':>4}  energy  (win: CI above 1 + floor)")
     for r in v.rows:
         energy = f"{(r['energy_ratio'] - 1) * 100:+.1f} %" if r["energy_ratio"] is not None else "n/a"
         print(f"{r['eval_id']:5d}  {r['runtime_median'] * 1e6:10.2f}  {r['speedup']:8.4f}  "

@@ -33,7 +33,8 @@ class Validation:
     Attributes:
         rows: One dict per point: eval_id, runtime_median (s), runtime_ci, speedup, low, high, win,
             loss, energy_ratio (candidate/baseline energy per launch; None without NVML).
-        baseline: The baseline's runtime_median, runtime_ci and mean energy per launch.
+        baseline: The baseline's runtime_median, runtime_ci, mean energy per launch, the A/A
+            comparison ("aa": speedup, low, high) and ``noise_floor``.
         rounds, confidence, method: How it was measured.
         gpu: Clocks and temperature after the measurement.
         samples: The per-launch times behind the figures, one per round: "baseline" and each eval id (as text).
@@ -70,8 +71,14 @@ class Validation:
         return pd.DataFrame(self.rows)
 
     @property
+    def noise_floor(self) -> float:
+        """How far an A/A comparison of the baseline with itself strayed from 1: 0 when its interval covers 1,
+        else the distance of its far end from 1."""
+        return float(self.baseline.get("noise_floor", 0.0))
+
+    @property
     def wins(self) -> list[int]:
-        """Eval ids whose speedup CI lies above 1."""
+        """Eval ids whose speedup CI lies above 1 + noise_floor."""
         return [r["eval_id"] for r in self.rows if r["win"]]
 
 
@@ -95,7 +102,11 @@ def validate(results: "Results", evaluator: "KernelEvaluator", *, eval_ids: Sequ
 
     Each point's code is rebuilt (cached), identical machine code is measured once, and all are
     timed in ``rounds`` interleaved rounds (ABAB..., order reversed every other round), so drift
-    hits all alike. A point is a "win" only where the CI of its speedup lies above 1.
+    hits all alike. The baseline is also measured twice under two labels (an A/A control): any
+    systematic difference between two identical measurements (order effects, code placement,
+    launch overheads of very short kernels) shows as an A/A interval that excludes 1; its far
+    end's distance from 1 is then the ``noise_floor`` (else 0). A point is a "win" only where the lower end of its speedup CI lies above
+    1 + noise_floor.
 
     Args:
         results: The run (its baseline must have succeeded).
@@ -129,6 +140,8 @@ def validate(results: "Results", evaluator: "KernelEvaluator", *, eval_ids: Sequ
         key = f"{code_hash[:16]}:{evaluator.kernel.launch_dims(defines)}"
         label_of[rec.eval_id] = key
         items.setdefault(key, (path, defines))
+    aa_label = label_of[base.eval_id] + "#aa"
+    items[aa_label] = items[label_of[base.eval_id]]
     if energy_rounds is None:
         energy_rounds = 0 if evaluator.gpu_info.get("nvml") else 2
     log.info("re-measuring %d distinct codes (%d points + baseline), %d rounds", len(items), len(points), rounds)
@@ -142,6 +155,9 @@ def validate(results: "Results", evaluator: "KernelEvaluator", *, eval_ids: Sequ
     def energy_mean(label: str) -> float | None:
         return float(np.mean(energy[label])) if energy.get(label) else None
 
+    aa = compare(samples[b_label], samples[aa_label], confidence=confidence, method=method)
+    # no evidence of bias: 0; evidence (the A/A interval excludes 1): its far end's distance from 1
+    floor = 0.0 if aa.low <= 1.0 <= aa.high else max(1.0 - aa.low, aa.high - 1.0)
     rows = []
     for rec in points:
         label = label_of[rec.eval_id]
@@ -149,16 +165,18 @@ def validate(results: "Results", evaluator: "KernelEvaluator", *, eval_ids: Sequ
         eb, ec = energy_mean(b_label), energy_mean(label)
         rows.append({"eval_id": rec.eval_id, "runtime_median": float(np.median(samples[label])),
                      "runtime_ci": list(median_ci(samples[label], confidence)), "speedup": c.speedup,
-                     "low": c.low, "high": c.high, "win": c.win, "loss": c.loss, "samples": len(samples[label]),
+                     "low": c.low, "high": c.high, "win": c.low > 1.0 + floor, "loss": c.high < 1.0 - floor,
+                     "samples": len(samples[label]),
                      "energy": ec, "energy_ratio": ec / eb if ec is not None and eb else None,
                      "same_code_as_baseline": label == b_label})
     validation = Validation(
         rows=rows, baseline={"eval_id": base.eval_id, "runtime_median": float(np.median(samples[b_label])),
-                             "runtime_ci": list(median_ci(samples[b_label], confidence)), "energy": energy_mean(b_label)},
+                             "runtime_ci": list(median_ci(samples[b_label], confidence)), "energy": energy_mean(b_label),
+                             "aa": {"speedup": aa.speedup, "low": aa.low, "high": aa.high}, "noise_floor": floor},
         rounds=rounds, confidence=confidence, method=method, gpu={**evaluator.gpu_info.get("power", {}),
                                                                    **reply.get("state", {})},
         created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        samples={"baseline": list(samples[b_label]),
+        samples={"baseline": list(samples[b_label]), "baseline_aa": list(samples[aa_label]),
                  **{str(rec.eval_id): list(samples[label_of[rec.eval_id]]) for rec in points}})
     if save and results.store_path != MEMORY:
         store = RunStore(results.store_path)

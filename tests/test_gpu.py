@@ -43,11 +43,9 @@ def test_energy_and_power_are_measured_with_nvml(tmp_path):
     assert m.ok, m.error
     metrics = m.detail["metrics"]
     assert "NVIDIA" in info["name"] and info["power"]["driver"]
-    assert 0 < metrics["energy"] < 10 and 20 < metrics["power"] < 2000
-    assert metrics["power_peak"] >= metrics["power"] * 0.8 and metrics["sm_clock_mhz"] > 0
-    # two NVML readings agree: the energy counter's rise and the sampled board power
-    assert metrics["power"] == pytest.approx(metrics["power_sampled_mean"], rel=0.25)
-    assert metrics["power"] > info["power"]["power_at_start_w"]  # busy draws more than the card at rest
+    assert 0 < metrics["energy"] < 10 and metrics["sm_clock_mhz"] > 0 and metrics["energy_method"] == 0.0
+    # from the energy counter: above the card at rest, within its power limit
+    assert info["power"]["power_at_start_w"] < metrics["power"] <= 1.05 * info["power"]["power_limit_w"]
     assert metrics["energy"] == pytest.approx(metrics["power"] * metrics["runtime"])
 
 

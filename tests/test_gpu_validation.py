@@ -92,7 +92,11 @@ def test_search_then_interleaved_validation_then_acf_with_the_speedup_ci(tmp_pat
     for row in v.rows:  # the stand-in's time is 1 ns per byte: the speedup is the size ratio
         assert row["speedup"] == pytest.approx(sizes[base_id] / sizes[row["eval_id"]], rel=0.03)
         assert row["low"] <= row["speedup"] <= row["high"] and row["energy_ratio"] > 0
-        assert row["win"] == (row["low"] > 1)
+        assert row["win"] == (row["low"] > 1 + v.noise_floor)
+    aa = v.baseline["aa"]  # the baseline against itself
+    assert aa["low"] <= aa["speedup"] <= aa["high"] and abs(aa["speedup"] - 1) < 0.02
+    assert v.noise_floor == (0.0 if aa["low"] <= 1 <= aa["high"] else max(1 - aa["low"], aa["high"] - 1))
+    assert len(v.samples["baseline_aa"]) == 16
     stored = load_results(store)
     assert stored.header[HEADER_KEY]["rows"] == json.loads(json.dumps(v.rows))
     rec = next(r for r in stored.records if r.eval_id == v.rows[0]["eval_id"])

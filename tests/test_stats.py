@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -84,3 +86,16 @@ def test_bad_input_is_refused_with_the_rule():
         compare([1.0, 2.0], [1.0, 2.0], method="magic")
     with pytest.raises(ValueError, match="0.5 < confidence < 1"):
         compare([1.0, 2.0], [1.0, 2.0], confidence=95)
+
+
+RECORDED = json.loads((Path(__file__).parent / "data" / "gpu_samples_h200.json").read_text())["runs"]
+
+
+@pytest.mark.parametrize("run", sorted(RECORDED))
+def test_recorded_h200_samples_reproduce_the_reported_speedups(run):
+    r = RECORDED[run]
+    c = compare(r["baseline"], r["best"])  # same method and seed as the bench
+    assert c.speedup == pytest.approx(r["speedup"]) and [c.low, c.high] == pytest.approx(r["ci"])
+    welch = compare(r["baseline"], r["best"], method="welch")
+    if abs(c.speedup - 1) > 0.05:  # large effects: every method agrees on the verdict
+        assert welch.win == c.win == compare(r["baseline"], r["best"], method="bootstrap").win

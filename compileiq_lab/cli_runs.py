@@ -67,6 +67,8 @@ def _show(args: argparse.Namespace) -> int:
     for row in front[:20]:
         print(f"  eval {row['eval_id']:5d}: " + ", ".join(f"{n}={row[f'score_{i + 1}']:.6g}" for i, n in
                                                           enumerate(names)) + f"  {row['params']}")
+    if res.validation is not None:
+        print_validation(res.validation)
     failed = {k: v for k, v in res.status_counts().items() if k != "ok"}
     if failed:
         print("\nfailures by status:")

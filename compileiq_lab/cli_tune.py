@@ -18,10 +18,12 @@ _DEFAULT_SPACE = {"cuda": "nvcc", "c": "gcc"}
 def add_tune_parser(sub: Any) -> None:
     """Register `tune`."""
     t = sub.add_parser(
-        "tune", help="tune a kernel's compiler controls (static metrics on any machine, CPU runtime for C)",
+        "tune", help="tune a kernel's compiler controls (static metrics anywhere, CPU runtime for C, GPU "
+                     "runtime/power/energy for CUDA on an NVIDIA GPU)",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Search compiler controls for a kernel and print the Pareto table.\n\n"
                     "examples:\n  compileiq-lab tune reduction --space ptxas --objectives registers,sass_instructions\n"
+                    "  compileiq-lab tune sgemm --objectives runtime,energy --export sgemm.acf   (NVIDIA GPU)\n"
                     "  compileiq-lab tune kernels/dot --objectives runtime --generations 8\n"
                     "  compileiq-lab tune my_kernel.cu --arch sm_90 --export best.json")
     t.add_argument("kernel", help="bundled kernel name, kernel folder, or a bare .cu/.c file")
@@ -29,7 +31,8 @@ def add_tune_parser(sub: Any) -> None:
     t.add_argument("--space", default=None, help="catalog: nvcc (front end + ptxas), ptxas, nvrtc (in-process "
                                                   "NVRTC), gcc, clang (default: nvcc for CUDA, gcc for C)")
     t.add_argument("--objectives", default=None, help="comma list, e.g. registers,sass_instructions,compile_time "
-                                                       "(CUDA) or runtime,instructions (C)")
+                                                       "(CUDA), runtime,energy,power (CUDA on a GPU) or "
+                                                       "runtime,instructions (C)")
     t.add_argument("--categories", default=None, help="comma list of control categories to search")
     t.add_argument("--controls", default=None, help="comma list of control names to search")
     t.add_argument("--unsafe-math", action="store_true", help="also search precision-changing controls")

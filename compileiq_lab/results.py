@@ -131,6 +131,14 @@ class Results:
             return None
         return self._row(ok[int(np.argmin(F[:, 0]))])
 
+    @property
+    def validation(self) -> Any:
+        """The latest interleaved re-measurement of a GPU run (``compileiq_lab.validation.Validation``), or None."""
+        from compileiq_lab.validation import HEADER_KEY, Validation
+
+        stored = self.header.get(HEADER_KEY)
+        return Validation.from_dict(stored) if stored else None
+
     # -- summaries ---------------------------------------------------------------------------
     def status_counts(self) -> dict[str, int]:
         """Number of evaluations per status."""

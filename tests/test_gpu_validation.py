@@ -99,6 +99,9 @@ def test_search_then_interleaved_validation_then_acf_with_the_speedup_ci(tmp_pat
     assert len(v.samples["baseline_aa"]) == 16
     stored = load_results(store)
     assert stored.header[HEADER_KEY]["rows"] == json.loads(json.dumps(v.rows))
+    assert stored.validation.wins == v.wins and stored.validation.noise_floor == v.noise_floor
+    shown = subprocess.run([sys.executable, "-m", "compileiq_lab.cli", "show", store], capture_output=True, text=True)
+    assert shown.returncode == 0 and "A/A noise floor" in shown.stdout and str(v.rows[0]["eval_id"]) in shown.stdout
     rec = next(r for r in stored.records if r.eval_id == v.rows[0]["eval_id"])
     acf = point_acf(stored, rec, load_kernel("reduction"), PTXAS, meta)
     again = load_acf(acf.to_json())
@@ -114,3 +117,14 @@ def test_validate_command_needs_a_gpu_run(tmp_path, store_path):
     out = subprocess.run([sys.executable, "-m", "compileiq_lab.cli", "validate", store_path],
                          capture_output=True, text=True)
     assert out.returncode != 0 and "not made by `compileiq-lab tune`" in out.stderr
+
+
+def test_tune_for_runtime_without_a_gpu_is_one_clear_line(tmp_path):
+    from tests.conftest import gpu_reason
+
+    if gpu_reason() is None:
+        pytest.skip("a GPU is present here")
+    out = subprocess.run([sys.executable, "-m", "compileiq_lab.cli", "tune", "reduction", "--objectives",
+                          "runtime,energy", "--generations", "1"], capture_output=True, text=True, cwd=tmp_path)
+    assert out.returncode == 1 and "Traceback" not in out.stderr
+    assert "GPU worker could not start" in out.stderr and "static objectives" in out.stderr

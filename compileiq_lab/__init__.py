@@ -9,6 +9,7 @@ from compileiq_lab._version import __version__
 
 __all__ = [
     "Search",
+    "Run",
     "SearchConfiguration",
     "SearchSpace",
     "Results",
@@ -28,6 +29,7 @@ __all__ = [
 # name -> module; resolved on first access so `import compileiq_lab` stays light
 _LAZY = {
     "Search": "compileiq_lab.tuning",
+    "Run": "compileiq_lab.run.thread",
     "SearchConfiguration": "compileiq_lab.config",
     "SearchSpace": "compileiq_lab.space",
     "Results": "compileiq_lab.results",
@@ -49,6 +51,7 @@ if TYPE_CHECKING:
     from compileiq_lab.exceptions import CompileIQLabError
     from compileiq_lab.measure.measurement import Measurement
     from compileiq_lab.results import Results, load_results
+    from compileiq_lab.run.thread import Run
     from compileiq_lab.space import SearchSpace, choice, flag, literal, log_sampling, range
     from compileiq_lab.tuning import Search
 

@@ -114,13 +114,16 @@ class Search:
         return search.start(callback=callback, workers=workers)
 
     # -- blocking run ------------------------------------------------------------------------
-    def start(self, callback: Callable[[Event], None] | None = None, workers: int = 1) -> Results:
+    def start(self, callback: Callable[[Event], None] | None = None, workers: int = 1,
+              gate: Callable[[], None] | None = None) -> Results:
         """Run the search to its end (or to Ctrl-C / ``stop()``) and return the results.
 
         Args:
             callback: Called with each event (see ``Event``) in this thread.
             workers: Objective calls run at once in threads (for objectives that wait on
                 compilers or other processes; the objective must be thread-safe). In-process only.
+            gate: Called before each objective call in this process (it may block, e.g. to pause
+                a background run).
 
         Returns:
             The results; ``results.status`` says how the run ended.
@@ -142,6 +145,12 @@ class Search:
         except BaseException:
             self.store.release()
             raise
+        if gate is not None:
+            inner = evaluate
+
+            def evaluate(config: dict[str, Any]) -> Any:
+                gate()
+                return inner(config)
         emit = callback or (lambda event: None)
         status = "running"
         try:

@@ -4,5 +4,6 @@ from __future__ import annotations
 
 from compileiq_lab.run.engine import Candidate, Engine, prepare_store
 from compileiq_lab.run.loop import Event, drive
+from compileiq_lab.run.thread import RUN_STATES, Run
 
-__all__ = ["Candidate", "Engine", "Event", "drive", "prepare_store"]
+__all__ = ["Candidate", "Engine", "Event", "Run", "RUN_STATES", "drive", "prepare_store"]

@@ -1,0 +1,195 @@
+"""Run: a search driven in a background thread, with pause/resume/stop, events and read-only snapshots."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import traceback
+from typing import TYPE_CHECKING, Any, Callable
+
+from compileiq_lab.exceptions import SearchStateError
+from compileiq_lab.run.loop import Event
+
+if TYPE_CHECKING:
+    from compileiq_lab.results import Results
+    from compileiq_lab.tuning import Search
+
+__all__ = ["Run", "RUN_STATES"]
+
+log = logging.getLogger("compileiq_lab")
+#: What ``Run.state`` can say.
+RUN_STATES = ("idle", "running", "paused", "stopping", "finished", "exhausted", "stopped", "interrupted", "failed")
+
+
+class Run:
+    """Drive a ``Search`` in a background thread so a notebook stays usable.
+
+    Events ("evaluation", "generation", "finished", and "failed" with the error) go to every
+    subscriber, called in the run thread: a subscriber must be quick and must not touch widgets
+    (the lab's dashboard queues them). ``pause()`` holds the run before its next objective call,
+    ``stop()`` ends it there; every finished evaluation is already in the run store, so a closed
+    notebook loses nothing and ``Run.open(path, objective)`` continues it later. An exception in
+    the run thread is kept (``error``) and raised again by ``join()``.
+
+    Args:
+        search: The search to drive (its objective function is required).
+        workers: Objective calls at once (see ``Search.start``).
+    """
+
+    def __init__(self, search: "Search", workers: int = 1) -> None:
+        if search.objective_function is None:
+            raise SearchStateError("a Run needs a Search with an objective_function; ask()/tell() runs are "
+                                   "driven by you, not by a thread")
+        self.search, self.workers = search, workers
+        self.error: BaseException | None = None
+        self.error_text = ""
+        self.results_final: "Results | None" = None
+        self._subscribers: list[Callable[[Event], None]] = []
+        self._lock = threading.Lock()
+        self._open = threading.Event()  # set = may evaluate; cleared by pause()
+        self._open.set()
+        self._thread: threading.Thread | None = None
+        self._state = "idle"
+        self._progress = {"generation": 0, "evaluations": 0, "statuses": {}, "started_at": None, "finished_at": None}
+
+    @classmethod
+    def open(cls, path: str, objective_function: Callable[[dict[str, Any]], Any], workers: int = 1,
+             generations: int | None = None, constraint: Callable[[dict[str, Any]], str | None] | None = None) -> "Run":
+        """A Run that continues the stored run at ``path`` (its evaluations are replayed, never redone)."""
+        from compileiq_lab.tuning import Search
+
+        return cls(Search.open(path, objective_function, generations=generations, constraint=constraint), workers)
+
+    # -- control -----------------------------------------------------------------------------
+    def start(self) -> "Run":
+        """Start the run thread (once); returns self."""
+        with self._lock:
+            if self._thread is not None:
+                raise SearchStateError(f"this run was already started (state {self._state!r}); make a new Run "
+                                       "(Run.open(path, objective) continues a stored one)")
+            self._state = "running"
+            self._progress["started_at"] = time.time()
+            self._thread = threading.Thread(target=self._main, name="compileiq-run", daemon=True)
+        self._thread.start()
+        return self
+
+    def pause(self) -> None:
+        """Hold the run before its next objective call (calls in flight finish)."""
+        with self._lock:
+            if self._state == "running":
+                self._open.clear()
+                self._state = "paused"
+
+    def resume(self) -> None:
+        """Continue a paused run."""
+        with self._lock:
+            if self._state == "paused":
+                self._state = "running"
+                self._open.set()
+
+    def stop(self) -> None:
+        """End the run before its next objective call (a paused run ends at once)."""
+        with self._lock:
+            if self._state in ("running", "paused"):
+                self._state = "stopping"
+                self.search.stop()
+                self._open.set()
+
+    def join(self, timeout: float | None = None) -> "Results | None":
+        """Wait for the run to end; returns its results (None if still running after ``timeout``).
+
+        Raises:
+            The exception that ended the run thread, if one did.
+        """
+        if self._thread is not None:
+            self._thread.join(timeout)
+            if self._thread.is_alive():
+                return None
+        if self.error is not None:
+            raise self.error
+        return self.results_final
+
+    # -- events and snapshots ----------------------------------------------------------------
+    def subscribe(self, callback: Callable[[Event], None]) -> Callable[[], None]:
+        """Call ``callback(event)`` for each event (in the run thread); returns the function that unsubscribes."""
+        with self._lock:
+            self._subscribers.append(callback)
+
+        def unsubscribe() -> None:
+            with self._lock:
+                if callback in self._subscribers:
+                    self._subscribers.remove(callback)
+        return unsubscribe
+
+    @property
+    def state(self) -> str:
+        """One of ``RUN_STATES``."""
+        return self._state
+
+    @property
+    def running(self) -> bool:
+        """Whether the run thread is alive."""
+        return self._thread is not None and self._thread.is_alive()
+
+    def results(self) -> "Results":
+        """A snapshot of the results so far (read from the run store)."""
+        return self.search.results
+
+    def front(self) -> list[dict[str, Any]]:
+        """The current Pareto front (rows as in ``Results.pareto_front``)."""
+        return self.results().pareto_front()
+
+    def progress(self) -> dict[str, Any]:
+        """generation, generations, evaluations, failures by status, elapsed and an ETA in seconds (None if unknown)."""
+        with self._lock:
+            p = {**self._progress, "statuses": dict(self._progress["statuses"])}
+        total = self.search.config.generations
+        started = p["started_at"]
+        end = p["finished_at"] or time.time()
+        elapsed = end - started if started else 0.0
+        g = p["generation"]
+        eta = elapsed / g * (total - g) if g and self.running else (0.0 if p["finished_at"] else None)
+        failed = sum(n for s, n in p["statuses"].items() if s != "ok")
+        return {**p, "generations": total, "failed": failed, "elapsed_s": elapsed, "eta_s": eta, "state": self._state}
+
+    @property
+    def store_path(self) -> str:
+        """Where the run is stored."""
+        return self.search.store_path
+
+    def __repr__(self) -> str:
+        p = self.progress()
+        return (f"Run(state={self._state!r}, generation {p['generation']}/{p['generations']}, "
+                f"{p['evaluations']} evaluations, store={self.store_path!r})")
+
+    # -- the thread ----------------------------------------------------------------------------
+    def _emit(self, event: Event) -> None:
+        with self._lock:
+            if event["type"] == "evaluation":
+                self._progress["evaluations"] += 1
+                st = self._progress["statuses"]
+                st[event["record"].status] = st.get(event["record"].status, 0) + 1
+            elif event["type"] == "generation":
+                self._progress["generation"] = event["generation"]
+            subscribers = list(self._subscribers)
+        for callback in subscribers:
+            try:
+                callback(event)
+            except Exception:  # noqa: BLE001 - a broken subscriber must not end the run
+                log.exception("run event subscriber %r failed", callback)
+
+    def _main(self) -> None:
+        try:
+            self.results_final = self.search.start(callback=self._emit, workers=self.workers, gate=self._open.wait)
+            final = self.results_final.status
+        except BaseException as exc:  # noqa: BLE001 - kept and raised again by join()
+            self.error, final = exc, "failed"
+            self.error_text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)[-8:])
+            log.error("run failed: %s: %s", type(exc).__name__, exc)
+        with self._lock:
+            self._state = final if final in RUN_STATES else "finished"
+            self._progress["finished_at"] = time.time()
+        if final == "failed":
+            self._emit({"type": "failed", "error": f"{type(self.error).__name__}: {self.error}",
+                        "traceback": self.error_text})

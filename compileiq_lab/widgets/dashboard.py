@@ -1,0 +1,185 @@
+"""Dashboard: set up, start, pause and stop a tuning run in a notebook and watch it live; click a point, export it."""
+
+from __future__ import annotations
+
+import html
+import logging
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import ipywidgets as w
+
+from compileiq_lab.widgets.bridge import EventBridge
+from compileiq_lab.widgets.detail import DetailPanel, export_point
+from compileiq_lab.widgets.live import LivePlots
+from compileiq_lab.widgets.setup import RunContext, RunForm
+
+if TYPE_CHECKING:
+    from compileiq_lab.results import Results
+    from compileiq_lab.run.thread import Run
+
+__all__ = ["Dashboard"]
+
+log = logging.getLogger(__name__)
+
+
+class Dashboard:
+    """The lab: a form (kernel, target, search-space subset, objectives, settings), Start / Pause / Stop,
+    live progress, a Pareto scatter and per-generation scores that stream in while the run goes,
+    and a detail panel for a clicked point with an Export button.
+
+    The run works in a background thread; its events are queued and applied here at most ~4
+    times a second (the notebook stays usable). Display it as the last expression of a cell.
+
+    Args:
+        run: An existing, not yet started Run to watch (its Start button starts it); None shows the form.
+        context: The kernel/catalog/evaluator behind ``run`` (for ACF export and argv in the detail panel).
+        store: Run store path for runs built from the form (default: a new file under ./compileiq_runs/).
+    """
+
+    def __init__(self, run: "Run | None" = None, context: RunContext | None = None, store: str | None = None) -> None:
+        self.run, self.context, self.store = run, context or RunContext(), store
+        self.form = None if run is not None else RunForm()
+        self.start_button = w.Button(description="Start", button_style="success", icon="play")
+        self.pause_button = w.Button(description="Pause", icon="pause", disabled=True)
+        self.stop_button = w.Button(description="Stop", button_style="danger", icon="stop", disabled=True)
+        self.progress_bar = w.IntProgress(value=0, min=0, max=1, layout={"width": "260px"})
+        self.status = w.HTML("not started")
+        self.error = w.HTML()
+        self.detail = DetailPanel()
+        self.plots: LivePlots | None = None
+        self.plot_area = w.VBox()
+        self.bridge = EventBridge(self._apply)
+        self._unsubscribe: Any = None
+        self.start_button.on_click(lambda _: self.start())
+        self.pause_button.on_click(lambda _: self.toggle_pause())
+        self.stop_button.on_click(lambda _: self.stop())
+        self.detail.export_button.on_click(lambda _: self._export_clicked())
+        controls = w.HBox([self.start_button, self.pause_button, self.stop_button, self.progress_bar])
+        parts = ([self.form.box] if self.form else []) + [controls, self.status, self.error, self.plot_area,
+                                                          self.detail.box]
+        self.widget = w.VBox(parts)
+        if run is not None:
+            self._attach(run)
+
+    def _ipython_display_(self) -> None:
+        from IPython.display import display
+
+        display(self.widget)
+
+    # -- control ---------------------------------------------------------------------------------
+    def start(self) -> "Run | None":
+        """Build the run from the form if needed, and start it. Returns the run (None if it could not be built)."""
+        if self.run is None or self.run.state not in ("idle",):
+            if self.form is None:
+                self.error.value = "<span style='color:#b00'>this run has ended; make a new Dashboard</span>"
+                return None
+            try:
+                run, self.context = self.form.build(self.store)
+            except Exception as exc:  # noqa: BLE001 - shown in the UI with its fix
+                self.error.value = f"<span style='color:#b00'>{html.escape(str(exc))}</span>"
+                return None
+            self._attach(run)
+        assert self.run is not None
+        self.error.value = ""
+        self.run.start()
+        self._buttons()
+        return self.run
+
+    def toggle_pause(self) -> None:
+        """Pause a running run, or resume a paused one."""
+        if self.run is None:
+            return
+        self.run.resume() if self.run.state == "paused" else self.run.pause()
+        self._buttons()
+        self._show_progress()
+
+    def stop(self) -> None:
+        """Stop the run before its next evaluation."""
+        if self.run is not None:
+            self.run.stop()
+            self._buttons()
+
+    def wait(self, timeout: float | None = None) -> "Results | None":
+        """Block until the run ends (or ``timeout``), then show its final state (for scripts and headless notebooks)."""
+        results = self.run.join(timeout) if self.run is not None else None
+        self.flush()
+        return results
+
+    def flush(self) -> None:
+        """Apply queued updates now (they are applied automatically in a live notebook)."""
+        self.bridge.flush()
+        if self.run is not None and self.plots is not None:
+            self.refresh()
+
+    def select(self, eval_id: int) -> None:
+        """Show one evaluation in the detail panel (what clicking its point does)."""
+        if self.run is not None:
+            self.detail.show(self.run.results(), eval_id, self.context)
+
+    def export(self, eval_id: int | None = None, path: str | Path | None = None) -> Path:
+        """Write the selected (or given) evaluation as an ACF (kernel runs) or JSON; returns the path."""
+        from compileiq_lab.exceptions import ConfigurationError
+
+        eval_id = self.detail.eval_id if eval_id is None else eval_id
+        if self.run is None or eval_id is None:
+            raise ConfigurationError("select a point first (click it, or Dashboard.select(eval_id))")
+        return export_point(self.run.results(), eval_id, self.context, path)
+
+    # -- internals -------------------------------------------------------------------------------
+    def _attach(self, run: "Run") -> None:
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+        self.run = run
+        self._unsubscribe = run.subscribe(self.bridge.push)
+        self.plots = LivePlots(run.search.config.objective_names or
+                               [f"score_{i + 1}" for i in range(run.search.config.num_objectives)],
+                               on_select=self.select)
+        self.plot_area.children = (self.plots.box,)
+        self.progress_bar.max = run.search.config.generations
+        self.refresh()
+        self._buttons()
+
+    def refresh(self) -> None:
+        """Redraw everything from a snapshot of the run's results."""
+        assert self.run is not None and self.plots is not None
+        self.plots.update(self.run.results())
+        self._show_progress()
+
+    def _apply(self, events: list[dict[str, Any]]) -> None:
+        t0 = time.perf_counter()
+        self.refresh()
+        failed = [e for e in events if e["type"] == "failed"]
+        if failed:
+            self.error.value = (f"<b style='color:#b00'>the run failed: {html.escape(failed[-1]['error'])}</b>"
+                                f"<pre>{html.escape(failed[-1].get('traceback', ''))}</pre>")
+        if any(e["type"] in ("finished", "failed") for e in events):
+            self._buttons()
+        log.debug("dashboard update of %d events took %.1f ms", len(events), 1e3 * (time.perf_counter() - t0))
+
+    def _show_progress(self) -> None:
+        assert self.run is not None
+        p = self.run.progress()
+        self.progress_bar.value = min(p["generation"], self.progress_bar.max)
+        fails = ", ".join(f"{n} {html.escape(s)}" for s, n in sorted(p["statuses"].items()) if s != "ok")
+        eta = f", about {p['eta_s']:.0f} s left" if p["eta_s"] and self.run.running else ""
+        self.status.value = (f"<b>{html.escape(p['state'])}</b>: generation {p['generation']}/{p['generations']}, "
+                             f"{p['evaluations']} evaluations{' (failed: ' + fails + ')' if fails else ''}, "
+                             f"{p['elapsed_s']:.0f} s{eta}; store <code>{html.escape(self.run.store_path)}</code>")
+
+    def _buttons(self) -> None:
+        state = self.run.state if self.run is not None else "idle"
+        live = state in ("running", "paused")
+        self.start_button.disabled = live or (self.form is None and state != "idle")
+        self.pause_button.disabled = not live
+        self.pause_button.description = "Resume" if state == "paused" else "Pause"
+        self.stop_button.disabled = not live
+
+    def _export_clicked(self) -> None:
+        try:
+            out = self.export(path=self.detail.path.value.strip() or None)
+        except Exception as exc:  # noqa: BLE001 - shown in the UI
+            self.detail.message.value = f"<span style='color:#b00'>{html.escape(str(exc))}</span>"
+            return
+        self.detail.message.value = f"wrote <code class='compileiq-export'>{html.escape(str(out))}</code>"

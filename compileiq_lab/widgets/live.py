@@ -1,0 +1,150 @@
+"""LivePlots: the dashboard's FigureWidgets (Pareto scatter, 3-objective view, convergence), updated in batches."""
+
+from __future__ import annotations
+
+import html
+from typing import TYPE_CHECKING, Any, Callable
+
+import ipywidgets as w
+import numpy as np
+
+from compileiq_lab.viz.data import history_data, pareto_data
+
+if TYPE_CHECKING:
+    from compileiq_lab.results import Results
+
+__all__ = ["LivePlots"]
+
+_FRONT, _FAILED, _BASE = "#d62728", "#7f7f7f", "#ff7f0e"
+# trace order in the Pareto FigureWidget (fixed, so updates only assign data)
+EVALS, FRONT, BASELINE, FAILED = range(4)
+
+
+class LivePlots:
+    """The live figures of a run: a Pareto scatter with x/y pickers (points coloured by generation,
+    the front highlighted, the baseline starred, failures on a strip below), a 3-objective view
+    for runs with three or more objectives, and best/median per generation per objective.
+
+    Every trace exists from the start (possibly empty): ``update(results)`` assigns new data
+    inside ``batch_update()``, one message per figure. Clicking a point calls ``on_select(eval_id)``.
+
+    Args:
+        objective_names: The run's objectives.
+        on_select: Called with the eval id of a clicked point.
+    """
+
+    def __init__(self, objective_names: list[str], on_select: Callable[[int], None] | None = None) -> None:
+        import plotly.graph_objects as go
+
+        self.names = list(objective_names)
+        self.on_select = on_select
+        k = len(self.names)
+        self.x = w.Dropdown(options=self.names, value=self.names[0], description="x", layout={"width": "220px"})
+        self.y = w.Dropdown(options=self.names if k > 1 else ["evaluation"],
+                            value=self.names[1] if k > 1 else "evaluation", description="y", layout={"width": "220px"})
+        self.view = w.ToggleButtons(options=["2-D", "3-D"] if k >= 3 else ["2-D"], value="2-D",
+                                    layout={"width": "auto"})
+        scatter = dict(mode="markers", hovertemplate="%{text}<extra></extra>")
+        self.pareto = go.FigureWidget(data=[
+            go.Scatter(name="evaluations", marker={"color": [], "colorscale": "Viridis", "size": 8, "opacity": 0.8,
+                                                   "colorbar": {"title": {"text": "generation"}}}, **scatter),
+            go.Scatter(name="Pareto front", mode="lines+markers", hoverinfo="skip",
+                       line={"color": _FRONT, "shape": "hv", "width": 1.5},
+                       marker={"symbol": "circle-open", "size": 13, "color": _FRONT, "line": {"width": 2}}),
+            go.Scatter(name="baseline (compiler defaults)", marker={"symbol": "star", "size": 16, "color": _BASE},
+                       **scatter),
+            go.Scatter(name="failed (no scores)", marker={"symbol": "x", "size": 8, "color": _FAILED}, **scatter)],
+            layout=go.Layout(template="plotly_white", height=460, margin={"t": 40, "b": 40},
+                             legend={"orientation": "h", "y": -0.18}, clickmode="event+select"))
+        self.pareto3d = go.FigureWidget(data=[go.Scatter3d(
+            mode="markers", name="evaluations", hovertemplate="%{text}<extra></extra>",
+            marker={"size": 3, "color": [], "colorscale": "Viridis"})],
+            layout=go.Layout(template="plotly_white", height=460, margin={"t": 30}))
+        self.history = go.FigureWidget(layout=go.Layout(
+            template="plotly_white", height=300, margin={"t": 40, "b": 40}, title={"text": "per generation"},
+            xaxis={"title": {"text": "generation"}}, legend={"orientation": "h", "y": -0.3}))
+        for name in self.names:  # best-so-far and median per objective, normalised to the first generation
+            self.history.add_scatter(name=f"{name} best so far", mode="lines+markers")
+            self.history.add_scatter(name=f"{name} median", mode="lines", line={"dash": "dash"})
+        for i in (EVALS, FRONT, BASELINE, FAILED):
+            self.pareto.data[i].on_click(self._clicked)
+        self.x.observe(self._axes_changed, names="value")
+        self.y.observe(self._axes_changed, names="value")
+        self.view.observe(self._view_changed, names="value")
+        self._results: "Results | None" = None
+        self.box = w.VBox([w.HBox([self.x, self.y, self.view]), self.pareto, self.history])
+
+    # -- updates (notebook thread only) ----------------------------------------------------------
+    def update(self, results: "Results") -> None:
+        """Show ``results`` (a snapshot): Pareto traces, 3-D view and history, one batch per figure."""
+        self._results = results
+        self._update_pareto(results)
+        if self.view.value == "3-D":
+            self._update_3d(results)
+        self._update_history(results)
+
+    def _update_pareto(self, results: "Results") -> None:
+        d = pareto_data(results, self.x.value, self.y.value if len(self.names) > 1 else 0)
+        p, f = d["points"], d["failed"]
+        ys = p["y"] or [0.0]
+        n_failed = len(f["eval_id"])
+        lo, hi = (min(p["x"]), max(p["x"])) if p["x"] else (0.0, 1.0)
+        strip_x = np.linspace(lo, hi, n_failed + 2)[1:-1] if n_failed else []
+        strip_y = [min(ys) - 0.12 * ((max(ys) - min(ys)) or 1.0)] * n_failed
+        with self.pareto.batch_update():
+            t = self.pareto.data
+            t[EVALS].update(x=p["x"], y=p["y"], text=p["text"], customdata=p["eval_id"],
+                            marker={"color": p["generation"]})
+            t[FRONT].update(x=d["front"]["x"], y=d["front"]["y"], customdata=d["front"]["eval_id"],
+                            line={"shape": "hv" if d["y_kind"] == "objective" else "linear"})
+            b = d["baseline"]
+            t[BASELINE].update(x=[b["x"]] if b else [], y=[b["y"]] if b else [],
+                               customdata=[b["eval_id"]] if b else [], text=["baseline"] if b else [])
+            t[FAILED].update(x=list(strip_x), y=strip_y, text=f["text"], customdata=f["eval_id"],
+                             name=f"failed ({n_failed}, no scores)")
+            self.pareto.layout.xaxis.title.text = html.escape(f"{d['x_name']} ({d['x_direction']})")
+            self.pareto.layout.yaxis.title.text = html.escape(
+                d["y_name"] if d["y_direction"] is None else f"{d['y_name']} ({d['y_direction']})")
+            self.pareto.layout.title.text = f"{len(p['x'])} ok, {n_failed} failed, {len(d['front']['x'])} on the front"
+
+    def _update_3d(self, results: "Results") -> None:
+        ok = [r for r in results.records if r.status == "ok" and r.scores is not None]
+        a = np.array([r.scores[:3] for r in ok], dtype=float).reshape(len(ok), 3)
+        with self.pareto3d.batch_update():
+            self.pareto3d.data[0].update(x=a[:, 0], y=a[:, 1], z=a[:, 2], text=[f"eval {r.eval_id}" for r in ok],
+                                         customdata=[r.eval_id for r in ok],
+                                         marker={"color": [r.generation for r in ok]})
+            self.pareto3d.layout.scene = {"xaxis": {"title": {"text": self.names[0]}},
+                                          "yaxis": {"title": {"text": self.names[1]}},
+                                          "zaxis": {"title": {"text": self.names[2]}}}
+
+    def _update_history(self, results: "Results") -> None:
+        d = history_data(results)
+        with self.history.batch_update():
+            for k, obj in enumerate(d["objectives"]):
+                ref = next((v for v in obj["best_so_far"] if v), None)  # normalise: objectives differ in scale
+
+                def norm(values: list[float | None]) -> list[float | None]:
+                    return [None if v is None or not ref else v / ref for v in values]
+                self.history.data[2 * k].update(x=d["generations"], y=norm(obj["best_so_far"]))
+                self.history.data[2 * k + 1].update(x=d["generations"], y=norm(obj["median"]))
+            self.history.layout.yaxis.title.text = "relative to generation 0's best"
+
+    # -- interaction -------------------------------------------------------------------------------
+    def _clicked(self, trace: Any, points: Any, state: Any) -> None:
+        if points.point_inds and self.on_select is not None and trace.customdata is not None:
+            self.on_select(int(trace.customdata[points.point_inds[0]]))
+
+    def _axes_changed(self, change: dict[str, Any]) -> None:
+        if self.x.value == self.y.value and len(self.names) > 1:
+            other = next(n for n in self.names if n != self.x.value)
+            (self.y if change["owner"] is self.x else self.x).value = other
+            return
+        if self._results is not None:
+            self._update_pareto(self._results)
+
+    def _view_changed(self, change: dict[str, Any]) -> None:
+        three = change["new"] == "3-D"
+        self.box.children = (self.box.children[0], self.pareto3d if three else self.pareto, self.history)
+        if three and self._results is not None:
+            self._update_3d(self._results)

@@ -1,0 +1,122 @@
+"""Run: a search in a background thread; events, pause/resume/stop, failures kept for join(), reopening."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from compileiq_lab import Run, Search, SearchConfiguration
+from compileiq_lab.exceptions import SearchStateError
+from compileiq_lab.testing import toy_objective, toy_space
+
+
+def slow_toy(delay: float = 0.01):
+    calls: list[threading.Thread] = []
+
+    def objective(config):
+        calls.append(threading.current_thread())
+        time.sleep(delay)
+        return toy_objective(config)
+    return objective, calls
+
+
+def make_run(store, objective, generations=4, **kw) -> Run:
+    return Run(Search(objective, toy_space(), SearchConfiguration(generations=generations, pool_size=6, seed=3),
+                      store=store), **kw)
+
+
+def test_a_run_goes_on_in_the_background_and_streams_events(store_path):
+    objective, calls = slow_toy()
+    run = make_run(store_path, objective)
+    events: list[dict] = []
+    run.subscribe(events.append)
+    run.start()
+    assert run.running and run.state == "running"
+    assert sum(range(1000)) == 499500  # this thread is free while the run works
+    results = run.join(timeout=60)
+    assert results is not None and run.state == "finished" and not run.running
+    assert all(t.name.startswith("compileiq-run") for t in calls)
+    evaluations = [e for e in events if e["type"] == "evaluation"]
+    assert len(evaluations) == len(results) == len(calls)
+    assert [e["generation"] for e in events if e["type"] == "generation"] == list(range(0, 5))
+    assert events[-1] == {"type": "finished", "status": "finished", "n_evaluations": len(results)}
+    p = run.progress()
+    assert p["generation"] == 4 and p["evaluations"] == len(results) and p["eta_s"] == 0.0
+
+
+def test_pause_holds_the_run_and_resume_finishes_it(store_path):
+    objective, calls = slow_toy(0.02)
+    run = make_run(store_path, objective).start()
+    while len(calls) < 3:
+        time.sleep(0.005)
+    run.pause()
+    assert run.state == "paused"
+    time.sleep(0.1)  # a call in flight may finish
+    held = len(calls)
+    time.sleep(0.3)
+    assert len(calls) == held and run.running
+    run.resume()
+    assert run.join(timeout=60) is not None and run.state == "finished" and len(calls) > held
+
+
+def test_stop_keeps_every_evaluation_and_open_continues_without_redoing_any(store_path):
+    objective, calls = slow_toy(0.02)
+    run = make_run(store_path, objective, generations=6).start()
+    while len(calls) < 8:
+        time.sleep(0.005)
+    run.stop()
+    partial = run.join(timeout=60)
+    assert run.state == "stopped" and partial.status == "stopped" and len(partial) == len(calls)
+    before = len(calls)
+    again = Run.open(store_path, objective).start()
+    final = again.join(timeout=60)
+    assert final.status == "finished" and len(final) == len(calls)
+    seen = [r.config_key for r in final.records]
+    assert len(seen) == len(set(seen)) and len(calls) - before == len(final) - len(partial)
+
+
+def test_a_failure_of_the_run_thread_is_kept_reported_and_raised_by_join(store_path, monkeypatch):
+    run = make_run(store_path, toy_objective)
+    events: list[dict] = []
+    run.subscribe(events.append)
+
+    def broken() -> None:
+        raise RuntimeError("disk on fire")
+    monkeypatch.setattr(run.search.engine, "next_generation", broken)
+    run.start()
+    with pytest.raises(RuntimeError, match="disk on fire"):
+        run.join(timeout=60)
+    assert run.state == "failed" and "disk on fire" in run.error_text
+    assert events[-1]["type"] == "failed" and "RuntimeError: disk on fire" in events[-1]["error"]
+
+
+def test_a_broken_subscriber_does_not_end_the_run_and_unsubscribe_works(store_path):
+    run = make_run(store_path, toy_objective, generations=2)
+    seen: list[dict] = []
+    run.subscribe(lambda e: 1 / 0)
+    unsubscribe = run.subscribe(seen.append)
+    unsubscribe()
+    assert run.start().join(timeout=60) is not None and run.state == "finished" and seen == []
+
+
+def test_misuse_is_refused_with_the_fix(store_path):
+    run = make_run(store_path, toy_objective, generations=1).start()
+    with pytest.raises(SearchStateError, match="already started"):
+        run.start()
+    run.join(timeout=60)
+    with pytest.raises(SearchStateError, match="objective_function"):
+        Run(Search(None, toy_space(), SearchConfiguration(generations=1), store=":memory:"))
+
+
+def test_snapshots_while_running(store_path):
+    objective, calls = slow_toy(0.02)
+    run = make_run(store_path, objective).start()
+    while len(calls) < 5:
+        time.sleep(0.005)
+    snap = run.results()
+    assert 1 <= len(snap) <= len(calls) and isinstance(run.front(), list)
+    assert "Run(state=" in repr(run)
+    run.stop()
+    run.join(timeout=60)

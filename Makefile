@@ -1,17 +1,21 @@
-# One-command entry points: `make demo` (the main job) and `make test` (the test suite).
+# One-command entry points: `make lab` (the main job: JupyterLab on the quickstart notebook), `make demo`
+# (the same search headless) and `make test` (the test suite).
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-test
 
-.PHONY: demo test bench bench-defaults clean
+.PHONY: lab demo test bench bench-defaults clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	# nvcc/ptxas from pinned PyPI wheels where no CUDA toolkit is installed
-	$(BIN)/python -m pip install -q -e ".[test,nvrtc$$(command -v nvcc >/dev/null 2>&1 || echo ,cuda)]"
+	$(BIN)/python -m pip install -q -e ".[test,lab,nvrtc$$(command -v nvcc >/dev/null 2>&1 || echo ,cuda)]"
 	touch $(STAMP)
+
+lab: $(STAMP)
+	$(BIN)/jupyter lab notebooks/01_quickstart.ipynb $$([ "$$(id -u)" = 0 ] && echo --allow-root)
 
 demo: $(STAMP)
 	$(BIN)/compileiq-lab demo

@@ -139,6 +139,19 @@ class Results:
         stored = self.header.get(HEADER_KEY)
         return Validation.from_dict(stored) if stored else None
 
+    # -- static figures (plotly) ----------------------------------------------------------------
+    def plot_pareto(self, x: int | str = 0, y: int | str = 1) -> Any:
+        """The Pareto scatter of objective ``x`` against ``y`` as a plotly Figure (the dashboard's view, static)."""
+        from compileiq_lab.viz.figures import pareto_figure
+
+        return pareto_figure(self, x, y)
+
+    def plot_history(self) -> Any:
+        """Best-so-far and median per generation per objective, and failures, as a plotly Figure."""
+        from compileiq_lab.viz.figures import history_figure
+
+        return history_figure(self)
+
     # -- summaries ---------------------------------------------------------------------------
     def status_counts(self) -> dict[str, int]:
         """Number of evaluations per status."""

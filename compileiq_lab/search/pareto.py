@@ -37,6 +37,8 @@ def pareto_mask(F: np.ndarray) -> np.ndarray:
         return mask
     # in lexicographic order a row can only be dominated by rows before it
     order = idx[np.lexsort(F[idx].T[::-1])]
+    if F.shape[1] == 2:
+        return _mask_2d(F, order, mask)
     front = np.empty((0, F.shape[1]))
     for i in order:
         p = F[i]
@@ -44,6 +46,19 @@ def pareto_mask(F: np.ndarray) -> np.ndarray:
             continue
         mask[i] = True
         front = np.vstack([front, p])
+    return mask
+
+
+def _mask_2d(F: np.ndarray, order: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """Two objectives in O(n log n): in lexicographic order a row is dominated exactly when an earlier
+    row that is not identical to it has a second objective no larger (identical rows share a group)."""
+    G = F[order]
+    new_group = np.ones(len(G), dtype=bool)
+    new_group[1:] = np.any(G[1:] != G[:-1], axis=1)
+    group = np.cumsum(new_group) - 1
+    second = G[new_group, 1]
+    before = np.concatenate([[np.inf], np.minimum.accumulate(second)[:-1]])  # min over earlier groups
+    mask[order] = ~(before <= second)[group]
     return mask
 
 

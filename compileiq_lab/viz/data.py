@@ -21,6 +21,7 @@ __all__ = [
     "flatten_params",
     "front_table",
     "history_data",
+    "hover_text",
     "parallel_data",
     "params_text",
     "pareto_data",
@@ -118,7 +119,8 @@ def _first_line(text: str) -> str:
     return text.strip().splitlines()[0] if text.strip() else ""
 
 
-def _hover(r: EvalRecord, names: list[str]) -> str:
+def hover_text(r: EvalRecord, names: list[str]) -> str:
+    """Hover text of one evaluation: id, generation, scores and params (HTML-escaped)."""
     head = f"eval {r.eval_id} (generation {r.generation}){' baseline' if r.is_baseline else ''}"
     scores = "<br>".join(html.escape(f"{n}={_fmt(s)}") for n, s in zip(names, r.scores or []))
     return f"{head}<br>{scores}<br>{params_text(r.params)}"
@@ -158,7 +160,7 @@ def pareto_data(results: Results, x: int | str = 0, y: int | str = 1) -> dict[st
         "x": [float(r.scores[xi]) for r in ok], "y": [yval(r) for r in ok],  # type: ignore[index]
         "eval_id": [r.eval_id for r in ok], "generation": [r.generation for r in ok],
         "on_front": [r.eval_id in front for r in ok], "is_baseline": [r.is_baseline for r in ok],
-        "text": [_hover(r, names) for r in ok]}
+        "text": [hover_text(r, names) for r in ok]}
     fr = sorted((p for p in zip(points["x"], points["y"], points["eval_id"], points["on_front"]) if p[3]),
                 key=lambda p: (p[0], p[1]))
     base = _ok_baseline(results)

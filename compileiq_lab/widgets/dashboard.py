@@ -103,9 +103,10 @@ class Dashboard:
 
     def wait(self, timeout: float | None = None) -> "Results | None":
         """Block until the run ends (or ``timeout``), then show its final state (for scripts and headless notebooks)."""
-        results = self.run.join(timeout) if self.run is not None else None
-        self.flush()
-        return results
+        try:
+            return self.run.join(timeout) if self.run is not None else None
+        finally:
+            self.flush()
 
     def flush(self) -> None:
         """Apply queued updates now (they are applied automatically in a live notebook)."""

@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Any, Callable
 import ipywidgets as w
 import numpy as np
 
-from compileiq_lab.viz.data import history_data, pareto_data
+from compileiq_lab.search.pareto import pareto_mask
+from compileiq_lab.viz.data import history_data, hover_text, params_text
 
 if TYPE_CHECKING:
     from compileiq_lab.results import Results
@@ -72,40 +73,54 @@ class LivePlots:
         self.y.observe(self._axes_changed, names="value")
         self.view.observe(self._view_changed, names="value")
         self._results: "Results | None" = None
+        self._directions: list[str] = ["min"] * k
+        self._cache = _PointCache(self.names)
         self.box = w.VBox([w.HBox([self.x, self.y, self.view]), self.pareto, self.history])
 
     # -- updates (notebook thread only) ----------------------------------------------------------
     def update(self, results: "Results") -> None:
         """Show ``results`` (a snapshot): Pareto traces, 3-D view and history, one batch per figure."""
         self._results = results
+        self._directions = list(results.directions)
         self._update_pareto(results)
         if self.view.value == "3-D":
             self._update_3d(results)
         self._update_history(results)
 
     def _update_pareto(self, results: "Results") -> None:
-        d = pareto_data(results, self.x.value, self.y.value if len(self.names) > 1 else 0)
-        p, f = d["points"], d["failed"]
-        ys = p["y"] or [0.0]
-        n_failed = len(f["eval_id"])
-        lo, hi = (min(p["x"]), max(p["x"])) if p["x"] else (0.0, 1.0)
-        strip_x = np.linspace(lo, hi, n_failed + 2)[1:-1] if n_failed else []
-        strip_y = [min(ys) - 0.12 * ((max(ys) - min(ys)) or 1.0)] * n_failed
+        c = self._cache.add(results)
+        if self.x.value not in self.names:
+            return
+        xi = self.names.index(self.x.value)
+        yi = self.names.index(self.y.value) if self.y.value in self.names else None
+        scores = c.scores()
+        ids = np.asarray(c.ok_ids)
+        xs = scores[:, xi]
+        ys = scores[:, yi] if yi is not None else ids.astype(float)
+        on_front = np.isin(ids, list(c.front))
+        order = np.lexsort((ys[on_front], xs[on_front]))
+        n_failed = len(c.failed_ids)
+        lo, hi = (float(xs.min()), float(xs.max())) if len(xs) else (0.0, 1.0)
+        y_lo, y_hi = (float(ys.min()), float(ys.max())) if len(ys) else (0.0, 1.0)
+        base = c.baseline_index
         with self.pareto.batch_update():
             t = self.pareto.data
-            t[EVALS].update(x=p["x"], y=p["y"], text=p["text"], customdata=p["eval_id"],
-                            marker={"color": p["generation"]})
-            t[FRONT].update(x=d["front"]["x"], y=d["front"]["y"], customdata=d["front"]["eval_id"],
-                            line={"shape": "hv" if d["y_kind"] == "objective" else "linear"})
-            b = d["baseline"]
-            t[BASELINE].update(x=[b["x"]] if b else [], y=[b["y"]] if b else [],
-                               customdata=[b["eval_id"]] if b else [], text=["baseline"] if b else [])
-            t[FAILED].update(x=list(strip_x), y=strip_y, text=f["text"], customdata=f["eval_id"],
+            t[EVALS].update(x=xs, y=ys, text=np.asarray(c.ok_text, dtype=object), customdata=ids,
+                            marker={"color": np.asarray(c.ok_gen)})
+            t[FRONT].update(x=xs[on_front][order], y=ys[on_front][order], customdata=ids[on_front][order],
+                            line={"shape": "hv" if yi is not None else "linear"})
+            t[BASELINE].update(x=[xs[base]] if base is not None else [], y=[ys[base]] if base is not None else [],
+                               customdata=[int(ids[base])] if base is not None else [],
+                               text=["baseline (compiler defaults)"] if base is not None else [])
+            t[FAILED].update(x=np.linspace(lo, hi, n_failed + 2)[1:-1] if n_failed else [],
+                             y=np.full(n_failed, y_lo - 0.12 * ((y_hi - y_lo) or 1.0)),
+                             text=np.asarray(c.failed_text, dtype=object), customdata=np.asarray(c.failed_ids),
                              name=f"failed ({n_failed}, no scores)")
-            self.pareto.layout.xaxis.title.text = html.escape(f"{d['x_name']} ({d['x_direction']})")
+            dirs = dict(zip(self.names, self._directions))
+            self.pareto.layout.xaxis.title.text = html.escape(f"{self.x.value} ({dirs[self.x.value]})")
             self.pareto.layout.yaxis.title.text = html.escape(
-                d["y_name"] if d["y_direction"] is None else f"{d['y_name']} ({d['y_direction']})")
-            self.pareto.layout.title.text = f"{len(p['x'])} ok, {n_failed} failed, {len(d['front']['x'])} on the front"
+                f"{self.y.value} ({dirs[self.y.value]})" if yi is not None else "evaluation")
+            self.pareto.layout.title.text = f"{len(xs)} ok, {n_failed} failed, {len(c.front)} on the front"
 
     def _update_3d(self, results: "Results") -> None:
         ok = [r for r in results.records if r.status == "ok" and r.scores is not None]
@@ -148,3 +163,62 @@ class LivePlots:
         self.box.children = (self.box.children[0], self.pareto3d if three else self.pareto, self.history)
         if three and self._results is not None:
             self._update_3d(self._results)
+
+
+class _PointCache:
+    """The run's points, built incrementally: records are append-only, so each update only reads the new
+    ones (hover text included), and the front is kept as front(old front + new points), which is exact:
+    a dominated point never returns to the front."""
+
+    def __init__(self, names: list[str]) -> None:
+        self.names = names
+        self.reset()
+
+    def reset(self) -> None:
+        self.n, self.last_id = 0, None
+        self.ok_ids: list[int] = []
+        self.ok_gen: list[int] = []
+        self.ok_text: list[str] = []
+        self.failed_ids: list[int] = []
+        self.failed_text: list[str] = []
+        self.baseline_index: int | None = None
+        self.front: dict[int, np.ndarray] = {}
+        self._rows: list[np.ndarray] = []
+        self._scores = np.empty((0, len(self.names)))
+
+    def scores(self) -> np.ndarray:
+        if self._rows:
+            self._scores = np.vstack([self._scores, *self._rows])
+            self._rows = []
+        return self._scores
+
+    def add(self, results: "Results") -> "_PointCache":
+        recs = results.records
+        if len(recs) < self.n or (self.n and recs[self.n - 1].eval_id != self.last_id):
+            self.reset()  # another run, or a reopened one
+        new = recs[self.n:]
+        sign = np.array([1.0 if d == "min" else -1.0 for d in results.directions])
+        fresh: dict[int, np.ndarray] = {}
+        for r in new:
+            if r.status == "ok" and r.scores is not None:
+                row = np.asarray(r.scores, dtype=float)
+                if r.is_baseline:
+                    self.baseline_index = len(self.ok_ids)
+                self.ok_ids.append(r.eval_id)
+                self.ok_gen.append(r.generation)
+                self.ok_text.append(hover_text(r, self.names))
+                self._rows.append(row[None, :])
+                fresh[r.eval_id] = row
+            else:
+                self.failed_ids.append(r.eval_id)
+                self.failed_text.append(f"eval {r.eval_id} (generation {r.generation}): {html.escape(r.status)}<br>"
+                                        f"{html.escape((r.error or '').strip().splitlines()[0] if r.error else '')}"
+                                        f"<br>{params_text(r.params)}")
+        if fresh:
+            cand = {**self.front, **fresh}
+            keys = list(cand)
+            keep = pareto_mask(np.vstack([cand[k] for k in keys]) * sign)
+            self.front = {k: cand[k] for k, m in zip(keys, keep) if m}
+        if recs:
+            self.n, self.last_id = len(recs), recs[-1].eval_id
+        return self

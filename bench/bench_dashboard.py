@@ -1,0 +1,106 @@
+"""Dashboard update cost: time in the notebook kernel to apply one generation's update with 5,000 points on the
+Pareto scatter (goal: at most 100 ms), against 500 points, measured inside a real Jupyter kernel (nbclient)."""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import markdown_table, write  # noqa: E402
+
+SIZES = (500, 5000)
+REPEATS = 15
+
+
+def make_store(path: Path, n: int) -> None:
+    """A finished two-objective run with about ``n`` evaluations (instant objective)."""
+    import compileiq_lab.space as ss
+    from compileiq_lab import Search, SearchConfiguration
+
+    def objective(c: dict) -> tuple[float, float]:
+        a = sum(c.get(k, 0) for k in "abc")
+        b = sum(c.get(k, 0) for k in "def")
+        return float(a + 0.01 * b), float(300 - a + b)
+
+    space = {k: ss.range(0, 99) for k in "abcdef"}
+    pool = 50
+    cfg = SearchConfiguration(generations=n // pool, pool_size=pool, seed=0, num_objectives=2,
+                              objective_names=["runtime", "energy"])
+    Search(objective, space, cfg, store=str(path)).start()
+
+
+CELL = """
+import json, statistics, time
+from compileiq_lab import Run, Search
+from compileiq_lab.results import Results
+from compileiq_lab.widgets import Dashboard
+out = {}
+for n, path in PATHS.items():
+    search = Search.open(path, objective_function=lambda c: (0.0, 0.0))
+    dash = Dashboard(Run(search))
+    full = dash.run.results()
+    # the state after all but the last generation (50 points) was shown
+    prev = Results(full.records[:-50], directions=full.directions, objective_names=full.objective_names)
+    times, cold = [], []
+    for _ in range(REPEATS):
+        dash.plots._cache.reset()
+        dash.plots.update(prev)
+        t0 = time.perf_counter()
+        dash._apply([{"type": "generation", "generation": 1}])  # snapshot, traces, history, progress
+        times.append(time.perf_counter() - t0)
+        dash.plots._cache.reset()
+        t0 = time.perf_counter()
+        dash.plots.update(full)  # a reopened run: every point at once
+        cold.append(time.perf_counter() - t0)
+    out[n] = {"points": len(full.records), "update_ms": [t * 1e3 for t in times],
+              "cold_ms": statistics.median(cold) * 1e3}
+    search.close()
+print("RESULT" + json.dumps(out))
+"""
+
+
+def main() -> int:
+    import nbclient
+    import nbformat
+
+    with tempfile.TemporaryDirectory() as tmp:
+        paths = {}
+        for n in SIZES:
+            paths[n] = str(Path(tmp) / f"run{n}.db")
+            t0 = time.perf_counter()
+            make_store(Path(paths[n]), n)
+            print(f"store with ~{n} points in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
+        nb = nbformat.v4.new_notebook()
+        nb.cells = [nbformat.v4.new_code_cell(f"PATHS = {json.dumps(paths)}\nREPEATS = {REPEATS}\n" + CELL)]
+        nbclient.NotebookClient(nb, timeout=600, kernel_name="python3",
+                                resources={"metadata": {"path": tmp}}).execute()
+        text = "".join(o.get("text", "") for o in nb.cells[0].outputs if o.get("name") == "stdout")
+        data = json.loads(text.split("RESULT", 1)[1])
+    rows = []
+    for n in SIZES:
+        d = data[str(n)]
+        med = statistics.median(d["update_ms"])
+        rows.append([d["points"], round(med, 1), round(min(d["update_ms"]), 1), round(d["cold_ms"], 1)])
+        data[str(n)]["median_ms"] = med
+    ratio = data[str(SIZES[1])]["median_ms"] / data[str(SIZES[0])]["median_ms"]
+    table = markdown_table(["points", "one generation's update, median ms", "best ms",
+                            "all points at once (reopened run), median ms"], rows)
+    big = data[str(SIZES[1])]["median_ms"]
+    notes = (f"One generation's update (50 new points) = read a snapshot of the run store, add the new points "
+             f"(hover text, incremental front), send the Pareto traces and the per-generation chart inside "
+             f"`batch_update()`, and the progress line; measured in a Jupyter kernel (nbclient), median of "
+             f"{REPEATS}. "
+             f"Goal: at most 100 ms at 5,000 points: {'met' if big <= 100 else 'NOT met'} ({big:.0f} ms). "
+             f"5,000 vs 500 points: {ratio:.1f}x the time.")
+    write("dashboard", {"sizes": data, "repeats": REPEATS, "ratio_5000_vs_500": ratio}, "Dashboard update cost",
+          table, notes)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import datetime as _dt
 import html
 import json
@@ -14,6 +16,8 @@ from compileiq_lab.viz.data import failure_summary, flatten_params, front_table
 
 if TYPE_CHECKING:
     from compileiq_lab.results import Results
+
+log = logging.getLogger(__name__)
 
 __all__ = ["report_html", "write_report"]
 
@@ -85,11 +89,28 @@ def _figures(results: Results) -> str:
              for j in range(1, max(2, results.n_objectives))]
     items += [("<h2>Convergence per generation</h2>", history_figure(results)),
               ("<h2>Controls vs objectives</h2>", parallel_figure(results))]
+    items += _influence_figures(results)
     out: list[str] = []
     for i, (heading, fig) in enumerate(items):
         div = fig.to_html(full_html=False, include_plotlyjs=(i == 0), config={"displaylogo": False})
         out.append(f'{heading}<div class="figure">{div}</div>')
     return "\n".join(out)
+
+
+def _influence_figures(results: Results) -> list[tuple[str, Any]]:
+    """Per-objective influence bars, where scikit-learn is installed and the run has enough evaluations."""
+    from compileiq_lab.exceptions import ConfigurationError, OptionalDependencyError
+    from compileiq_lab.viz.figures import influence_figure
+
+    out = []
+    for k in range(results.n_objectives):
+        try:
+            df = results.control_influence(k, rounds=5, n_trees=60)
+        except (ConfigurationError, OptionalDependencyError) as exc:
+            log.info("no influence chart: %s", exc)
+            return []
+        out.append(("<h2>Which controls matter</h2>" if k == 0 else "", influence_figure(df)))
+    return out
 
 
 def _speedup_cell(value: float | None) -> str:

@@ -152,6 +152,13 @@ class Results:
 
         return history_figure(self)
 
+    def control_influence(self, objective: int | str = 0, **options: Any) -> "pd.DataFrame":
+        """Per-control influence on an objective with uncertainty ("not explored" where a control never
+        varied); see ``compileiq_lab.influence.control_influence`` (needs scikit-learn)."""
+        from compileiq_lab.influence import control_influence
+
+        return control_influence(self, objective, **options)
+
     # -- summaries ---------------------------------------------------------------------------
     def status_counts(self) -> dict[str, int]:
         """Number of evaluations per status."""

@@ -54,7 +54,9 @@ def test_live_plots_show_the_run_its_front_baseline_and_failures():
     dash.plots.y.value = "c"
     assert list(pareto[EVALS].y) == [float(r.scores[2]) for r in ok]
     dash.plots.view.value = "3-D"  # three objectives: a 3-D view
-    assert len(dash.plots.pareto3d.data[0].z) == len(ok) and dash.plots.box.children[1] is dash.plots.pareto3d
+    assert len(dash.plots.pareto3d.data[0].z) == len(ok) and dash.plots.box.children[1].children[0] is dash.plots.pareto3d
+    bars = dash.plots.influence.data[0]  # drawn when the run finished; objective a is the control x itself
+    assert list(bars.y)[-1] == "x" and "influence on a" in dash.plots.influence.layout.title.text
 
 
 def test_front_trace_is_the_exact_front():

@@ -156,3 +156,27 @@ def parallel_figure(results: Results) -> go.Figure:
     fig.update_layout(title={"text": "controls vs objectives"}, template="plotly_white",
                       margin={"l": 60, "r": 60}, height=500)
     return fig
+
+
+def influence_figure(influence: Any) -> go.Figure:
+    """Horizontal bars of per-control influence (a ``control_influence`` DataFrame) with 10-90 % whiskers;
+    controls that never varied are listed as "not explored" with no bar.
+
+    Args:
+        influence: The DataFrame returned by ``Results.control_influence``.
+    """
+    go = require_plotly()
+    explored = influence[influence["status"] == "explored"].iloc[::-1]
+    skipped = list(influence.loc[influence["status"] != "explored", "control"])
+    fig = go.Figure(go.Bar(
+        x=explored["influence"], y=[_esc(c) for c in explored["control"]], orientation="h", name="influence",
+        error_x={"type": "data", "symmetric": False, "array": explored["high"] - explored["influence"],
+                 "arrayminus": explored["influence"] - explored["low"]}))
+    title = f"control influence on {influence.attrs.get('objective', 'the objective')}"
+    if "r2" in influence.attrs:
+        title += f" (model R² {influence.attrs['r2']:.2f})"
+    if skipped:
+        title += f"<br><sub>not explored: {_esc(', '.join(skipped[:12]))}{' ...' if len(skipped) > 12 else ''}</sub>"
+    fig.update_layout(title={"text": title}, template="plotly_white", height=max(260, 28 * len(explored) + 120),
+                      xaxis_title="rise of the model's error when shuffled / objective variance", margin={"l": 160})
+    return fig

@@ -157,6 +157,8 @@ class Dashboard:
                                 f"<pre>{html.escape(failed[-1].get('traceback', ''))}</pre>")
         if any(e["type"] in ("finished", "failed") for e in events):
             self._buttons()
+        if any(e["type"] == "finished" for e in events) and self.plots is not None:
+            self.plots.show_influence()
         log.debug("dashboard update of %d events took %.1f ms", len(events), 1e3 * (time.perf_counter() - t0))
 
     def _show_progress(self) -> None:

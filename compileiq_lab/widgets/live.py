@@ -61,6 +61,9 @@ class LivePlots:
             mode="markers", name="evaluations", hovertemplate="%{text}<extra></extra>",
             marker={"size": 3, "color": [], "colorscale": "Viridis"})],
             layout=go.Layout(template="plotly_white", height=460, margin={"t": 30}))
+        self.influence = go.FigureWidget(data=[go.Bar(orientation="h", name="influence")], layout=go.Layout(
+            template="plotly_white", height=460, width=420, margin={"l": 150, "t": 60},
+            title={"text": "which controls matter (after the run)"}))
         self.history = go.FigureWidget(layout=go.Layout(
             template="plotly_white", height=300, margin={"t": 40, "b": 40}, title={"text": "per generation"},
             xaxis={"title": {"text": "generation"}}, legend={"orientation": "h", "y": -0.3}))
@@ -75,7 +78,12 @@ class LivePlots:
         self._results: "Results | None" = None
         self._directions: list[str] = ["min"] * k
         self._cache = _PointCache(self.names)
-        self.box = w.VBox([w.HBox([self.x, self.y, self.view]), self.pareto, self.history])
+        self.explain = w.Button(description="Explain", icon="question", tooltip="fit a model of the objective on x "
+                                "vs the controls and show each control's influence")
+        self.explain.on_click(lambda _: self.show_influence())
+        self.explain_note = w.HTML()
+        self.side = w.VBox([self.influence, w.HBox([self.explain, self.explain_note])])
+        self.box = w.VBox([w.HBox([self.x, self.y, self.view]), w.HBox([self.pareto, self.side]), self.history])
 
     # -- updates (notebook thread only) ----------------------------------------------------------
     def update(self, results: "Results") -> None:
@@ -158,9 +166,34 @@ class LivePlots:
         if self._results is not None:
             self._update_pareto(self._results)
 
+    def show_influence(self) -> None:
+        """Fit the influence model for the x objective on the results shown and draw its bars (a few seconds)."""
+        if self._results is None:
+            return
+        from compileiq_lab.exceptions import ConfigurationError, OptionalDependencyError
+
+        self.explain_note.value = "fitting..."
+        try:
+            df = self._results.control_influence(self.x.value, rounds=4, n_trees=50)
+        except (ConfigurationError, OptionalDependencyError) as exc:
+            self.explain_note.value = html.escape(str(exc))
+            return
+        explored = df[df["status"] == "explored"].iloc[::-1]
+        skipped = list(df.loc[df["status"] != "explored", "control"])
+        with self.influence.batch_update():
+            self.influence.data[0].update(
+                x=explored["influence"].to_numpy(), y=list(explored["control"]),
+                error_x={"type": "data", "symmetric": False,
+                         "array": (explored["high"] - explored["influence"]).to_numpy(),
+                         "arrayminus": (explored["influence"] - explored["low"]).to_numpy()})
+            self.influence.layout.title.text = (f"influence on {html.escape(self.x.value)} (R\u00b2 "
+                                                f"{df.attrs['r2']:.2f})")
+        self.explain_note.value = ("not explored: " + html.escape(", ".join(skipped))) if skipped else ""
+
     def _view_changed(self, change: dict[str, Any]) -> None:
         three = change["new"] == "3-D"
-        self.box.children = (self.box.children[0], self.pareto3d if three else self.pareto, self.history)
+        self.box.children = (self.box.children[0], w.HBox([self.pareto3d if three else self.pareto, self.side]),
+                             self.history)
         if three and self._results is not None:
             self._update_3d(self._results)
 

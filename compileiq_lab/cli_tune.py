@@ -48,6 +48,9 @@ def add_tune_parser(sub: Any) -> None:
     t.add_argument("--timeout", type=float, default=120.0, help="limit per compiler call / run in seconds")
     t.add_argument("--workdir", default=None, help="scratch folder for PTX cache and binaries")
     t.add_argument("--full-nvcc", action="store_true", help="one nvcc call per candidate instead of cached PTX + ptxas")
+    t.add_argument("--warm-start", default="auto", metavar="auto|none|RUN.db",
+                   help="open the first generation with the fronts of earlier runs of this kernel and space (same "
+                        "arch first, then others) found next to the store (auto, the default), of one run, or none")
     t.add_argument("--validate", type=int, default=None, metavar="ROUNDS",
                    help="after a GPU run, re-measure the front and the baseline interleaved for ROUNDS rounds and "
                         "report speedups with 95 %% CIs (default 40 for GPU objectives; 0 turns it off)")
@@ -130,14 +133,19 @@ def run_tune(args: argparse.Namespace) -> int:
     compiler = space_name if space_name in ("gcc", "clang", "nvrtc") else "gcc"
     evaluator = KernelEvaluator(kernel, catalog, objectives, arch=args.arch, workdir=args.workdir,
                                 timeout_s=args.timeout, two_stage=not args.full_nvcc, compiler=compiler)
+    warm, sources = _warm_start(args, kernel, space_name)
     cfg = SearchConfiguration(generations=args.generations, pool_size=args.pool_size, seed=args.seed,
                               num_objectives=len(objectives), problem_type=evaluator.directions,
-                              objective_names=objectives)
+                              objective_names=objectives, warm_start=warm or None)
     meta = {"kernel": kernel.name, "language": kernel.language, "source_sha256": kernel.source_sha256(),
             "catalog": space_name, "arch": args.arch if kernel.language == "cuda" else None,
             "objectives": objectives, "toolchain": evaluator.toolchain()}
     if evaluator.gpu is not None:
         meta["gpu"] = evaluator.gpu_info
+    if sources:
+        meta["warm_start_from"] = sources
+        print(f"warm start: {len(warm)} configs from the fronts of {len(sources)} earlier run(s) "
+              f"({', '.join(sources[:3])}{' ...' if len(sources) > 3 else ''})", file=sys.stderr)
     search = Search(evaluator, evaluator.space(), cfg, store=args.store, constraint=evaluator.constraint,
                     metadata=meta)
     print(f"tuning {kernel.name} ({kernel.language}) over {len(catalog.controls)} {space_name} controls"
@@ -167,6 +175,23 @@ def run_tune(args: argparse.Namespace) -> int:
               f"{(first.error if first else '')[:400]}", file=sys.stderr)
         return 1
     return 0
+
+
+def _warm_start(args: argparse.Namespace, kernel: Any, space_name: str) -> tuple[list[dict[str, Any]], list[str]]:
+    """Configs from earlier runs (see --warm-start); none when continuing an existing store."""
+    from compileiq_lab.registry import warm_start_configs
+    from compileiq_lab.store.sqlite import DEFAULT_DIR
+
+    if args.warm_start == "none" or (args.store and Path(args.store).exists()):
+        return [], []
+    if args.warm_start != "auto":
+        from compileiq_lab import load_results
+
+        front = load_results(args.warm_start).pareto_front()
+        return [r["params"] for r in front if r["params"]], [args.warm_start]
+    directory = Path(args.store).resolve().parent if args.store else Path(DEFAULT_DIR)
+    arch = args.arch if kernel.language == "cuda" else None
+    return warm_start_configs(kernel.name, arch, space_name, directory, source_sha256=kernel.source_sha256())
 
 
 def _validate_run(results: Any, evaluator: Any, rounds: int) -> None:

@@ -14,7 +14,7 @@ __all__ = ["SearchConfiguration", "ResolvedConfiguration", "default_pool_size"]
 _DIRECTIONS = ("min", "max")
 # settings that change which candidates the strategy asks for: a resumed run must keep them
 TRAJECTORY_KEYS = ("pool_size", "problem_type", "num_objectives", "seed", "mutate_rate",
-                   "crossover_rate", "strategy", "baseline")
+                   "crossover_rate", "strategy", "baseline", "warm_start")
 
 
 def default_pool_size(n_genes: int) -> int:
@@ -51,6 +51,9 @@ class SearchConfiguration:
         strategy: "auto" (GA for one objective, NSGA-II for several), "ga", "nsga2" or "random".
         baseline: Also evaluate the empty config (compiler defaults) once, before generation 1.
         objective_names: Optional display names, one per objective.
+        warm_start: Configs (dicts) that open the first generation before prior samples fill it,
+            e.g. the front of an earlier run of the same kernel (see ``compileiq_lab.registry``).
+            Configs outside the space are left out; asked configs are never asked again.
     """
 
     generations: int
@@ -64,6 +67,7 @@ class SearchConfiguration:
     strategy: str = "auto"
     baseline: bool = True
     objective_names: Sequence[str] | None = field(default=None)
+    warm_start: Sequence[dict[str, Any]] | None = field(default=None)
 
     def __post_init__(self) -> None:
         if not _is_int(self.generations) or self.generations < 1:
@@ -97,6 +101,12 @@ class SearchConfiguration:
                             f"objective_names={names!r} with num_objectives={self.num_objectives}",
                             "Give one name per objective, or None.")
             self.objective_names = names
+        if self.warm_start is not None:
+            configs = list(self.warm_start)
+            if not all(isinstance(c, dict) for c in configs):
+                raise _fail("warm_start is a list of config dicts", f"warm_start={configs!r:.120}",
+                            "Pass configs as dicts (e.g. [row['params'] for row in results.pareto_front()]), or None.")
+            self.warm_start = [dict(c) for c in configs]
 
     def _check_directions(self, value: str | Sequence[str]) -> str | list[str]:
         if isinstance(value, str):

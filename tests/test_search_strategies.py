@@ -136,3 +136,34 @@ def test_constraint_rejected_configs_are_never_evaluated(strategy):
                  store=":memory:", constraint=lambda c: "odd with y" if c["b"] == "y" and c["a"] % 2 else None).start()
     assert res.status == "exhausted"
     assert len(seen) == 15 and not [c for c in seen if c["b"] == "y" and c["a"] % 2]
+
+
+@pytest.mark.parametrize("strategy", ["ga", "random"])
+def test_warm_start_configs_open_the_first_generation_once(strategy):
+    from compileiq_lab import Search, SearchConfiguration
+    from compileiq_lab.testing import toy_objective, toy_space
+
+    seeds = [{"x": 2.0, "y": 2}, {"x": 2.0, "y": 2}, {"x": 3.5, "y": 1}, {"nope": 1}, {"x": 3.0}]
+    cfg = SearchConfiguration(generations=3, pool_size=6, strategy=strategy, seed=4, warm_start=seeds)
+    results = Search(toy_objective, toy_space(), cfg, store=":memory:").start()
+    first = [r.params for r in results.records if r.generation == 1]
+    assert first[:2] == [{"x": 2.0, "y": 2}, {"x": 3.5, "y": 1}]  # duplicates and non-points left out
+    keys = [r.config_key for r in results.records]
+    assert len(keys) == len(set(keys))
+    cold = Search(toy_objective, toy_space(), SearchConfiguration(generations=3, pool_size=6, strategy=strategy,
+                                                                   seed=4), store=":memory:").start()
+    assert [r.params for r in cold.records if r.generation == 1][:2] != first[:2]
+
+
+def test_warm_start_is_part_of_the_stored_trajectory(tmp_path):
+    from compileiq_lab import Search, SearchConfiguration
+    from compileiq_lab.exceptions import StoreMismatchError
+    from compileiq_lab.testing import toy_objective, toy_space
+
+    path = str(tmp_path / "r.db")
+    cfg = SearchConfiguration(generations=1, pool_size=4, warm_start=[{"x": 2.0, "y": 2}])
+    Search(toy_objective, toy_space(), cfg, store=path).start()
+    reopened = Search.open(path, toy_objective, generations=2)
+    assert reopened.config.warm_start == [{"x": 2.0, "y": 2}]
+    with pytest.raises(StoreMismatchError):
+        Search(toy_objective, toy_space(), SearchConfiguration(generations=1, pool_size=4), store=path)

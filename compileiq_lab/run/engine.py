@@ -110,7 +110,8 @@ class Engine:
         self.strategy = make_strategy(
             self.resolved.strategy, space, n_objectives=config.num_objectives,
             pool_size=self.resolved.pool_size, seed=config.seed,
-            mutate_rate=self.resolved.mutate_rate, crossover_rate=config.crossover_rate)
+            mutate_rate=self.resolved.mutate_rate, crossover_rate=config.crossover_rate,
+            seeds=_encode_all(space, config.warm_start or []))
         if constraint is not None:
             self.strategy.reject = lambda x: constraint(space.decode(x)) is not None
         self.generation = -1  # -1: nothing asked yet; 0: baseline; 1..: generations
@@ -199,6 +200,17 @@ class Engine:
         started = time.time()
         m = evaluate(copy_config(c.config))  # the objective may change its copy freely
         return self.record(c, m, started)
+
+
+def _encode_all(space: SearchSpace, configs: list[dict[str, Any]]) -> np.ndarray:
+    """Genomes of the configs that are points of the space (others are left out, with a log line)."""
+    rows = []
+    for c in configs:
+        try:
+            rows.append(space.encode(c))
+        except (ValueError, KeyError) as exc:
+            log.info("warm-start config left out (not a point of this space): %s", exc)
+    return np.array(rows, dtype=np.int64).reshape(len(rows), space.n_genes)
 
 
 def copy_config(config: dict[str, Any]) -> dict[str, Any]:

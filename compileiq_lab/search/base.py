@@ -29,7 +29,7 @@ class Strategy(ABC):
     max_draw_rounds = 50
 
     def __init__(self, space: SearchSpace, *, n_objectives: int, pool_size: int, seed: int,
-                 mutate_rate: float, crossover_rate: float) -> None:
+                 mutate_rate: float, crossover_rate: float, seeds: np.ndarray | None = None) -> None:
         self.space = space
         self.n_objectives = n_objectives
         self.pool_size = pool_size
@@ -42,6 +42,9 @@ class Strategy(ABC):
         self._space_size = space.size
         #: Optional test of a genome; rejected configs are never asked (e.g. known compiler conflicts).
         self.reject: Callable[[np.ndarray], bool] | None = None
+        #: Genomes that open the first generation (warm start), in order.
+        self.seeds = (np.zeros((0, space.n_genes), dtype=np.int64) if seeds is None
+                      else np.asarray(seeds, dtype=np.int64).reshape(len(seeds), space.n_genes))
 
     def known(self, key: bytes, x: np.ndarray) -> bool:
         """Whether a config was asked before or is rejected (rejected ones are remembered as seen)."""
@@ -94,6 +97,18 @@ class Strategy(ABC):
         if self.space.n_genes:
             self._tell(self._asked, F, feasible)
         self._asked = None
+
+    def take_seeds(self, n: int) -> np.ndarray:
+        """Up to ``n`` warm-start genomes not asked before (each given out once)."""
+        rows, keep, taken = [], [], set()
+        for x, k in zip(self.seeds, self.space.keys(self.seeds)):
+            if len(rows) >= n:
+                keep.append(x)
+            elif k not in taken and not self.known(k, x):
+                rows.append(x)
+                taken.add(k)
+        self.seeds = np.array(keep, dtype=np.int64).reshape(len(keep), self.space.n_genes)
+        return np.array(rows, dtype=np.int64).reshape(len(rows), self.space.n_genes)
 
     def draw_unseen(self, rng: np.random.Generator, n: int, exclude: set[bytes] | None = None) -> np.ndarray:
         """Up to ``n`` prior samples whose configs were never asked (nor are in ``exclude``)."""

@@ -27,7 +27,7 @@ class PymooStrategy(Strategy):
         self.algorithm = self._make_algorithm(
             pop_size=self.pool_size,
             n_offsprings=self.pool_size,
-            sampling=PriorSampling(space),
+            sampling=PriorSampling(space, self.take_seeds),
             crossover=GeneUniformCrossover(prob=self.crossover_rate),
             mutation=GeneMutation(space, self.mutate_rate),
             eliminate_duplicates=HistoryDedup(space, self.known),

@@ -16,15 +16,20 @@ __all__ = ["PriorSampling", "GeneUniformCrossover", "GeneMutation", "HistoryDedu
 
 
 class PriorSampling(Sampling):
-    """Initial population from the space's prior (seed bounds, knockout probabilities)."""
+    """Initial population from the space's prior (seed bounds, knockout probabilities), opened by
+    warm-start genomes when a ``take_seeds(n)`` function is given."""
 
-    def __init__(self, space: SearchSpace) -> None:
+    def __init__(self, space: SearchSpace, take_seeds: Any = None) -> None:
         super().__init__()
         self.space = space
+        self.take_seeds = take_seeds
 
     def _do(self, problem: Any, n_samples: int, *args: Any, random_state: np.random.Generator | None = None,
             **kwargs: Any) -> np.ndarray:
-        return self.space.sample(random_state, n_samples, stratified=True)
+        seeds = self.take_seeds(n_samples) if self.take_seeds is not None else np.zeros((0, self.space.n_genes))
+        rest = self.space.sample(random_state, n_samples - len(seeds), stratified=True) if n_samples > len(seeds) \
+            else np.zeros((0, self.space.n_genes), dtype=np.int64)
+        return np.vstack([np.asarray(seeds, dtype=np.int64), rest])
 
 
 class GeneUniformCrossover(Crossover):

@@ -19,7 +19,9 @@ class RandomStrategy(Strategy):
         self.rng = np.random.default_rng(self.seed)
 
     def _ask(self) -> np.ndarray:
-        return self.draw_unseen(self.rng, self.pool_size)
+        seeds = self.take_seeds(self.pool_size)
+        rest = self.draw_unseen(self.rng, self.pool_size - len(seeds), exclude=set(self.space.keys(seeds)))
+        return np.vstack([seeds, rest]) if len(seeds) else rest
 
     def _tell(self, X: np.ndarray, F: np.ndarray, feasible: np.ndarray) -> None:
         return None

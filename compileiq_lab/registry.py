@@ -1,0 +1,111 @@
+"""Earlier runs by kernel, architecture and toolchain: find them, warm-start from their fronts, compare fronts."""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from compileiq_lab.exceptions import CompileIQLabError
+from compileiq_lab.store.sqlite import DEFAULT_DIR
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["RunInfo", "find_runs", "warm_start_configs", "compare_fronts"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """One stored `tune` run: where it is and what it tuned."""
+
+    path: str
+    kernel: str
+    arch: str | None
+    catalog: str
+    objectives: tuple[str, ...]
+    toolchain: dict[str, str]
+    source_sha256: str | None
+    evaluations: int
+    status: str
+    created_at: float
+
+
+def find_runs(directory: str | os.PathLike[str] = DEFAULT_DIR, kernel: str | None = None,
+              arch: str | None = None) -> list[RunInfo]:
+    """Stored runs under ``directory`` (newest first), optionally of one kernel and architecture.
+
+    Files that are not run stores, or runs not made by `tune` (no kernel in their header), are skipped.
+    """
+    from compileiq_lab.results import load_results
+
+    root = Path(directory)
+    found = []
+    for path in sorted(root.glob("*.db")) if root.is_dir() else []:
+        try:
+            res = load_results(str(path))
+        except (CompileIQLabError, OSError) as exc:
+            log.debug("skipping %s: %s", path, exc)
+            continue
+        meta = res.header.get("metadata") or {}
+        if "kernel" not in meta or (kernel and meta["kernel"] != kernel) or (arch and meta.get("arch") != arch):
+            continue
+        found.append(RunInfo(str(path), meta["kernel"], meta.get("arch"), meta.get("catalog", "?"),
+                             tuple(meta.get("objectives", ())), dict(meta.get("toolchain") or {}),
+                             meta.get("source_sha256"), len(res), res.status, float(res.header.get("created_at", 0))))
+    return sorted(found, key=lambda r: r.created_at, reverse=True)
+
+
+def warm_start_configs(kernel: str, arch: str | None, catalog: str, directory: str | os.PathLike[str] = DEFAULT_DIR,
+                       limit: int = 16, source_sha256: str | None = None) -> tuple[list[dict[str, Any]], list[str]]:
+    """Configs to open a new run with: the fronts of earlier runs of ``kernel`` with the same catalog,
+    runs on the same architecture first, then other architectures (their front is a good start on a
+    new one), newest first; runs of another source version come last.
+
+    Returns:
+        (configs, store paths they came from); both empty when there is no earlier run.
+    """
+    from compileiq_lab.results import load_results
+
+    runs = [r for r in find_runs(directory, kernel) if r.catalog == catalog]
+    runs.sort(key=lambda r: (r.arch != arch, source_sha256 is not None and r.source_sha256 != source_sha256))
+    configs: list[dict[str, Any]] = []
+    seen, used = set(), []
+    for info in runs:
+        front = load_results(info.path).pareto_front()
+        added = 0
+        for row in front:
+            key = repr(sorted(row["params"].items()))
+            if key not in seen and row["params"]:
+                seen.add(key)
+                configs.append(row["params"])
+                added += 1
+            if len(configs) >= limit:
+                break
+        if added:
+            used.append(info.path)
+        if len(configs) >= limit:
+            break
+    return configs, used
+
+
+def compare_fronts(kernel: str, directory: str | os.PathLike[str] = DEFAULT_DIR) -> "pd.DataFrame":
+    """The Pareto fronts of every stored run of ``kernel``, one row per front point, with its run's
+    architecture and toolchain (for comparing how one kernel tunes on different GPUs)."""
+    import pandas as pd
+
+    from compileiq_lab.results import load_results
+
+    rows = []
+    for info in find_runs(directory, kernel):
+        res = load_results(info.path)
+        for row in res.pareto_front():
+            rows.append({"arch": info.arch, "toolchain": " ".join(f"{k} {v}" for k, v in sorted(info.toolchain.items())),
+                         "run": info.path, "eval_id": row["eval_id"],
+                         **{name: row[f"score_{i + 1}"] for i, name in enumerate(res.objective_names)},
+                         "params": row["params"]})
+    return pd.DataFrame(rows)

@@ -1,0 +1,122 @@
+"""From common to exotic controls: search the common tier first, widen to the next tier when progress stalls."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Sequence
+
+from compileiq_lab.space.catalogs.base import TIERS
+
+if TYPE_CHECKING:
+    from compileiq_lab.kernels import KernelSpec
+    from compileiq_lab.results import Results
+    from compileiq_lab.space.catalogs.base import Catalog
+
+__all__ = ["Stage", "WideningResult", "widening_search"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Stage:
+    """One stage of a widening search: the tiers searched, its run store, and why it ended."""
+
+    tiers: list[str]
+    controls: int
+    store: str
+    generations: int = 0
+    evaluations: int = 0
+    reason: str = ""
+    warm_start: int = 0
+
+
+@dataclass
+class WideningResult:
+    """The stages in order and the last stage's results (its front includes what earlier stages carried over)."""
+
+    stages: list[Stage] = field(default_factory=list)
+    results: "Results | None" = None
+
+
+def _front_signature(results: "Results") -> frozenset[tuple[float, ...]]:
+    return frozenset(tuple(float(r[f"score_{i + 1}"]) for i in range(results.n_objectives))
+                     for r in results.pareto_front())
+
+
+def widening_search(kernel: "KernelSpec", catalog: "Catalog", objectives: Sequence[str], store_dir: str | Path, *,
+                    tiers: Sequence[str] = TIERS, stall_generations: int = 3, generations_per_stage: int = 10,
+                    pool_size: int | None = None, seed: int = 0, workers: int = 1,
+                    callback: Callable[[dict[str, Any]], None] | None = None,
+                    evaluator_options: dict[str, Any] | None = None) -> WideningResult:
+    """Search ``catalog``'s first tier, then widen to the next one each time the front stops improving.
+
+    Stage i searches the controls of ``tiers[:i+1]`` (a tier with no controls is skipped). A
+    stage ends when its Pareto front (the set of score vectors) has not changed for
+    ``stall_generations`` generations ("stalled"), or after ``generations_per_stage``. The next
+    stage opens with the previous stage's population carried over: its front and its latest
+    generation (``SearchConfiguration.warm_start``); configs keep their values, the newly added
+    controls start at the compiler default. Each stage has its own run store in ``store_dir``.
+
+    Args:
+        kernel, catalog, objectives: What to tune (as for KernelEvaluator).
+        store_dir: Folder for the stages' run stores.
+        tiers: Tier order.
+        stall_generations: Generations without front change that end a stage.
+        generations_per_stage: Cap per stage.
+        pool_size, seed, workers: As for a Search.
+        callback: Receives every run event, plus {"type": "widened", "stage", "tiers", "reason"} when a stage ends.
+        evaluator_options: Extra KernelEvaluator arguments (arch, compiler, timeout_s, ...).
+    """
+    from compileiq_lab import Search, SearchConfiguration
+    from compileiq_lab.measure.evaluator import KernelEvaluator
+
+    emit = callback or (lambda event: None)
+    out = WideningResult()
+    carried: list[dict[str, Any]] = []
+    Path(store_dir).mkdir(parents=True, exist_ok=True)
+    for i in range(len(tiers)):
+        active = list(tiers[: i + 1])
+        sub = catalog.select(tiers=active)
+        if i > 0 and len(sub.controls) == len(catalog.select(tiers=active[:-1]).controls):
+            continue  # this tier adds no control
+        ev = KernelEvaluator(kernel, sub, list(objectives), **(evaluator_options or {}))
+        stage = Stage(active, len(sub.controls), str(Path(store_dir) / f"{kernel.name}-stage{i + 1}-{'-'.join(active)}.db"),
+                      warm_start=len(carried))
+        cfg = SearchConfiguration(generations=generations_per_stage, pool_size=pool_size, seed=seed,
+                                  num_objectives=len(objectives), problem_type=ev.directions,
+                                  objective_names=list(objectives), warm_start=carried or None)
+        search = Search(ev, ev.space(), cfg, store=stage.store, constraint=ev.constraint,
+                        metadata={"kernel": kernel.name, "catalog": catalog.compiler, "objectives": list(objectives),
+                                  "tiers": active, "widening_stage": i + 1})
+        state = {"same": 0, "front": frozenset()}
+
+        def on_event(event: dict[str, Any], search: Any = search, state: dict[str, Any] = state) -> None:
+            emit(event)
+            if event["type"] != "generation" or event["generation"] < 1:
+                return
+            front = _front_signature(search.results)
+            state["same"] = state["same"] + 1 if front == state["front"] else 0
+            state["front"] = front
+            if state["same"] >= stall_generations:
+                search.stop()
+
+        try:
+            results = search.start(callback=on_event, workers=workers)
+        finally:
+            ev.close()
+        stage.generations = max((r.generation for r in results.records), default=0)
+        stage.evaluations = len(results)
+        stage.reason = (f"stalled: the front did not change for {stall_generations} generations"
+                        if results.status == "stopped" else f"{results.status} after {stage.generations} generations")
+        out.stages.append(stage)
+        out.results = results
+        log.info("widening stage %d (%s, %d controls): %s", i + 1, "+".join(active), stage.controls, stage.reason)
+        emit({"type": "widened" if i + 1 < len(tiers) else "stage_finished", "stage": i + 1, "tiers": active,
+              "reason": stage.reason})
+        last_gen = max((r.generation for r in results.records), default=0)
+        keep = [r["params"] for r in results.pareto_front()]
+        keep += [r.params for r in results.records if r.generation == last_gen and r.status == "ok"]
+        carried = [dict(p) for p in {repr(sorted(p.items())): p for p in keep if p}.values()]
+    return out

@@ -147,3 +147,5 @@ def test_teaching_search(execute: Any) -> None:
     assert set(finals) == {"ga", "nsga2", "random"}, text
     assert finals["ga"] < finals["random"] and finals["nsga2"] < finals["random"]  # search beats sampling
     assert "same config: True" in text
+    assert "stage 1: common (2 controls)" in text and "stage 3: common+advanced+exotic" in text
+    assert "generation 1 opens with them: True" in text

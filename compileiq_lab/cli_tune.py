@@ -48,6 +48,9 @@ def add_tune_parser(sub: Any) -> None:
     t.add_argument("--timeout", type=float, default=120.0, help="limit per compiler call / run in seconds")
     t.add_argument("--workdir", default=None, help="scratch folder for PTX cache and binaries")
     t.add_argument("--full-nvcc", action="store_true", help="one nvcc call per candidate instead of cached PTX + ptxas")
+    t.add_argument("--surrogate", action="store_true",
+                   help="pre-screen offspring with a random forest of the evaluations so far (needs scikit-learn; "
+                        "see bench/results/surrogate.md for where it pays)")
     t.add_argument("--warm-start", default="auto", metavar="auto|none|RUN.db",
                    help="open the first generation with the fronts of earlier runs of this kernel and space (same "
                         "arch first, then others) found next to the store (auto, the default), of one run, or none")
@@ -136,7 +139,7 @@ def run_tune(args: argparse.Namespace) -> int:
     warm, sources = _warm_start(args, kernel, space_name)
     cfg = SearchConfiguration(generations=args.generations, pool_size=args.pool_size, seed=args.seed,
                               num_objectives=len(objectives), problem_type=evaluator.directions,
-                              objective_names=objectives, warm_start=warm or None)
+                              objective_names=objectives, warm_start=warm or None, surrogate=args.surrogate)
     meta = {"kernel": kernel.name, "language": kernel.language, "source_sha256": kernel.source_sha256(),
             "catalog": space_name, "arch": args.arch if kernel.language == "cuda" else None,
             "objectives": objectives, "toolchain": evaluator.toolchain()}

@@ -14,7 +14,7 @@ __all__ = ["SearchConfiguration", "ResolvedConfiguration", "default_pool_size"]
 _DIRECTIONS = ("min", "max")
 # settings that change which candidates the strategy asks for: a resumed run must keep them
 TRAJECTORY_KEYS = ("pool_size", "problem_type", "num_objectives", "seed", "mutate_rate",
-                   "crossover_rate", "strategy", "baseline", "warm_start")
+                   "crossover_rate", "strategy", "baseline", "warm_start", "surrogate")
 
 
 def default_pool_size(n_genes: int) -> int:
@@ -54,6 +54,9 @@ class SearchConfiguration:
         warm_start: Configs (dicts) that open the first generation before prior samples fill it,
             e.g. the front of an earlier run of the same kernel (see ``compileiq_lab.registry``).
             Configs outside the space are left out; asked configs are never asked again.
+        surrogate: Pre-screen GA/NSGA-II offspring with a random forest fitted on the evaluations so
+            far: 4x more offspring are proposed and the most promising (plus a random quarter) are
+            evaluated. Needs scikit-learn. See bench/results/surrogate.md for where it pays.
     """
 
     generations: int
@@ -68,6 +71,7 @@ class SearchConfiguration:
     baseline: bool = True
     objective_names: Sequence[str] | None = field(default=None)
     warm_start: Sequence[dict[str, Any]] | None = field(default=None)
+    surrogate: bool = False
 
     def __post_init__(self) -> None:
         if not _is_int(self.generations) or self.generations < 1:

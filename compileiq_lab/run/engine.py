@@ -112,6 +112,10 @@ class Engine:
             pool_size=self.resolved.pool_size, seed=config.seed,
             mutate_rate=self.resolved.mutate_rate, crossover_rate=config.crossover_rate,
             seeds=_encode_all(space, config.warm_start or []))
+        if config.surrogate and hasattr(self.strategy, "screen"):
+            from compileiq_lab.search.surrogate import SurrogateScreen
+
+            self.strategy.screen = SurrogateScreen(config.num_objectives, config.seed)
         if constraint is not None:
             self.strategy.reject = lambda x: constraint(space.decode(x)) is not None
         self.generation = -1  # -1: nothing asked yet; 0: baseline; 1..: generations

@@ -35,14 +35,23 @@ class PymooStrategy(Strategy):
         if space.n_genes:
             self.algorithm.setup(self.problem, termination=NoTermination(), seed=self.seed, verbose=False)
         self._pop: Any = None
+        self.screen: Any = None  # a SurrogateScreen, set by the engine when surrogate screening is on
 
     def _make_algorithm(self, **kwargs: Any) -> Any:
         raise NotImplementedError
 
     def _ask(self) -> np.ndarray:
-        pop = self.algorithm.ask()
+        screening = self.screen is not None and self.screen.ready and self.algorithm.pop is not None
+        if screening:  # propose more offspring than we evaluate; the surrogate keeps the promising ones
+            self.algorithm.n_offsprings = self.pool_size * self.screen.factor
+        try:
+            pop = self.algorithm.ask()
+        finally:
+            self.algorithm.n_offsprings = self.pool_size
         if pop is None:
             pop = Population.empty()
+        if screening and len(pop) > self.pool_size:
+            pop = pop[self.screen.select(np.asarray(pop.get("X")), self.pool_size)]
         if len(pop) < self.pool_size:
             # mating found too few unseen offspring (a crowded corner of the space): fill the
             # generation with unseen prior samples rather than end the search early
@@ -57,6 +66,8 @@ class PymooStrategy(Strategy):
         return np.asarray(pop.get("X"), dtype=np.int64)
 
     def _tell(self, X: np.ndarray, F: np.ndarray, feasible: np.ndarray) -> None:
+        if self.screen is not None:
+            self.screen.observe(X, F, feasible)
         F = np.where(feasible[:, None], F, 0.0)
         G = np.where(feasible, 0.0, 1.0)[:, None]
         # evaluate through the algorithm's evaluator so its budget counters stay right

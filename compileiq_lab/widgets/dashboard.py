@@ -60,6 +60,8 @@ class Dashboard:
         parts = ([self.form.box] if self.form else []) + [controls, self.status, self.error, self.plot_area,
                                                           self.detail.box]
         self.widget = w.VBox(parts)
+        self.widget.add_class("compileiq-dashboard")
+        self.status.add_class("compileiq-status")
         if run is not None:
             self._attach(run)
 

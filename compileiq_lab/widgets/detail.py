@@ -88,6 +88,7 @@ class DetailPanel:
 
     def __init__(self) -> None:
         self.html = w.HTML("<i>click a point to see its controls and measurements</i>")
+        self.html.add_class("compileiq-detail")
         self.path = w.Text(placeholder="file name (default: <kernel>-eval<N>.acf)", layout={"width": "320px"})
         self.export_button = w.Button(description="Export ACF", icon="download", disabled=True)
         self.message = w.HTML()

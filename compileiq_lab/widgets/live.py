@@ -57,13 +57,8 @@ class LivePlots:
             go.Scatter(name="failed (no scores)", marker={"symbol": "x", "size": 8, "color": _FAILED}, **scatter)],
             layout=go.Layout(template="plotly_white", height=460, margin={"t": 40, "b": 40},
                              legend={"orientation": "h", "y": -0.18}, clickmode="event+select"))
-        self.pareto3d = go.FigureWidget(data=[go.Scatter3d(
-            mode="markers", name="evaluations", hovertemplate="%{text}<extra></extra>",
-            marker={"size": 3, "color": [], "colorscale": "Viridis"})],
-            layout=go.Layout(template="plotly_white", height=460, margin={"t": 30}))
-        self.influence = go.FigureWidget(data=[go.Bar(orientation="h", name="influence")], layout=go.Layout(
-            template="plotly_white", height=460, width=420, margin={"l": 150, "t": 60},
-            title={"text": "which controls matter (after the run)"}))
+        self.pareto3d: Any = None  # built when the 3-D view is first picked (each FigureWidget costs the browser ~2 s)
+        self.influence: Any = None  # built by the first show_influence()
         self.history = go.FigureWidget(layout=go.Layout(
             template="plotly_white", height=300, margin={"t": 40, "b": 40}, title={"text": "per generation"},
             xaxis={"title": {"text": "generation"}}, legend={"orientation": "h", "y": -0.3}))
@@ -72,6 +67,7 @@ class LivePlots:
             self.history.add_scatter(name=f"{name} median", mode="lines", line={"dash": "dash"})
         for i in (EVALS, FRONT, BASELINE, FAILED):
             self.pareto.data[i].on_click(self._clicked)
+        self.pareto.add_class("compileiq-pareto")
         self.x.observe(self._axes_changed, names="value")
         self.y.observe(self._axes_changed, names="value")
         self.view.observe(self._view_changed, names="value")
@@ -82,7 +78,7 @@ class LivePlots:
                                 "vs the controls and show each control's influence")
         self.explain.on_click(lambda _: self.show_influence())
         self.explain_note = w.HTML()
-        self.side = w.VBox([self.influence, w.HBox([self.explain, self.explain_note])])
+        self.side = w.VBox([w.HBox([self.explain, self.explain_note])])
         self.box = w.VBox([w.HBox([self.x, self.y, self.view]), w.HBox([self.pareto, self.side]), self.history])
 
     # -- updates (notebook thread only) ----------------------------------------------------------
@@ -130,7 +126,28 @@ class LivePlots:
                 f"{self.y.value} ({dirs[self.y.value]})" if yi is not None else "evaluation")
             self.pareto.layout.title.text = f"{len(xs)} ok, {n_failed} failed, {len(c.front)} on the front"
 
+    def _make_3d(self) -> Any:
+        import plotly.graph_objects as go
+
+        if self.pareto3d is None:
+            self.pareto3d = go.FigureWidget(data=[go.Scatter3d(
+                mode="markers", name="evaluations", hovertemplate="%{text}<extra></extra>",
+                marker={"size": 3, "color": [], "colorscale": "Viridis"})],
+                layout=go.Layout(template="plotly_white", height=460, margin={"t": 30}))
+        return self.pareto3d
+
+    def _make_influence(self) -> Any:
+        import plotly.graph_objects as go
+
+        if self.influence is None:
+            self.influence = go.FigureWidget(data=[go.Bar(orientation="h", name="influence")], layout=go.Layout(
+                template="plotly_white", height=460, width=420, margin={"l": 90, "t": 60},
+                yaxis={"automargin": True}, title={"text": "which controls matter"}))
+            self.side.children = (self.influence, *self.side.children)
+        return self.influence
+
     def _update_3d(self, results: "Results") -> None:
+        self._make_3d()
         ok = [r for r in results.records if r.status == "ok" and r.scores is not None]
         a = np.array([r.scores[:3] for r in ok], dtype=float).reshape(len(ok), 3)
         with self.pareto3d.batch_update():
@@ -180,6 +197,7 @@ class LivePlots:
             return
         explored = df[df["status"] == "explored"].iloc[::-1]
         skipped = list(df.loc[df["status"] != "explored", "control"])
+        self._make_influence()
         with self.influence.batch_update():
             self.influence.data[0].update(
                 x=explored["influence"].to_numpy(), y=list(explored["control"]),
@@ -192,7 +210,7 @@ class LivePlots:
 
     def _view_changed(self, change: dict[str, Any]) -> None:
         three = change["new"] == "3-D"
-        self.box.children = (self.box.children[0], w.HBox([self.pareto3d if three else self.pareto, self.side]),
+        self.box.children = (self.box.children[0], w.HBox([self._make_3d() if three else self.pareto, self.side]),
                              self.history)
         if three and self._results is not None:
             self._update_3d(self._results)

@@ -122,6 +122,15 @@ def validate(results: "Results", evaluator: "KernelEvaluator", *, eval_ids: Sequ
     Raises:
         ConfigurationError: No GPU runner, a failed baseline, a point that no longer compiles or checks.
     """
+    if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 10:
+        raise ConfigurationError(f"rounds must be an integer >= 10 (interleaved samples per point), but got "
+                                 f"{rounds!r}; use e.g. rounds=40 (--rounds 40)")
+    if not 0.5 < confidence < 1:
+        raise ConfigurationError(f"confidence must lie between 0.5 and 1, but got {confidence!r}; use e.g. 0.95")
+    from compileiq_lab.measure.stats import METHODS
+
+    if method not in METHODS:
+        raise ConfigurationError(f"method must be one of {list(METHODS)}, but got {method!r}")
     if evaluator.gpu is None:
         raise ConfigurationError("validate needs an evaluator with a GPU objective (runtime, power or energy) "
                                  "on a CUDA kernel; static metrics are exact and need no re-measurement")

@@ -115,6 +115,8 @@ def widening_search(kernel: "KernelSpec", catalog: "Catalog", objectives: Sequen
         log.info("widening stage %d (%s, %d controls): %s", i + 1, "+".join(active), stage.controls, stage.reason)
         emit({"type": "widened" if i + 1 < len(tiers) else "stage_finished", "stage": i + 1, "tiers": active,
               "reason": stage.reason})
+        if results.status == "interrupted":  # Ctrl-C ends the whole widening, not only this stage
+            break
         last_gen = max((r.generation for r in results.records), default=0)
         keep = [r["params"] for r in results.pareto_front()]
         keep += [r.params for r in results.records if r.generation == last_gen and r.status == "ok"]

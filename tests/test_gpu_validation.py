@@ -128,3 +128,17 @@ def test_tune_for_runtime_without_a_gpu_is_one_clear_line(tmp_path):
                           "runtime,energy", "--generations", "1"], capture_output=True, text=True, cwd=tmp_path)
     assert out.returncode == 1 and "Traceback" not in out.stderr
     assert "GPU worker could not start" in out.stderr and "static objectives" in out.stderr
+
+
+@needs_cuda
+def test_validate_refuses_too_few_rounds_with_the_fix(tmp_path):
+    ev = evaluator(tmp_path, ("runtime",))
+    try:
+        cfg = SearchConfiguration(generations=1, pool_size=4, problem_type=ev.directions)
+        results = Search(ev, ev.space(), cfg, store=":memory:", constraint=ev.constraint).start()
+        with pytest.raises(ConfigurationError, match="rounds must be an integer >= 10"):
+            validate(results, ev, rounds=1)
+        with pytest.raises(ConfigurationError, match="method must be one of"):
+            validate(results, ev, method="median-of-hope")
+    finally:
+        ev.close()

@@ -49,7 +49,7 @@ def test_a_hanging_kernel_times_out_and_the_worker_is_replaced(runner, tmp_path)
 
 def test_a_dying_worker_is_recorded_as_crashed_and_replaced(runner, tmp_path):
     out = runner.run(script(tmp_path / "die.json", exit=7))
-    assert out.status == "crashed" and "exit code 7" in out.error
+    assert out.status == "crashed" and "exit code 7" in out.error and runner.restarts == 1
     assert runner.run(script(tmp_path / "ok.json", time_s=1e-4)).status == "ok"
 
 

@@ -120,3 +120,26 @@ def test_snapshots_while_running(store_path):
     assert "Run(state=" in repr(run)
     run.stop()
     run.join(timeout=60)
+
+
+@pytest.mark.parametrize("workers", [1, 4])
+def test_stopping_a_paused_run_makes_no_further_objective_call(store_path, workers):
+    objective, calls = slow_toy(0.02)
+    run = make_run(store_path, objective, generations=10, workers=workers).start()
+    while len(calls) < 6:
+        time.sleep(0.005)
+    run.pause()
+    time.sleep(0.2)  # calls in flight finish
+    held = len(calls)
+    run.stop()
+    results = run.join(timeout=60)
+    time.sleep(0.1)
+    assert run.state == "stopped" and len(calls) == held and len(results) <= held
+
+
+def test_a_stop_right_after_start_is_not_lost(store_path):
+    objective, calls = slow_toy(0.01)
+    run = make_run(store_path, objective, generations=10).start()
+    run.stop()
+    run.join(timeout=60)
+    assert run.state == "stopped" and len(calls) <= 1

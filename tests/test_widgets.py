@@ -177,3 +177,18 @@ def test_form_follows_the_kernel_choice():
     assert "runtime" not in form.objectives.options
     form.path.value = "no/such/kernel"
     assert "load_kernel" in form.note.value
+
+
+def test_start_is_refused_while_a_run_is_still_going(store_path):
+    def slow(config):
+        time.sleep(0.05)
+        return toy_objective(config)
+    dash = Dashboard(store=store_path)
+    first = Run(Search(slow, toy_space(), SearchConfiguration(generations=20, pool_size=6), store=store_path))
+    dash._attach(first)
+    dash.start()
+    dash.stop()
+    assert dash.start_button.disabled  # "stopping" counts as live
+    assert dash.start() is None and "still going" in dash.error.value
+    dash.wait(timeout=60)
+    assert not dash.start_button.disabled  # the form can build a new run now

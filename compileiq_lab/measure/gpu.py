@@ -16,7 +16,7 @@ from compileiq_lab.measure.worker import WorkerDied, WorkerProcess, WorkerTimeou
 if TYPE_CHECKING:
     from compileiq_lab.kernels import KernelSpec
 
-__all__ = ["GpuOptions", "GpuRunner", "CUPY_BACKEND", "gpu_unavailable_reason", "arch_runs_on"]
+__all__ = ["GpuOptions", "GpuRunner", "CUPY_BACKEND", "gpu_unavailable_reason", "gpu_target", "arch_runs_on"]
 
 log = logging.getLogger(__name__)
 #: The real backend (CuPy + CUDA events + NVML); tests without a GPU pass a stand-in instead.
@@ -37,6 +37,17 @@ def gpu_unavailable_reason(timeout_s: float = 60.0) -> str | None:
             return "CuPy is not installed (pip install 'compileiq-lab[gpu]')"
         return f"CuPy sees no usable GPU ({last[:200]})"
     return None if res.stdout.strip() not in ("", "0") else "CuPy sees no GPU"
+
+
+def gpu_target(timeout_s: float = 60.0) -> str | None:
+    """The compile target of GPU 0 ("sm_90" on an H100/H200), probed in a subprocess; None without a GPU."""
+    code = "import cupy; print('sm_' + cupy.cuda.Device(0).compute_capability)"
+    try:
+        res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        return None
+    out = res.stdout.strip()
+    return out if res.returncode == 0 and out.startswith("sm_") else None
 
 
 def arch_runs_on(arch: str, device_arch: str) -> bool:

@@ -160,7 +160,11 @@ class GpuBackend:
     def _energy(self, prep: Prepared, per_launch_s: float) -> dict[str, float]:
         if self.meter is None:
             return {}
-        return energy_window(prep, self.meter, self.opts["energy_window_s"], per_launch_s)
+        try:
+            return energy_window(prep, self.meter, self.opts["energy_window_s"], per_launch_s)
+        except RuntimeError as exc:  # NVML said nothing: no energy value, but the context is fine
+            log.warning("no energy measurement: %s", exc)
+            return {}
 
     def measure(self, item: dict[str, Any]) -> dict[str, Any]:
         """Check, time and (when asked) measure the energy of one candidate.
@@ -326,6 +330,9 @@ class _CupyCandidate(Prepared):
                         self._launch(n)
                     finally:
                         self.graph = self.stream.end_capture()
+                upload = getattr(self.graph, "upload", None)
+                if upload is not None:  # instantiate now, so a failure falls back here rather than in timing
+                    upload(self.stream)
                 self._unit, self.method = self.graph.launch, "graph"
             except Exception as exc:  # noqa: BLE001 - fall back to plain launches, recorded in ``method``
                 log.warning("CUDA graph capture failed (%s); timing plain launches", exc)

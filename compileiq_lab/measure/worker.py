@@ -119,6 +119,7 @@ class WorkerProcess:
             raise WorkerTimeout(f"no answer within {timeout_s} s") from None
         except (_wire.WireClosed, BrokenPipeError):
             code = self.kill()
+            self.restarts += 1  # it died by itself: kill() did not count it
             how = f"killed by signal {-code}" if code is not None and code < 0 else f"exit code {code}"
             raise WorkerDied(how) from None
         except BaseException:
@@ -188,7 +189,7 @@ class WorkerObjective:
 
     @property
     def restarts(self) -> int:
-        """How many times the worker was killed (timeouts and crashes)."""
+        """How many times the worker was replaced (timeouts and crashes)."""
         return self._worker.restarts
 
     def start(self) -> None:

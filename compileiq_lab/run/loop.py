@@ -11,11 +11,15 @@ from typing import Any, Callable
 from compileiq_lab.measure.measurement import Measurement
 from compileiq_lab.run.engine import Engine, copy_config
 
-__all__ = ["drive", "Event"]
+__all__ = ["drive", "Event", "StopRequested"]
 
 log = logging.getLogger("compileiq_lab")
 #: An event: a dict with "type" ("evaluation", "generation" or "finished") and its data.
 Event = dict[str, Any]
+
+
+class StopRequested(Exception):
+    """Raised by an evaluation gate to end the loop before that evaluation starts (nothing is recorded)."""
 
 
 def drive(engine: Engine, evaluate: Callable[[dict[str, Any]], Measurement],
@@ -46,7 +50,11 @@ def drive(engine: Engine, evaluate: Callable[[dict[str, Any]], Measurement],
                     if stop.is_set():
                         stop.clear()
                         return "stopped"
-                    emit({"type": "evaluation", "record": engine.run(c, evaluate)})
+                    try:
+                        record = engine.run(c, evaluate)
+                    except StopRequested:
+                        return "stopped"
+                    emit({"type": "evaluation", "record": record})
             elif _evaluate_parallel(engine, todo, evaluate, emit, stop, pool):
                 stop.clear()
                 return "stopped"
@@ -61,11 +69,15 @@ def _evaluate_parallel(engine: Engine, todo: list[Any], evaluate: Callable[[dict
     """Evaluate candidates concurrently, recording each in order; True if stopped."""
     futures = [(c, time.time(), pool.submit(evaluate, copy_config(c.config))) for c in todo]
     for c, started, fut in futures:
-        if stop.is_set():
+        try:
+            if stop.is_set():
+                raise StopRequested()
+            measurement = fut.result()
+        except StopRequested:
             for _, _, f in futures:
                 f.cancel()
             return True
-        emit({"type": "evaluation", "record": engine.record(c, fut.result(), started)})
+        emit({"type": "evaluation", "record": engine.record(c, measurement, started)})
     return False
 
 

@@ -9,7 +9,7 @@ import traceback
 from typing import TYPE_CHECKING, Any, Callable
 
 from compileiq_lab.exceptions import SearchStateError
-from compileiq_lab.run.loop import Event
+from compileiq_lab.run.loop import Event, StopRequested
 
 if TYPE_CHECKING:
     from compileiq_lab.results import Results
@@ -49,6 +49,7 @@ class Run:
         self._lock = threading.Lock()
         self._open = threading.Event()  # set = may evaluate; cleared by pause()
         self._open.set()
+        self._stop_requested = threading.Event()
         self._thread: threading.Thread | None = None
         self._state = "idle"
         self._progress = {"generation": 0, "evaluations": 0, "statuses": {}, "started_at": None, "finished_at": None}
@@ -89,12 +90,20 @@ class Run:
                 self._open.set()
 
     def stop(self) -> None:
-        """End the run before its next objective call (a paused run ends at once)."""
+        """End the run before its next objective call (a paused run ends without another call; calls in
+        flight finish and are kept only if the loop already recorded them)."""
         with self._lock:
             if self._state in ("running", "paused"):
                 self._state = "stopping"
+                self._stop_requested.set()
                 self.search.stop()
                 self._open.set()
+
+    def _gate(self) -> None:
+        """Before each objective call: wait while paused; refuse to start one once a stop was asked."""
+        self._open.wait()
+        if self._stop_requested.is_set():
+            raise StopRequested()
 
     def join(self, timeout: float | None = None) -> "Results | None":
         """Wait for the run to end; returns its results (None if still running after ``timeout``).
@@ -181,7 +190,7 @@ class Run:
 
     def _main(self) -> None:
         try:
-            self.results_final = self.search.start(callback=self._emit, workers=self.workers, gate=self._open.wait)
+            self.results_final = self.search.start(callback=self._emit, workers=self.workers, gate=self._gate)
             final = self.results_final.status
         except BaseException as exc:  # noqa: BLE001 - kept and raised again by join()
             self.error, final = exc, "failed"

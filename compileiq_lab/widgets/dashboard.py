@@ -73,10 +73,14 @@ class Dashboard:
     # -- control ---------------------------------------------------------------------------------
     def start(self) -> "Run | None":
         """Build the run from the form if needed, and start it. Returns the run (None if it could not be built)."""
+        if self.run is not None and self.run.running:
+            self.error.value = "<span style='color:#b00'>a run is still going; stop it and wait for it to end</span>"
+            return None
         if self.run is None or self.run.state not in ("idle",):
             if self.form is None:
                 self.error.value = "<span style='color:#b00'>this run has ended; make a new Dashboard</span>"
                 return None
+            self._release_evaluator()
             try:
                 run, self.context = self.form.build(self.store)
             except Exception as exc:  # noqa: BLE001 - shown in the UI with its fix
@@ -159,9 +163,15 @@ class Dashboard:
                                 f"<pre>{html.escape(failed[-1].get('traceback', ''))}</pre>")
         if any(e["type"] in ("finished", "failed") for e in events):
             self._buttons()
+            if self.form is not None:  # built here: stop its GPU worker (the results stay in the store)
+                self._release_evaluator()
         if any(e["type"] == "finished" for e in events) and self.plots is not None:
             self.plots.show_influence()
         log.debug("dashboard update of %d events took %.1f ms", len(events), 1e3 * (time.perf_counter() - t0))
+
+    def _release_evaluator(self) -> None:
+        if self.context.evaluator is not None:
+            self.context.evaluator.close()
 
     def _show_progress(self) -> None:
         assert self.run is not None
@@ -175,11 +185,11 @@ class Dashboard:
 
     def _buttons(self) -> None:
         state = self.run.state if self.run is not None else "idle"
-        live = state in ("running", "paused")
+        live = state in ("running", "paused", "stopping")
         self.start_button.disabled = live or (self.form is None and state != "idle")
-        self.pause_button.disabled = not live
+        self.pause_button.disabled = state not in ("running", "paused")
         self.pause_button.description = "Resume" if state == "paused" else "Pause"
-        self.stop_button.disabled = not live
+        self.stop_button.disabled = state not in ("running", "paused")
 
     def _export_clicked(self) -> None:
         try:

@@ -46,6 +46,14 @@ def gpu_reason() -> str | None:
     return gpu_unavailable_reason()
 
 
+@functools.lru_cache(maxsize=1)
+def gpu_arch() -> str | None:
+    """The first GPU's target (e.g. "sm_90"), probed in a subprocess; None without a GPU."""
+    from compileiq_lab.measure.gpu import gpu_target
+
+    return gpu_target()
+
+
 class RunForm:
     """The setup half of the dashboard. ``build()`` returns (Run, RunContext) for the current choices."""
 
@@ -169,15 +177,20 @@ class RunForm:
             raise ConfigurationError("pick at least one category of controls to search")
         catalog = _active(self.catalog.value).select(categories=list(self.categories.value))
         compiler = self.catalog.value if self.catalog.value in ("gcc", "clang", "nvrtc") else "gcc"
-        ev = KernelEvaluator(spec, catalog, objectives, compiler=compiler)
+        arch = gpu_arch() if spec.language == "cuda" and self.target.value == "gpu" else "sm_90"
+        ev = KernelEvaluator(spec, catalog, objectives, compiler=compiler, arch=arch or "sm_90")
         meta = {"kernel": spec.name, "language": spec.language, "source_sha256": spec.source_sha256(),
-                "catalog": self.catalog.value, "arch": "sm_90" if spec.language == "cuda" else None,
+                "catalog": self.catalog.value, "arch": (arch or "sm_90") if spec.language == "cuda" else None,
                 "objectives": objectives, "toolchain": ev.toolchain()}
         if ev.gpu is not None:
             meta["gpu"] = ev.gpu_info
         cfg = SearchConfiguration(generations=gens, pool_size=pool, seed=seed, num_objectives=len(objectives),
                                   problem_type=ev.directions, objective_names=objectives)
-        search = Search(ev, ev.space(), cfg, store=store, constraint=ev.constraint, metadata=meta)
+        try:
+            search = Search(ev, ev.space(), cfg, store=store, constraint=ev.constraint, metadata=meta)
+        except BaseException:
+            ev.close()
+            raise
         cpu_timed = spec.language == "c" and self.target.value == "cpu"
         workers = 1 if cpu_timed else min(8, os.cpu_count() or 1)
         return Run(search, workers=workers), RunContext(spec, catalog, ev, meta)

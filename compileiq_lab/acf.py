@@ -92,7 +92,8 @@ class ACF:
         validation: None, or the interleaved re-measurement of this point against the baseline:
             speedup with its CI (low, high, confidence, method, rounds), noise_floor (how far an A/A
             measurement of the baseline with itself strayed from 1), win (the CI lies above 1 + noise_floor),
-            runtime and baseline_runtime (median seconds per launch), energy_ratio, gpu.
+            runtime and baseline_runtime (median seconds per launch), energy_ratio, gpu, and optionally
+            workloads: {name: {speedup, low, high, win}} on the kernel's other input sizes.
     """
 
     compiler: str
@@ -334,15 +335,30 @@ def _check_run_host(doc: Mapping[str, Any]) -> None:
 def _check_validation(value: Any) -> None:
     if value is None:
         return
-    if not isinstance(value, Mapping) or sorted(map(str, value)) != sorted(_VALIDATION):
-        raise _fail("validation", f"validation is null or an object with exactly the keys {list(_VALIDATION)}",
-                    sorted(map(str, value)) if isinstance(value, Mapping) else type(value).__name__,
+    keys = sorted(map(str, value)) if isinstance(value, Mapping) else None
+    if keys is None or sorted(k for k in keys if k != "workloads") != sorted(_VALIDATION):
+        raise _fail("validation", f"validation is null or an object with exactly the keys {list(_VALIDATION)} "
+                    "(and optionally 'workloads')", keys if keys is not None else type(value).__name__,
                     "Export the point again, or set validation to null.")
+    _check_workloads(value.get("workloads", {}))
     for key, (ok, rule) in _VALIDATION.items():
         if not ok(value[key]):
             raise _fail(f"validation.{key}", f"{key} is {rule}", value[key], "Write the value as measured.")
     if not value["low"] <= value["high"]:
         raise _fail("validation", "low <= high", [value["low"], value["high"]], "Write the interval's ends in order.")
+
+
+def _check_workloads(workloads: Any) -> None:
+    def ok(entry: Any) -> bool:
+        if not isinstance(entry, Mapping) or not isinstance(entry.get("win"), bool):
+            return False
+        if "error" in entry:
+            return isinstance(entry["error"], str) and len(entry["error"]) <= 300
+        return all(_is_num(entry.get(k)) and entry[k] > 0 for k in ("speedup", "low", "high")) and \
+            entry["low"] <= entry["high"]
+    _check_map("validation.workloads", workloads, ok,
+               "values are {speedup, low, high, win} with 0 < low <= high, or {error, win}",
+               "Export the point again.")
 
 
 def _check_controls_shape(controls: Any) -> None:

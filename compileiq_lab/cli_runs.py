@@ -119,6 +119,9 @@ def point_acf(results: Any, rec: Any, kernel: Any, catalog: Any, meta: dict[str,
                    "confidence": stored["confidence"], "method": stored["method"], "rounds": stored["rounds"],
                    "runtime": row["runtime_median"], "baseline_runtime": stored["baseline"]["runtime_median"],
                    "energy_ratio": row["energy_ratio"], "gpu": gpu}
+        if row.get("workloads"):
+            summary["workloads"] = {w: {k: v for k, v in e.items() if k in ("speedup", "low", "high", "win", "error")}
+                                    for w, e in row["workloads"].items()}
     return ACF.from_choice(
         compiler=meta["catalog"], controls=controls, argv=config_argv(kernel, catalog, controls),
         objectives=dict(zip(names, rec.scores)), kernel=kernel.name, source_sha256=kernel.source_sha256(),
@@ -160,6 +163,12 @@ def print_validation(v: Any) -> None:
         print(f"{r['eval_id']:5d}  {r['runtime_median'] * 1e6:10.2f}  {r['speedup']:8.4f}  "
               f"[{r['low']:.4f}, {r['high']:.4f}]  {'yes' if r['win'] else 'no':>4}  {energy}"
               + ("  (same code as baseline)" if r["same_code_as_baseline"] else ""))
+        for name, e in (r.get("workloads") or {}).items():
+            verdict = e.get("error") or (f"{e['speedup']:.4f} [{e['low']:.4f}, {e['high']:.4f}] "
+                                         f"{'win' if e['win'] else 'LOSS' if e['loss'] else 'no win'}")
+            print(f"{'':5}  workload {name}: {verdict}")
+        if r.get("mixed"):
+            print(f"{'':5}  WARNING: eval {r['eval_id']} wins on the tuning workload but loses on another")
 
 
 def _validate(args: argparse.Namespace) -> int:

@@ -31,7 +31,8 @@ DTYPES = ("float32", "float64", "int32")
 INITS = ("uniform", "normal", "zeros", "ones", "arange")
 _REQUIRED = ("name", "language", "source", "entry")
 _TABLES: dict[str, tuple[str, ...]] = {
-    "": _REQUIRED + ("description", "defines", "params", "inputs", "outputs", "check", "run", "launch"),
+    "": _REQUIRED + ("description", "defines", "params", "inputs", "outputs", "check", "run", "launch", "workloads"),
+    "workloads": ("name", "params"),
     "inputs": ("name", "dtype", "shape", "init"), "outputs": ("name", "dtype", "shape"), "run": ("seed", "repeats"),
     "check": ("reference", "rtol", "atol"), "launch": ("grid", "block", "shared_bytes", "args")}
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -135,6 +136,8 @@ class KernelSpec:
     block: tuple[int | str, ...] | None = None
     shared_bytes: int | str = 0
     args: tuple[str, ...] | None = None
+    workloads: dict[str, dict[str, int]] = field(default_factory=dict)
+    workload: str | None = None
 
     @property
     def static_only(self) -> bool:
@@ -232,6 +235,20 @@ class KernelSpec:
                 return False, f"{self.name}: output {buf.name!r} differs beyond {tol}; worst {notes[-1]}"
         return True, f"{self.name}: all outputs within {tol}; worst " + "; ".join(notes)
 
+    def with_workload(self, name: str | None) -> "KernelSpec":
+        """This kernel with one of its ``[[workloads]]`` (params overridden); None: the default params.
+
+        Raises:
+            ConfigurationError: ``name`` is not one of the kernel's workloads.
+        """
+        import dataclasses
+
+        if name is None:
+            return self
+        _need(name in self.workloads, f"kernel {self.name!r}", f"the workload is one of {list(self.workloads)}", name,
+              "Use one of those, or add it as [[workloads]] in kernel.toml.")
+        return dataclasses.replace(self, params={**self.params, **self.workloads[name]}, workload=name)
+
     def source_sha256(self) -> str:
         """Return the SHA-256 hex digest of the source file's bytes."""
         return hashlib.sha256(self.source_path.read_bytes()).hexdigest()
@@ -328,15 +345,33 @@ class _SpecParser:
         fields.update(self.symbols_and_buffers(d))
         fields.update(self.check_and_run(self.table(d.get("check", {}), "check"), self.table(d.get("run", {}), "run")))
         fields.update(self.launch(self.table(d.get("launch", {}), "launch"), fields))
+        fields["workloads"] = self.workloads(d.get("workloads", []), fields["params"])
         spec = KernelSpec(**fields)
-        try:  # evaluate every shape and launch expression once, so broken ones fail at load
-            shapes = {b.name: spec.shape_of(b) for b in spec.inputs + spec.outputs}
-            spec.launch_dims() if spec.grid is not None else None
-        except ConfigurationError as exc:
-            raise ConfigurationError(f"kernel.toml of {self.name!r}: {exc}") from None
-        self.need(all(min(s) >= 1 for s in shapes.values()), "every buffer dim is >= 1",
-                  {k: s for k, s in shapes.items() if min(s) < 1}, "Fix the shapes or the params.")
+        for variant in [spec] + [spec.with_workload(w) for w in spec.workloads]:
+            try:  # evaluate every shape and launch expression once, so broken ones fail at load
+                shapes = {b.name: variant.shape_of(b) for b in variant.inputs + variant.outputs}
+                variant.launch_dims() if variant.grid is not None else None
+            except ConfigurationError as exc:
+                raise ConfigurationError(f"kernel.toml of {self.name!r}"
+                                         f"{' workload ' + repr(variant.workload) if variant.workload else ''}: {exc}") from None
+            self.need(all(min(s) >= 1 for s in shapes.values()), "every buffer dim is >= 1",
+                      {k: s for k, s in shapes.items() if min(s) < 1}, "Fix the shapes or the params.")
         return spec
+
+    def workloads(self, entries: Any, params: dict[str, int]) -> dict[str, dict[str, int]]:
+        self.need(isinstance(entries, list), "workloads is a list of tables", entries, "Write [[workloads]].")
+        out: dict[str, dict[str, int]] = {}
+        for t in entries:
+            t = self.table(t, "workloads")
+            name = self.ident(t.get("name"), "[[workloads]] name")
+            self.need(name not in out, "workload names are distinct", name, "Rename the duplicate.")
+            over = t.get("params", {})
+            self.need(isinstance(over, dict) and over and set(over) <= set(params)
+                      and all(type(v) is int for v in over.values()),
+                      f"workload {name} overrides some of the params {list(params)} with ints", over,
+                      f'Write params = {{ {next(iter(params), "n")} = 4096 }}.')
+            out[name] = dict(over)
+        return out
 
     def symbols_and_buffers(self, d: dict[str, Any]) -> dict[str, Any]:
         defines, params = self.table(d.get("defines", {}), "defines"), self.table(d.get("params", {}), "params")

@@ -38,6 +38,7 @@ class Validation:
         rounds, confidence, method: How it was measured.
         gpu: Clocks and temperature after the measurement.
         samples: The per-launch times behind the figures, one per round: "baseline" and each eval id (as text).
+        workloads: The kernel's other workloads every point was also re-measured on.
     """
 
     rows: list[dict[str, Any]]
@@ -48,17 +49,19 @@ class Validation:
     gpu: dict[str, Any] = field(default_factory=dict)
     created: str = ""
     samples: dict[str, list[float]] = field(default_factory=dict)
+    workloads: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data (stored in the run header and in exported ACFs)."""
         return {"rows": self.rows, "baseline": self.baseline, "rounds": self.rounds, "confidence": self.confidence,
-                "method": self.method, "gpu": self.gpu, "created": self.created, "samples": self.samples}
+                "method": self.method, "gpu": self.gpu, "created": self.created, "samples": self.samples,
+                "workloads": self.workloads}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Validation":
         """Inverse of ``to_dict``."""
         return cls(**{k: data[k] for k in ("rows", "baseline", "rounds", "confidence", "method", "gpu", "created")},
-                   samples=data.get("samples", {}))
+                   samples=data.get("samples", {}), workloads=data.get("workloads", []))
 
     def row(self, eval_id: int) -> dict[str, Any] | None:
         """The row of one evaluation, or None if it was not re-measured."""
@@ -97,7 +100,8 @@ def _points(results: "Results", objective: int, eval_ids: Sequence[int] | None, 
 
 def validate(results: "Results", evaluator: "KernelEvaluator", *, eval_ids: Sequence[int] | None = None,
              rounds: int = 40, energy_rounds: int | None = None, confidence: float = 0.95,
-             method: str = "paired-bootstrap", max_points: int = 8, save: bool = True) -> Validation:
+             method: str = "paired-bootstrap", max_points: int = 8, save: bool = True,
+             workloads: Sequence[str] | None = None) -> Validation:
     """Re-measure points of a GPU run and the baseline interleaved, in a fresh worker, with speedup CIs.
 
     Each point's code is rebuilt (cached), identical machine code is measured once, and all are
@@ -118,6 +122,10 @@ def validate(results: "Results", evaluator: "KernelEvaluator", *, eval_ids: Sequ
         method: See ``compileiq_lab.measure.stats.compare``.
         max_points: Cap on front points re-measured.
         save: Store the result in the run's header (key "validation"), if the run is on disk.
+        workloads: The kernel's other ``[[workloads]]`` to re-measure every point on as well (default: all
+            it declares; [] for none). Each point's row gets ``workloads`` (name -> speedup, low, high, win,
+            loss, or the error when its output is wrong there) and ``mixed`` (a win on the tuning workload
+            but a loss on another: a warning is logged and the lab shows it).
 
     Raises:
         ConfigurationError: No GPU runner, a failed baseline, a point that no longer compiles or checks.
@@ -178,11 +186,14 @@ def validate(results: "Results", evaluator: "KernelEvaluator", *, eval_ids: Sequ
                      "samples": len(samples[label]),
                      "energy": ec, "energy_ratio": ec / eb if ec is not None and eb else None,
                      "same_code_as_baseline": label == b_label})
+    names = list(evaluator.kernel.workloads) if workloads is None else list(workloads)
+    for name in names:
+        _validate_workload(evaluator, name, items, label_of, points, rows, rounds, confidence, method)
     validation = Validation(
         rows=rows, baseline={"eval_id": base.eval_id, "runtime_median": float(np.median(samples[b_label])),
                              "runtime_ci": list(median_ci(samples[b_label], confidence)), "energy": energy_mean(b_label),
                              "aa": {"speedup": aa.speedup, "low": aa.low, "high": aa.high}, "noise_floor": floor},
-        rounds=rounds, confidence=confidence, method=method, gpu={**evaluator.gpu_info.get("power", {}),
+        rounds=rounds, confidence=confidence, method=method, workloads=names, gpu={**evaluator.gpu_info.get("power", {}),
                                                                    **reply.get("state", {})},
         created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         samples={"baseline": list(samples[b_label]), "baseline_aa": list(samples[aa_label]),
@@ -195,3 +206,33 @@ def validate(results: "Results", evaluator: "KernelEvaluator", *, eval_ids: Sequ
             store.close()
         results.header[HEADER_KEY] = validation.to_dict()
     return validation
+
+
+def _validate_workload(evaluator: "KernelEvaluator", name: str, items: dict[str, Any], label_of: dict[int, str],
+                       points: list[Any], rows: list[dict[str, Any]], rounds: int, confidence: float,
+                       method: str) -> None:
+    """Re-measure the same codes on another workload (its own inputs, in a fresh worker); add to each row."""
+    assert evaluator.gpu is not None
+    base_label = next(iter(items))  # the baseline was added first
+    runner = evaluator.gpu.for_workload(name)
+    log.info("re-measuring %d codes on workload %r", len(items), name)
+    reply = runner.remeasure(items, rounds=rounds)
+    samples = reply["samples"]
+    failed = {k: msg for k, (ok, msg) in reply["checks"].items() if not ok}
+    if base_label in failed:
+        raise ConfigurationError(f"the baseline must produce the reference output on workload {name!r}, but "
+                                 f"{failed[base_label]}; fix the kernel or the workload's params")
+    aa = compare(samples[base_label], samples[base_label + "#aa"], confidence=confidence, method=method)
+    floor = 0.0 if aa.low <= 1.0 <= aa.high else max(1.0 - aa.low, aa.high - 1.0)
+    for rec, row in zip(points, rows):
+        label = label_of[rec.eval_id]
+        if label in failed:
+            entry: dict[str, Any] = {"error": f"wrong output: {failed[label]}"[:300], "win": False, "loss": True}
+        else:
+            c = compare(samples[base_label], samples[label], confidence=confidence, method=method)
+            entry = {"speedup": c.speedup, "low": c.low, "high": c.high, "win": c.low > 1.0 + floor,
+                     "loss": c.high < 1.0 - floor}
+        row.setdefault("workloads", {})[name] = entry
+        row["mixed"] = bool(row["win"] and any(v["loss"] for v in row["workloads"].values()))
+        if row["mixed"] and entry["loss"]:
+            log.warning("eval %d wins on the tuning workload but loses on workload %r", rec.eval_id, name)

@@ -142,3 +142,41 @@ def test_validate_refuses_too_few_rounds_with_the_fix(tmp_path):
             validate(results, ev, method="median-of-hope")
     finally:
         ev.close()
+
+
+@needs_cuda
+def test_points_are_checked_on_every_workload_and_mixed_results_are_flagged(tmp_path):
+    import shutil as sh
+
+    from compileiq_lab.kernels import kernels_root
+    from compileiq_lab.widgets.detail import describe
+
+    folder = tmp_path / "reduction"
+    sh.copytree(kernels_root() / "reduction", folder)
+    with open(folder / "kernel.toml", "a") as f:  # the stand-in reverses its clock on a workload named "inverted"
+        f.write('\n[[workloads]]\nname = "inverted"\nparams = { n = 4096, blocks = 8 }\n')
+    kernel = load_kernel(folder)
+    ev = KernelEvaluator(kernel, PTXAS.select(names=["opt_level", "maxrregcount"]), ["runtime"],
+                         workdir=tmp_path / "work", gpu_backend=STANDIN_BACKEND)
+    meta = {"kernel": "reduction", "catalog": "ptxas", "arch": "sm_90", "objectives": ["runtime"],
+            "toolchain": ev.toolchain(), "gpu": ev.gpu_info}
+    store = str(tmp_path / "run.db")
+    try:
+        cfg = SearchConfiguration(generations=2, pool_size=6, seed=2, problem_type=ev.directions,
+                                  objective_names=["runtime"])
+        results = Search(ev, ev.space(), cfg, store=store, constraint=ev.constraint, metadata=meta).start()
+        v = validate(results, ev, rounds=12)
+    finally:
+        ev.close()
+    assert v.workloads == ["large", "small", "inverted"]
+    winners = [r for r in v.rows if r["win"]]
+    assert winners, v.rows
+    for row in winners:
+        assert row["workloads"]["large"]["win"] and row["workloads"]["small"]["win"]  # same clock there
+        assert row["workloads"]["inverted"]["loss"] and row["mixed"]
+    stored = load_results(store)
+    assert "wins on the tuning workload but loses on another" in describe(stored, winners[0]["eval_id"])
+    rec = next(r for r in stored.records if r.eval_id == winners[0]["eval_id"])
+    acf = load_acf(point_acf(stored, rec, kernel, PTXAS, meta).to_json())
+    assert set(acf.validation["workloads"]) == {"large", "small", "inverted"}
+    assert acf.validation["workloads"]["inverted"]["win"] is False

@@ -149,3 +149,4 @@ def test_teaching_search(execute: Any) -> None:
     assert "same config: True" in text
     assert "stage 1: common (2 controls)" in text and "stage 3: common+advanced+exotic" in text
     assert "generation 1 opens with them: True" in text
+    assert "sm_80" in text and "sm_90" in text  # fronts compared across architectures

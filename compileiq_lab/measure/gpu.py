@@ -106,15 +106,18 @@ class GpuRunner:
         options: Timing and energy settings.
         timeout_s: Limit per candidate (loading, checking, timing, energy).
         backend: ``"module:Class"`` of the worker's backend (a stand-in for tests).
+        workload: One of the kernel's ``[[workloads]]`` (other input sizes), None for its default params.
     """
 
     def __init__(self, kernel: "KernelSpec", options: GpuOptions | None = None, timeout_s: float = 60.0,
-                 backend: str = CUPY_BACKEND) -> None:
+                 backend: str = CUPY_BACKEND, workload: str | None = None) -> None:
         if kernel.language != "cuda" or kernel.static_only or kernel.grid is None:
             raise ConfigurationError(f"kernel {kernel.name!r} cannot run on a GPU: it needs language cuda, an entry, "
                                      "outputs with a reference and a [launch] table; use static objectives for it")
-        self.kernel, self.options, self.timeout_s, self.backend = kernel, options or GpuOptions(), timeout_s, backend
-        self._setup = {"kernel": str(kernel.folder), "options": asdict(self.options)}
+        self.base_kernel = kernel.with_workload(None) if kernel.workload is None else kernel
+        self.kernel = kernel.with_workload(workload)
+        self.options, self.timeout_s, self.backend, self.workload = options or GpuOptions(), timeout_s, backend, workload
+        self._setup = {"kernel": str(kernel.folder), "workload": workload, "options": asdict(self.options)}
         self.worker = WorkerProcess(backend, self._setup, what="GPU worker")
 
     def start(self) -> dict[str, Any]:
@@ -153,6 +156,10 @@ class GpuRunner:
         if reply.get("fatal"):
             self.worker.kill()  # the CUDA context may be poisoned: start afresh for the next candidate
         return RunOutcome(reply["status"], reply.get("error", ""), dict(reply.get("metrics", {})))
+
+    def for_workload(self, workload: str | None) -> "GpuRunner":
+        """A runner with the same settings on another of the kernel's workloads (its own worker)."""
+        return GpuRunner(self.base_kernel, self.options, self.timeout_s, self.backend, workload)
 
     def remeasure(self, items: Mapping[str, tuple[str | Path, Mapping[str, Any] | None]], rounds: int = 40,
                   energy_rounds: int = 0) -> dict[str, Any]:

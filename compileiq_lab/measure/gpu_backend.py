@@ -242,7 +242,7 @@ class CupyBackend(GpuBackend):
         self.cp = cp
         dev = cp.cuda.Device(int(self.opts.get("device", 0)))
         dev.use()
-        self.kernel = kernel = load_kernel(init["kernel"])
+        self.kernel = kernel = load_kernel(init["kernel"]).with_workload(init.get("workload"))
         inputs = kernel.make_inputs()
         self.expected = kernel.reference_outputs(inputs)
         self.pristine = {k: cp.asarray(v) for k, v in inputs.items()}

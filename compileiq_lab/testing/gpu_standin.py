@@ -4,7 +4,9 @@ A "cubin" given to it is either a JSON script or any other file. A script may as
 trouble ("sleep_s": hang, "exit": die with that code, "raise": fail with that message, "fatal":
 fail as a sticky CUDA error would, "refused": fail as a launch the GPU refuses), a wrong output ("wrong": true), or a timing
 ("time_s": median seconds per launch, "noise": relative spread). Any other file gets a time
-proportional to its size (1 ns per byte), so bigger code is slower: a static stand-in for runtime.
+proportional to its size (1 ns per byte), so bigger code is slower: a static stand-in for runtime. On a
+workload named "inverted" the order flips (time = 1e8 / size ns: every speedup becomes its inverse), to
+stand for flags that win on one input size and lose on another.
 Timing samples are synthetic (drawn around the median), but the sampling loop, the stopping rule,
 the interleaving and the energy-window algorithm are the real ones; the stand-in energy counter
 advances in 10 ms steps at 300 W of real wall time.
@@ -58,6 +60,7 @@ class StandInBackend(GpuBackend):
     def _setup(self, init: dict[str, Any]) -> dict[str, Any]:
         self.meter = StandInMeter()
         self.rng = np.random.default_rng(int(self.opts.get("seed", 0)))
+        self.workload = init.get("workload")
         return {"name": "stand-in GPU", "arch": self.opts.get("arch", "sm_90"), "device": 0, "nvml": None,
                 "power": {"name": "stand-in GPU", "nvml": None}, "pid": os.getpid()}
 
@@ -68,7 +71,8 @@ class StandInBackend(GpuBackend):
             if not isinstance(spec, dict):
                 raise ValueError
         except (UnicodeDecodeError, ValueError):
-            spec = {"time_s": len(raw) * 1e-9, "noise": 0.01}
+            ns = 1e8 / len(raw) if self.workload == "inverted" else float(len(raw))
+            spec = {"time_s": ns * 1e-9, "noise": 0.01}
         if "sleep_s" in spec:
             time.sleep(float(spec["sleep_s"]))
         if "exit" in spec:

@@ -47,6 +47,7 @@ def describe(results: "Results", eval_id: int, context: "RunContext | None" = No
             ratio = "" if s is None or not math.isfinite(s) else f" &nbsp;({s:.4f}x the baseline)"
             cells.append(f"<tr><td>{html.escape(name)} ({direction})</td><td>{rec.scores[k]:.6g}{ratio}</td></tr>")
         parts.append(f"<table>{''.join(cells)}</table>")
+    parts.append(_validation_html(results, eval_id))
     metrics = rec.detail.get("metrics") if isinstance(rec.detail, dict) else None
     if metrics:
         parts.append("<details><summary>all measurements</summary><table>" + "".join(
@@ -55,6 +56,22 @@ def describe(results: "Results", eval_id: int, context: "RunContext | None" = No
     if rec.status != "ok":
         parts.append(f"<pre style='white-space:pre-wrap;color:#b00'>{html.escape(rec.error[-2000:])}</pre>")
     return "".join(parts)
+
+
+def _validation_html(results: "Results", eval_id: int) -> str:
+    """The point's re-measured speedup (and per workload), with a warning when it loses somewhere."""
+    v = results.validation
+    row = v.row(eval_id) if v is not None else None
+    if row is None:
+        return ""
+    lines = [f"re-measured: {row['speedup']:.4f}x [{row['low']:.4f}, {row['high']:.4f}] "
+             f"({'a win' if row['win'] else 'not a win'}, {v.rounds} interleaved rounds)"]
+    for name, e in (row.get("workloads") or {}).items():
+        lines.append(f"workload {html.escape(name)}: " + (html.escape(e["error"]) if "error" in e else
+                     f"{e['speedup']:.4f}x [{e['low']:.4f}, {e['high']:.4f}]"))
+    warn = ("<div style='color:#b00'><b>warning: wins on the tuning workload but loses on another</b></div>"
+            if row.get("mixed") else "")
+    return warn + "<div>" + "<br>".join(lines) + "</div>"
 
 
 def export_point(results: "Results", eval_id: int, context: "RunContext | None" = None,

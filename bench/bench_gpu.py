@@ -69,7 +69,8 @@ def tune_one(name: str, budget_s: float, rounds: int, seed: int, workdir: Path,
             "baseline_ms": v.baseline["runtime_median"] * 1e3, "baseline_ci_ms": [x * 1e3 for x in v.baseline["runtime_ci"]],
             "best_ms": best["runtime_median"] * 1e3, "speedup": best["speedup"], "ci": [best["low"], best["high"]],
             "win": best["win"], "energy_change": (best["energy_ratio"] - 1) if best["energy_ratio"] else None,
-            "best_eval": best["eval_id"], "best_argv": ev.argv(by_id[best["eval_id"]].params),
+            "best_eval": best["eval_id"], "workloads": best.get("workloads", {}), "mixed": best.get("mixed", False),
+            "noise_floor": v.noise_floor, "best_argv": ev.argv(by_id[best["eval_id"]].params),
             "front": v.rows, "rounds": rounds, "search_s": search_s, "wall_s": time.monotonic() - t0,
             "gpu_state": v.gpu, "knobs": knobs,
             "recorded_samples": {"baseline": v.samples["baseline"], "best": v.samples[str(best["eval_id"])]},
@@ -108,11 +109,13 @@ def main() -> int:
                 failures[kernel] = traceback.format_exc(limit=6)
                 log.error("%s failed:\n%s", kernel, failures[kernel])
             table = markdown_table(
-                ["kernel", "baseline ms", "best ms", "speedup [95 % CI]", "win", "energy change", "candidates",
-                 "dedup savings", "generations", "wall s"],
+                ["kernel", "baseline ms", "best ms", "speedup [95 % CI]", "win", "energy change", "other workloads",
+                 "candidates", "dedup savings", "generations", "wall s"],
                 [[r["kernel"], r["baseline_ms"], r["best_ms"], f"{r['speedup']:.4f} [{r['ci'][0]:.4f}, {r['ci'][1]:.4f}]",
                   "yes" if r["win"] else "no",
                   f"{r['energy_change'] * 100:+.1f} %" if r["energy_change"] is not None else "n/a",
+                  ", ".join(f"{w} {e['speedup']:.3f}{'' if e['win'] else ' (no win)'}" if "speedup" in e
+                            else f"{w} wrong output" for w, e in r["workloads"].items()) or "none",
                   r["candidates"], f"{r['dedup_savings'] * 100:.0f} %", r["generations"], round(r["wall_s"])]
                  for r in rows])
             gpu = rows[0]["gpu"] if rows else "no GPU result"

@@ -245,7 +245,7 @@ def _group_ties(front: list[dict[str, Any]], evaluator: Any, k: int) -> list[tup
 
 def _export(path: str, results: Any, evaluator: Any, meta: dict[str, Any]) -> None:
     """Write the best point (first objective; fewest arguments on ties) as an ACF."""
-    from compileiq_lab.cli_runs import point_acf
+    from compileiq_lab.export import point_acf
 
     front = results.pareto_front()
     if not front:

@@ -213,7 +213,7 @@ def _encode_all(space: SearchSpace, configs: list[dict[str, Any]]) -> np.ndarray
         try:
             rows.append(space.encode(c))
         except (ValueError, KeyError) as exc:
-            log.info("warm-start config left out (not a point of this space): %s", exc)
+            log.warning("warm-start config %r left out: it is not a point of this space (%s)", c, exc)
     return np.array(rows, dtype=np.int64).reshape(len(rows), space.n_genes)
 
 

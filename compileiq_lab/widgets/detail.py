@@ -88,7 +88,7 @@ def export_point(results: "Results", eval_id: int, context: "RunContext | None" 
         raise ConfigurationError(f"export needs a successful evaluation, but eval {eval_id} is "
                                  f"{rec.status if rec else 'not in this run'}; click a point that succeeded")
     if context is not None and context.kernel is not None:
-        from compileiq_lab.cli_runs import point_acf
+        from compileiq_lab.export import point_acf
 
         out = Path(path or f"{context.kernel.name}-eval{eval_id}.acf")
         point_acf(results, rec, context.kernel, context.catalog, context.meta).write(out)

@@ -118,8 +118,10 @@ class WorkerProcess:
             self.kill()
             raise WorkerTimeout(f"no answer within {timeout_s} s") from None
         except (_wire.WireClosed, BrokenPipeError):
+            before = self.restarts
             code = self.kill()
-            self.restarts += 1  # it died by itself: kill() did not count it
+            if self.restarts == before:  # it had already exited: kill() did not count it
+                self.restarts += 1
             how = f"killed by signal {-code}" if code is not None and code < 0 else f"exit code {code}"
             raise WorkerDied(how) from None
         except BaseException:

@@ -162,6 +162,7 @@ def validate(results: "Results", evaluator: "KernelEvaluator", *, eval_ids: Sequ
     if energy_rounds is None:
         energy_rounds = 0 if evaluator.gpu_info.get("nvml") else 2
     log.info("re-measuring %d distinct codes (%d points + baseline), %d rounds", len(items), len(points), rounds)
+    evaluator.gpu.close()  # the search's worker: one CUDA context at a time (it restarts if the evaluator is used again)
     reply = evaluator.gpu.remeasure(items, rounds=rounds, energy_rounds=energy_rounds)
     failed = {k: msg for k, (ok, msg) in reply["checks"].items() if not ok}
     if failed:

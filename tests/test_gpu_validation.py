@@ -84,6 +84,7 @@ def test_search_then_interleaved_validation_then_acf_with_the_speedup_ci(tmp_pat
                                   problem_type=ev.directions, objective_names=["runtime", "energy"])
         results = Search(ev, ev.space(), cfg, store=store, constraint=ev.constraint, metadata=meta).start()
         v = validate(results, ev, rounds=16)
+        assert ev.gpu.worker.pid is None  # the search's worker was stopped: one GPU context at a time
     finally:
         ev.close()
     assert v.rows and v.rounds == 16 and v.method == "paired-bootstrap"

@@ -194,3 +194,29 @@ def test_start_is_refused_while_a_run_is_still_going(store_path):
     assert dash.start() is None and "still going" in dash.error.value
     dash.wait(timeout=60)
     assert not dash.start_button.disabled  # the form can build a new run now
+
+
+def test_influence_is_fitted_off_the_loop_thread_and_drawn_on_it():
+    dash = Dashboard(toy_run(generations=6))
+    dash.start()
+    dash.wait(timeout=60)
+    loop = asyncio.new_event_loop()
+    loop_thread = threading.Thread(target=loop.run_forever, daemon=True)
+    loop_thread.start()
+    drawn: list[str] = []
+    original = dash.plots._draw_influence
+
+    def spy(*args):
+        drawn.append(threading.current_thread().name)
+        original(*args)
+    dash.plots._draw_influence = spy
+    try:
+        dash.plots.show_influence(loop=loop)
+        assert dash.plots.explain_note.value == "fitting..."  # returned at once
+        deadline = time.time() + 60
+        while not drawn and time.time() < deadline:
+            time.sleep(0.05)
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        loop_thread.join(5)
+    assert drawn == [loop_thread.name] and "influence on score_1" in dash.plots.influence.layout.title.text

@@ -194,5 +194,9 @@ class GpuRunner:
         return reply
 
     def close(self) -> None:
-        """Stop the worker."""
+        """Stop the worker; clocks locked on request are unlocked (also when the worker was killed)."""
         self.worker.close()
+        if self.options.lock_clocks_mhz:
+            from compileiq_lab.measure.power import PowerMeter
+
+            PowerMeter(index=self.options.device).unlock_clocks()

@@ -183,17 +183,45 @@ class LivePlots:
         if self._results is not None:
             self._update_pareto(self._results)
 
-    def show_influence(self) -> None:
-        """Fit the influence model for the x objective on the results shown and draw its bars (a few seconds)."""
+    def show_influence(self, loop: Any = None) -> None:
+        """Fit the influence model for the x objective on the results shown and draw its bars.
+
+        The fit takes a few seconds: with a running event loop (a notebook kernel; or ``loop``) it runs in a
+        background thread and the bars are drawn back in the loop's thread; without one it runs here.
+        """
         if self._results is None:
             return
+        import asyncio
+        import threading
+
+        if loop is None:
+            try:
+                loop = asyncio.get_event_loop()
+            except RuntimeError:
+                loop = None
+        results, objective = self._results, self.x.value
+        self.explain_note.value = "fitting..."
+        if loop is None or not loop.is_running():
+            self._draw_influence(*self._fit_influence(results, objective))
+            return
+
+        def work() -> None:
+            outcome = self._fit_influence(results, objective)
+            loop.call_soon_threadsafe(lambda: self._draw_influence(*outcome))
+        threading.Thread(target=work, name="compileiq-influence", daemon=True).start()
+
+    @staticmethod
+    def _fit_influence(results: "Results", objective: str) -> tuple[Any, str, str]:
         from compileiq_lab.exceptions import ConfigurationError, OptionalDependencyError
 
-        self.explain_note.value = "fitting..."
         try:
-            df = self._results.control_influence(self.x.value, rounds=4, n_trees=50)
+            return results.control_influence(objective, rounds=4, n_trees=50), objective, ""
         except (ConfigurationError, OptionalDependencyError) as exc:
-            self.explain_note.value = html.escape(str(exc))
+            return None, objective, str(exc)
+
+    def _draw_influence(self, df: Any, objective: str, error: str) -> None:
+        if df is None:
+            self.explain_note.value = html.escape(error)
             return
         explored = df[df["status"] == "explored"].iloc[::-1]
         skipped = list(df.loc[df["status"] != "explored", "control"])
@@ -204,8 +232,7 @@ class LivePlots:
                 error_x={"type": "data", "symmetric": False,
                          "array": (explored["high"] - explored["influence"]).to_numpy(),
                          "arrayminus": (explored["influence"] - explored["low"]).to_numpy()})
-            self.influence.layout.title.text = (f"influence on {html.escape(self.x.value)} (R\u00b2 "
-                                                f"{df.attrs['r2']:.2f})")
+            self.influence.layout.title.text = f"influence on {html.escape(objective)} (R\u00b2 {df.attrs['r2']:.2f})"
         self.explain_note.value = ("not explored: " + html.escape(", ".join(skipped))) if skipped else ""
 
     def _view_changed(self, change: dict[str, Any]) -> None:

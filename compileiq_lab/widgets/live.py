@@ -201,6 +201,13 @@ class LivePlots:
                 loop = None
         results, objective = self._results, self.x.value
         self.explain_note.value = "fitting..."
+        try:  # import here, never in two threads at once (a concurrent first import can see a half-made module)
+            import pandas  # noqa: F401
+            import sklearn.ensemble  # noqa: F401
+
+            import compileiq_lab.influence  # noqa: F401
+        except ImportError:
+            loop = None  # the fit reports the missing package at once
         if loop is None or not loop.is_running():
             self._draw_influence(*self._fit_influence(results, objective))
             return

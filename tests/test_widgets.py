@@ -220,3 +220,30 @@ def test_influence_is_fitted_off_the_loop_thread_and_drawn_on_it():
         loop.call_soon_threadsafe(loop.stop)
         loop_thread.join(5)
     assert drawn == [loop_thread.name] and "influence on score_1" in dash.plots.influence.layout.title.text
+
+
+def test_a_stored_kernel_run_reopens_with_its_points_and_continues(tmp_path):
+    from compileiq_lab.exceptions import ConfigurationError
+
+    dash = Dashboard(store=str(tmp_path / "run.db"))
+    form = dash.form
+    form.kernel.value = "reduction"
+    form.target.value = "static"
+    form.catalog.value = "ptxas"
+    form.categories.value = ("register_allocation",)
+    form.generations.value = 1
+    dash.start()
+    first = dash.wait(timeout=120)
+    again = Dashboard.open(str(tmp_path / "run.db"), generations=3)  # a new kernel session, say
+    assert sorted(again.plots.pareto.data[EVALS].customdata) == sorted(
+        r.eval_id for r in first.records if r.status == "ok")
+    assert again.context.kernel.name == "reduction" and "maxrregcount" in again.context.evaluator.space()
+    again.start()
+    final = again.wait(timeout=120)
+    assert final.status == "finished" and len(final) > len(first)
+    assert [r.config_key for r in final.records[:len(first)]] == [r.config_key for r in first.records]
+    toy_store = str(tmp_path / "toy.db")
+    toy_run(toy_store, generations=1).start().join(timeout=60)
+    with pytest.raises(ConfigurationError, match="pass it again"):
+        Dashboard.open(toy_store)
+    assert Dashboard.open(toy_store, objective=toy_objective).run.search.store_path == toy_store

@@ -65,6 +65,38 @@ class Dashboard:
         if run is not None:
             self._attach(run)
 
+    @classmethod
+    def open(cls, path: str, objective: Any = None, generations: int | None = None, workers: int = 1) -> "Dashboard":
+        """A dashboard over a stored run (after a closed notebook or a restarted kernel): its points are shown
+        at once, and Start continues it (to ``generations`` if given) without redoing any evaluation.
+
+        Runs made by `tune` or the dashboard's form are rebuilt from their header (kernel, catalog,
+        objectives, arch); a run of a Python objective needs that ``objective`` again.
+
+        Raises:
+            ConfigurationError: A Python-objective run opened without its objective.
+        """
+        from compileiq_lab import Run, load_results
+        from compileiq_lab.exceptions import ConfigurationError
+
+        header = load_results(path).header
+        meta = header.get("metadata") or {}
+        if "kernel" not in meta:
+            if objective is None:
+                raise ConfigurationError(f"run {path!r} was made with a Python objective ({header.get('objective')}); "
+                                         "pass it again: Dashboard.open(path, objective=fn)")
+            return cls(Run.open(path, objective, workers=workers, generations=generations))
+        from compileiq_lab.kernels import load_kernel
+        from compileiq_lab.measure.evaluator import KernelEvaluator
+        from compileiq_lab.space.catalogs import get_catalog
+
+        kernel = load_kernel(meta["kernel"])
+        catalog = get_catalog(meta["catalog"]).select(names=[k for k in header["space"] if k != "defines"])
+        compiler = meta["catalog"] if meta["catalog"] in ("gcc", "clang", "nvrtc") else "gcc"
+        ev = KernelEvaluator(kernel, catalog, meta["objectives"], arch=meta.get("arch") or "sm_90", compiler=compiler)
+        run = Run.open(path, ev, workers=workers, generations=generations, constraint=ev.constraint)
+        return cls(run, RunContext(kernel, catalog, ev, meta))
+
     def _ipython_display_(self) -> None:
         from IPython.display import display
 

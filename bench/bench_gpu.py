@@ -127,7 +127,8 @@ def main() -> int:
                      "CUDA events); win = the CI lies above 1. Energy per launch = mean power while the kernel runs back to "
                      "back (NVML energy counter) x time per launch."
                      + (f"\n\nFailed: {sorted(failures)}" if failures else ""))
-            write(name, {"rows": rows, "failures": failures, "args": vars(args)}, "GPU tuning check", table, notes,
+            settings = {k: v for k, v in vars(args).items() if k != "out"}  # no machine paths in results
+            write(name, {"rows": rows, "failures": failures, "args": settings}, "GPU tuning check", table, notes,
                   out=Path(args.out))
     return 0 if rows and not failures else 1
 

@@ -66,6 +66,7 @@ def main() -> None:
             r = lab_browser.run_lab_flow(notebook, Path(tmp) / f"run{i}", shot, timeout=args.timeout)
             log = r.pop("browser_log")
             r["blocked_requests"], r["page_errors"] = log["blocked"], log["page_errors"]
+            r["export_file"] = Path(r["export_file"]).name  # no machine paths in results
             runs.append(r)
             print(f"run {i + 1}/{args.repeat}: points after {r['browser_click_to_points_s']:.2f} s, "
                   f"finished after {r['browser_click_to_finished_s']:.2f} s, detail {r['point_click_to_detail_s']:.2f} s")

@@ -399,7 +399,9 @@ def run_lab_flow(notebook: Path, workdir: Path, screenshot: Path | None = None,
     workdir = Path(workdir).resolve()
     workdir.mkdir(parents=True, exist_ok=True)
     nb_path, kernel = _copy_notebook(Path(notebook), workdir)
-    out: dict[str, Any] = {"notebook": str(notebook), "notebook_is_quickstart": Path(notebook) == QUICKSTART}
+    rel = Path(notebook).resolve()
+    rel_text = str(rel.relative_to(REPO)) if rel.is_relative_to(REPO) else rel.name  # no machine paths in results
+    out: dict[str, Any] = {"notebook": rel_text, "notebook_is_quickstart": Path(notebook) == QUICKSTART}
     lab = JupyterLab(workdir, kernel, timeout)
     flow = _Flow(out, timeout)
     t_all = time.perf_counter()

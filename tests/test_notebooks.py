@@ -111,7 +111,8 @@ def test_quickstart(execute: Any) -> None:
     assert WIDGET_VIEW in _mimes(last), "the dashboard was not displayed as a widget"
 
 
-def test_tune_gpu_kernel(execute: Any) -> None:
+def test_tune_gpu_kernel(execute: Any, tmp_path: Path) -> None:
+    from compileiq_lab import load_acf
     from compileiq_lab.measure.gpu import gpu_unavailable_reason
 
     nb = execute("02_tune_gpu_kernel.ipynb")
@@ -124,7 +125,8 @@ def test_tune_gpu_kernel(execute: Any) -> None:
     assert "finished after" in text
     front = [line for line in text.splitlines() if line.startswith("Pareto front:")]
     assert front and int(front[0].split()[2]) >= 1
-    assert "exported softmax-eval" in text
+    exported = list(tmp_path.rglob("softmax-eval*.acf"))  # the point exported through the dashboard
+    assert len(exported) == 1 and load_acf(exported[0]).kernel == "softmax"
     assert any(WIDGET_VIEW in _mimes(c) for c in nb.cells), "the dashboard was not displayed"
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from compileiq_lab.exceptions import CompileIQLabError
+from compileiq_lab.space.space import config_key
 from compileiq_lab.store.sqlite import DEFAULT_DIR
 
 if TYPE_CHECKING:
@@ -79,7 +80,7 @@ def warm_start_configs(kernel: str, arch: str | None, catalog: str, directory: s
         front = load_results(info.path).pareto_front()
         added = 0
         for row in front:
-            key = repr(sorted(row["params"].items()))
+            key = config_key(row["params"])
             if key not in seen and row["params"]:
                 seen.add(key)
                 configs.append(row["params"])

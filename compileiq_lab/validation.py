@@ -85,6 +85,11 @@ class Validation:
         return [r["eval_id"] for r in self.rows if r["win"]]
 
 
+def _noise_floor(aa: Any) -> float:
+    """No evidence of bias (the A/A interval covers 1): 0; else the distance of its far end from 1."""
+    return 0.0 if aa.low <= 1.0 <= aa.high else max(1.0 - aa.low, aa.high - 1.0)
+
+
 def _points(results: "Results", objective: int, eval_ids: Sequence[int] | None, max_points: int) -> list[Any]:
     by_id = {r.eval_id: r for r in results.records}
     if eval_ids is not None:
@@ -174,8 +179,7 @@ def validate(results: "Results", evaluator: "KernelEvaluator", *, eval_ids: Sequ
         return float(np.mean(energy[label])) if energy.get(label) else None
 
     aa = compare(samples[b_label], samples[aa_label], confidence=confidence, method=method)
-    # no evidence of bias: 0; evidence (the A/A interval excludes 1): its far end's distance from 1
-    floor = 0.0 if aa.low <= 1.0 <= aa.high else max(1.0 - aa.low, aa.high - 1.0)
+    floor = _noise_floor(aa)
     rows = []
     for rec in points:
         label = label_of[rec.eval_id]
@@ -224,7 +228,7 @@ def _validate_workload(evaluator: "KernelEvaluator", name: str, items: dict[str,
         raise ConfigurationError(f"the baseline must produce the reference output on workload {name!r}, but "
                                  f"{failed[base_label]}; fix the kernel or the workload's params")
     aa = compare(samples[base_label], samples[base_label + "#aa"], confidence=confidence, method=method)
-    floor = 0.0 if aa.low <= 1.0 <= aa.high else max(1.0 - aa.low, aa.high - 1.0)
+    floor = _noise_floor(aa)
     for rec, row in zip(points, rows):
         label = label_of[rec.eval_id]
         if label in failed:

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from compileiq_lab.space.catalogs.base import TIERS
+from compileiq_lab.space.space import config_key
 
 if TYPE_CHECKING:
     from compileiq_lab.kernels import KernelSpec
@@ -120,5 +121,5 @@ def widening_search(kernel: "KernelSpec", catalog: "Catalog", objectives: Sequen
         last_gen = max((r.generation for r in results.records), default=0)
         keep = [r["params"] for r in results.pareto_front()]
         keep += [r.params for r in results.records if r.generation == last_gen and r.status == "ok"]
-        carried = [dict(p) for p in {repr(sorted(p.items())): p for p in keep if p}.values()]
+        carried = [dict(p) for p in {config_key(p): p for p in keep if p}.values()]
     return out

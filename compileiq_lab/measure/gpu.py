@@ -22,14 +22,22 @@ log = logging.getLogger(__name__)
 #: The real backend (CuPy + CUDA events + NVML); tests without a GPU pass a stand-in instead.
 CUPY_BACKEND = "compileiq_lab.measure.gpu_backend:CupyBackend"
 _PROBE = "import cupy; n = cupy.cuda.runtime.getDeviceCount(); print(n)"
+_TARGET = "import cupy; print('sm_' + cupy.cuda.Device(0).compute_capability)"
+
+
+def _probe(code: str, timeout_s: float) -> subprocess.CompletedProcess[str] | None:
+    """Run ``code`` in a fresh interpreter (so this process never opens a CUDA context); None on timeout."""
+    try:
+        return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        return None
 
 
 def gpu_unavailable_reason(timeout_s: float = 60.0) -> str | None:
     """Why GPU runs are impossible here (no CuPy, no driver, no GPU), or None. Probed in a subprocess,
     so the calling process (a notebook kernel) never opens a CUDA context."""
-    try:
-        res = subprocess.run([sys.executable, "-c", _PROBE], capture_output=True, text=True, timeout=timeout_s)
-    except subprocess.TimeoutExpired:
+    res = _probe(_PROBE, timeout_s)
+    if res is None:
         return f"probing the GPU took over {timeout_s} s"
     if res.returncode != 0:
         last = (res.stderr.strip().splitlines() or ["unknown error"])[-1]
@@ -41,13 +49,9 @@ def gpu_unavailable_reason(timeout_s: float = 60.0) -> str | None:
 
 def gpu_target(timeout_s: float = 60.0) -> str | None:
     """The compile target of GPU 0 ("sm_90" on an H100/H200), probed in a subprocess; None without a GPU."""
-    code = "import cupy; print('sm_' + cupy.cuda.Device(0).compute_capability)"
-    try:
-        res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        return None
-    out = res.stdout.strip()
-    return out if res.returncode == 0 and out.startswith("sm_") else None
+    res = _probe(_TARGET, timeout_s)
+    out = res.stdout.strip() if res is not None else ""
+    return out if res is not None and res.returncode == 0 and out.startswith("sm_") else None
 
 
 def arch_runs_on(arch: str, device_arch: str) -> bool:

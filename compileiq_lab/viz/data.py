@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_LABEL",
     "failure_summary",
+    "failure_text",
     "flatten_params",
     "front_table",
     "history_data",
@@ -183,8 +184,13 @@ def _failed_points(results: Results) -> dict[str, list[Any]]:
     return {
         "eval_id": [r.eval_id for r in bad], "generation": [r.generation for r in bad],
         "status": [r.status for r in bad], "error": [_first_line(r.error) for r in bad],
-        "text": [f"eval {r.eval_id} (generation {r.generation}): {html.escape(r.status)}<br>"
-                 f"{html.escape(_first_line(r.error))}<br>{params_text(r.params)}" for r in bad]}
+        "text": [failure_text(r) for r in bad]}
+
+
+def failure_text(r: EvalRecord) -> str:
+    """Hover text of a failed evaluation: id, generation, status, the error's first line and params (HTML-escaped)."""
+    return (f"eval {r.eval_id} (generation {r.generation}): {html.escape(r.status)}<br>"
+            f"{html.escape(_first_line(r.error))}<br>{params_text(r.params)}")
 
 
 # -- convergence -----------------------------------------------------------------------------

@@ -9,7 +9,7 @@ import ipywidgets as w
 import numpy as np
 
 from compileiq_lab.search.pareto import pareto_mask
-from compileiq_lab.viz.data import history_data, hover_text, params_text
+from compileiq_lab.viz.data import failure_text, history_data, hover_text
 
 if TYPE_CHECKING:
     from compileiq_lab.results import Results
@@ -296,9 +296,7 @@ class _PointCache:
                 fresh[r.eval_id] = row
             else:
                 self.failed_ids.append(r.eval_id)
-                self.failed_text.append(f"eval {r.eval_id} (generation {r.generation}): {html.escape(r.status)}<br>"
-                                        f"{html.escape((r.error or '').strip().splitlines()[0] if r.error else '')}"
-                                        f"<br>{params_text(r.params)}")
+                self.failed_text.append(failure_text(r))
         if fresh:
             cand = {**self.front, **fresh}
             keys = list(cand)

@@ -1,0 +1,192 @@
+"""The shape of an ACF document: its fields and the hand-written JSON-Schema checks (no catalog consulted)."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from compileiq_lab.argcheck import DEFINE as _DEFINE
+from compileiq_lab.argcheck import acf_error as _fail
+
+__all__ = ["ACF_FORMAT", "COMPILERS", "check_shape"]
+
+#: The one format version this reader and writer speak.
+ACF_FORMAT = "compileiq-lab-acf/1"
+#: Catalog names an ACF may record.
+COMPILERS = ("nvcc", "ptxas", "nvrtc", "gcc", "clang")
+
+_CUDA = ("nvcc", "ptxas", "nvrtc")
+_FIELDS = ("format", "compiler", "toolchain", "arch", "kernel", "source_sha256", "controls", "argv",
+           "objectives", "baseline", "ci", "code_hash", "run", "created", "host")
+#: Optional fields (absent = null).
+_OPTIONAL = ("validation",)
+#: validation: key -> (check, rule)
+_VALIDATION = {
+    "speedup": (lambda v: _is_num(v) and v > 0, "a positive number"),
+    "low": (lambda v: _is_num(v) and v > 0, "a positive number"),
+    "high": (lambda v: _is_num(v) and v > 0, "a positive number"),
+    "win": (lambda v: isinstance(v, bool), "true or false"),
+    "noise_floor": (lambda v: _is_num(v) and v >= 0, "a number >= 0"),
+    "confidence": (lambda v: _is_num(v) and 0.5 < v < 1, "a number between 0.5 and 1"),
+    "method": (lambda v: isinstance(v, str) and 0 < len(v) <= 64, "a short string"),
+    "rounds": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v > 0, "a positive integer"),
+    "runtime": (lambda v: _is_num(v) and v > 0, "a positive number (seconds)"),
+    "baseline_runtime": (lambda v: _is_num(v) and v > 0, "a positive number (seconds)"),
+    "energy_ratio": (lambda v: v is None or _is_num(v) and v > 0, "a positive number or null"),
+    "gpu": (lambda v: v is None or isinstance(v, str) and len(v) <= 200, "a string or null"),
+}
+_RUN_KINDS = {"store": ((str,), "a string"), "run_id": ((str, int), "a string or an integer"),
+              "eval_id": ((int,), "an integer"), "seed": ((int,), "an integer")}
+_RUN_KEYS = tuple(_RUN_KINDS)
+_ARCH = re.compile(r"(sm|compute|lto)_[0-9]{2,3}[a-z]?\Z")
+_KERNEL = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}\Z")
+_SHA256 = re.compile(r"[0-9a-f]{64}\Z")
+_CODE_HASH = re.compile(r"[0-9a-f]{16,128}\Z")
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_PATTERNS = {  # key: (pattern, null allowed, rule, fix)
+    "arch": (_ARCH, True, "arch is null or like 'sm_90'", "Write the CUDA target as sm_XY (null for C kernels)."),
+    "kernel": (_KERNEL, False, "kernel is a name of letters, digits, '_', '.', '-'", "Write the name, not a path."),
+    "source_sha256": (_SHA256, False, "source_sha256 is 64 lowercase hex digits", "Write the source's SHA-256."),
+    "code_hash": (_CODE_HASH, True, "code_hash is null or 16..128 lowercase hex digits", "Write it as recorded."),
+}
+
+def _is_num(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) or isinstance(value, float) and math.isfinite(value)
+
+
+def check_shape(doc: Any) -> None:
+    """Check what acf_schema.json says, by hand: keys, scalars, maps, run/host, validation, controls, argv.
+
+    Raises:
+        ConfigurationError: The first rule broken, naming the entry.
+    """
+    _check_top(doc)
+    _check_scalars(doc)
+    _check_maps(doc)
+    _check_run_host(doc)
+    _check_validation(doc.get("validation"))
+    _check_controls_shape(doc["controls"])
+    _check_argv_shape(doc["compiler"], doc["argv"])
+
+
+def _check_top(doc: Any) -> None:
+    if not isinstance(doc, Mapping):
+        raise _fail("document", "it is a JSON object", type(doc).__name__, "Write an ACF as exported by compileiq-lab.")
+    fmt = doc.get("format")
+    if fmt != ACF_FORMAT:
+        raise _fail("format", f"format is the supported version {ACF_FORMAT!r}", fmt,
+                    "This reader does not know that version; export the ACF again with this compileiq-lab.")
+    missing = [k for k in _FIELDS if k not in doc]
+    extra = sorted(str(k) for k in doc if k not in _FIELDS + _OPTIONAL)
+    if missing or extra:
+        raise _fail("document", f"the keys are exactly {list(_FIELDS)} (and optionally {list(_OPTIONAL)})",
+                    f"missing {missing}, extra {extra}", "Add the missing keys and remove the extra ones.")
+
+
+def _check_scalars(doc: Mapping[str, Any]) -> None:
+    if doc["compiler"] not in COMPILERS:
+        raise _fail("compiler", f"compiler is one of {list(COMPILERS)}", doc["compiler"], "Use one of those names.")
+    for key, (pattern, nullable, rule, fix) in _PATTERNS.items():
+        value = doc[key]
+        if not (value is None and nullable or isinstance(value, str) and pattern.match(value)):
+            raise _fail(key, rule, value, fix)
+    try:
+        datetime.fromisoformat(doc["created"])
+    except (TypeError, ValueError):
+        raise _fail("created", "created is an ISO-8601 time", doc["created"],
+                    "Write e.g. '2025-01-31T12:00:00+00:00'.") from None
+
+
+def _check_map(where: str, value: Any, ok: Any, rule: str, fix: str) -> None:
+    if not isinstance(value, Mapping):
+        raise _fail(where, "it is a JSON object", type(value).__name__, fix)
+    for k, v in value.items():
+        if not isinstance(k, str) or not k or len(k) > 128:
+            raise _fail(where, "keys are non-empty strings of at most 128 characters", k, fix)
+        if not ok(v):
+            raise _fail(f"{where}.{k}", rule, v, fix)
+
+
+def _check_maps(doc: Mapping[str, Any]) -> None:
+    _check_map("toolchain", doc["toolchain"], lambda v: isinstance(v, str) and len(v) <= 200,
+               "values are version strings", "Write {tool: version}.")
+    _check_map("objectives", doc["objectives"], _is_num, "values are finite numbers", "Write {objective: value}.")
+    _check_map("baseline", doc["baseline"], lambda v: v is None or _is_num(v), "values are finite numbers or null",
+               "Write {objective: value or null}.")
+    _check_map("ci", doc["ci"], lambda v: isinstance(v, list) and (
+        not v or len(v) == 2 and all(_is_num(x) for x in v) and v[0] <= v[1]),
+        "values are [low, high] with low <= high, or []", "Write the interval as two numbers, or [].")
+
+
+def _check_run_host(doc: Mapping[str, Any]) -> None:
+    run = doc["run"]
+    if not isinstance(run, Mapping) or sorted(map(str, run)) != sorted(_RUN_KEYS):
+        raise _fail("run", f"run is an object with exactly the keys {list(_RUN_KEYS)}",
+                    sorted(map(str, run)) if isinstance(run, Mapping) else run, "Write those keys (values may be null).")
+    for key, (types, desc) in _RUN_KINDS.items():
+        if run[key] is not None and (isinstance(run[key], bool) or not isinstance(run[key], types)):
+            raise _fail(f"run.{key}", f"{key} is {desc} or null", run[key], "Write the value as recorded, or null.")
+    _check_map("host", doc["host"], lambda v: v is None or isinstance(v, str) and len(v) <= 500,
+               "values are strings or null", "Write {\"platform\": ..., \"gpu\": ...}.")
+    if not {"platform", "gpu"} <= set(doc["host"]):
+        raise _fail("host", "host has the keys 'platform' and 'gpu'", sorted(doc["host"]), "Add them (null allowed).")
+
+
+def _check_validation(value: Any) -> None:
+    if value is None:
+        return
+    keys = sorted(map(str, value)) if isinstance(value, Mapping) else None
+    if keys is None or sorted(k for k in keys if k != "workloads") != sorted(_VALIDATION):
+        raise _fail("validation", f"validation is null or an object with exactly the keys {list(_VALIDATION)} "
+                    "(and optionally 'workloads')", keys if keys is not None else type(value).__name__,
+                    "Export the point again, or set validation to null.")
+    _check_workloads(value.get("workloads", {}))
+    for key, (ok, rule) in _VALIDATION.items():
+        if not ok(value[key]):
+            raise _fail(f"validation.{key}", f"{key} is {rule}", value[key], "Write the value as measured.")
+    if not value["low"] <= value["high"]:
+        raise _fail("validation", "low <= high", [value["low"], value["high"]], "Write the interval's ends in order.")
+
+
+def _check_workloads(workloads: Any) -> None:
+    def ok(entry: Any) -> bool:
+        if not isinstance(entry, Mapping) or not isinstance(entry.get("win"), bool):
+            return False
+        if "error" in entry:
+            return isinstance(entry["error"], str) and len(entry["error"]) <= 300
+        return all(_is_num(entry.get(k)) and entry[k] > 0 for k in ("speedup", "low", "high")) and \
+            entry["low"] <= entry["high"]
+    _check_map("validation.workloads", workloads, ok,
+               "values are {speedup, low, high, win} with 0 < low <= high, or {error, win}",
+               "Export the point again.")
+
+
+def _check_controls_shape(controls: Any) -> None:
+    scalar = lambda v: isinstance(v, (str, bool)) or _is_num(v)
+    if not isinstance(controls, Mapping):
+        raise _fail("controls", "it is a JSON object", type(controls).__name__, "Write {control: value}.")
+    for name, value in controls.items():
+        if name == "defines":
+            _check_map("controls.defines", value, lambda v: (isinstance(v, str) or _is_num(v))
+                       and bool(_DEFINE.match(f"-DX={v}")),
+                       "values are numbers or strings of [A-Za-z0-9_.+-]", "Write {KNOB: value}.")
+            bad = [k for k in value if not _IDENT.match(k)]
+            if bad:
+                raise _fail(f"controls.defines.{bad[0]}", "knob names are C identifiers", bad[0], "Rename the knob.")
+        elif not isinstance(name, str) or not scalar(value):
+            raise _fail(f"controls.{name}", "values are strings, booleans or finite numbers", value,
+                        "Write the control's value as the catalog lists it.")
+
+
+def _check_argv_shape(compiler: str, argv: Any) -> None:
+    stages = ["backend", "frontend"] if compiler in _CUDA else ["c"]
+    if not isinstance(argv, Mapping) or sorted(map(str, argv)) != stages:
+        raise _fail("argv", f"argv is an object with exactly the stages {stages} for compiler {compiler!r}",
+                    sorted(map(str, argv)) if isinstance(argv, Mapping) else argv, "Export the ACF again.")
+    for stage in stages:
+        toks = argv[stage]
+        if not isinstance(toks, list) or not all(isinstance(t, str) for t in toks):
+            raise _fail(f"argv.{stage}", "it is a list of strings", toks, "Write one argument per string.")

@@ -1,0 +1,155 @@
+"""kernel.toml: validate one kernel spec document (rule, value received and fix per broken rule) and build its KernelSpec."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from compileiq_lab.exceptions import ConfigurationError
+from compileiq_lab.kernels import (
+    _IDENT,
+    C_ENTRY,
+    DTYPES,
+    INITS,
+    LANGUAGES,
+    REFERENCE_FILE,
+    BufferSpec,
+    KernelSpec,
+    _need,
+)
+
+__all__ = ["SpecParser"]
+
+_REQUIRED = ("name", "language", "source", "entry")
+_TABLES: dict[str, tuple[str, ...]] = {
+    "": _REQUIRED + ("description", "defines", "params", "inputs", "outputs", "check", "run", "launch", "workloads"),
+    "workloads": ("name", "params"),
+    "inputs": ("name", "dtype", "shape", "init"), "outputs": ("name", "dtype", "shape"), "run": ("seed", "repeats"),
+    "check": ("reference", "rtol", "atol"), "launch": ("grid", "block", "shared_bytes", "args")}
+
+
+class SpecParser:
+    """Validates one kernel.toml document and builds its KernelSpec."""
+
+    def __init__(self, data: dict[str, Any], folder: Path) -> None:
+        self.data, self.folder, self.name = data, folder, data.get("name", folder.name)
+
+    def need(self, ok: Any, rule: str, got: Any, fix: str) -> None:
+        _need(ok, f"kernel.toml of {self.name!r}", rule, got, fix)
+
+    def table(self, value: Any, section: str) -> dict[str, Any]:
+        self.need(isinstance(value, dict), f"[{section}] is a table", value, f"Write [{section}] as a TOML table.")
+        allowed = _TABLES.get(section, tuple(value))
+        self.need(set(value) <= set(allowed), f"{section or 'top-level'} keys are in {list(allowed)}",
+                  sorted(set(value) - set(allowed)), "Remove or rename the others.")
+        return value
+
+    def ident(self, value: Any, what: str) -> str:
+        self.need(isinstance(value, str) and _IDENT.match(value), f"{what} is an identifier", value,
+                  "Use letters, digits and _, not starting with a digit.")
+        return value
+
+    def parse(self) -> KernelSpec:
+        d = self.table(self.data, "")
+        self.need(all(k in d for k in _REQUIRED), f"the keys {list(_REQUIRED)} are present",
+                  [k for k in _REQUIRED if k not in d], "Add the missing keys.")
+        self.need(d["name"] == self.folder.name, f"name == folder name {self.folder.name!r}", d["name"],
+                  f'Set name = "{self.folder.name}" or rename the folder.')
+        self.need(d["language"] in LANGUAGES, f"language in {list(LANGUAGES)}", d["language"],
+                  'Set language = "cuda" or "c".')
+        self.need(isinstance(d["source"], str) and (self.folder / d["source"]).is_file(),
+                  f"source names a file in {self.folder}", d["source"], "Fix source or add the file.")
+        entry = self.ident(d["entry"], "entry")
+        self.need(d["language"] != "c" or entry == C_ENTRY, f'a C kernel has entry == "{C_ENTRY}"', entry,
+                  f'Set entry = "{C_ENTRY}" and define void {C_ENTRY}(void **bufs, const long *params).')
+        self.need(isinstance(desc := d.get("description", ""), str), "description is a string", desc, "Write a line.")
+        fields = dict(name=d["name"], language=d["language"], source=d["source"], entry=entry, folder=self.folder,
+                      source_path=(self.folder / d["source"]).resolve(), description=desc)
+        fields.update(self.symbols_and_buffers(d))
+        fields.update(self.check_and_run(self.table(d.get("check", {}), "check"), self.table(d.get("run", {}), "run")))
+        fields.update(self.launch(self.table(d.get("launch", {}), "launch"), fields))
+        fields["workloads"] = self.workloads(d.get("workloads", []), fields["params"])
+        spec = KernelSpec(**fields)
+        for variant in [spec] + [spec.with_workload(w) for w in spec.workloads]:
+            try:  # evaluate every shape and launch expression once, so broken ones fail at load
+                shapes = {b.name: variant.shape_of(b) for b in variant.inputs + variant.outputs}
+                variant.launch_dims() if variant.grid is not None else None
+            except ConfigurationError as exc:
+                raise ConfigurationError(f"kernel.toml of {self.name!r}"
+                                         f"{' workload ' + repr(variant.workload) if variant.workload else ''}: {exc}") from None
+            self.need(all(min(s) >= 1 for s in shapes.values()), "every buffer dim is >= 1",
+                      {k: s for k, s in shapes.items() if min(s) < 1}, "Fix the shapes or the params.")
+        return spec
+
+    def workloads(self, entries: Any, params: dict[str, int]) -> dict[str, dict[str, int]]:
+        self.need(isinstance(entries, list), "workloads is a list of tables", entries, "Write [[workloads]].")
+        out: dict[str, dict[str, int]] = {}
+        for t in entries:
+            t = self.table(t, "workloads")
+            name = self.ident(t.get("name"), "[[workloads]] name")
+            self.need(name not in out, "workload names are distinct", name, "Rename the duplicate.")
+            over = t.get("params", {})
+            self.need(isinstance(over, dict) and over and set(over) <= set(params)
+                      and all(type(v) is int for v in over.values()),
+                      f"workload {name} overrides some of the params {list(params)} with ints", over,
+                      f'Write params = {{ {next(iter(params), "n")} = 4096 }}.')
+            out[name] = dict(over)
+        return out
+
+    def symbols_and_buffers(self, d: dict[str, Any]) -> dict[str, Any]:
+        defines, params = self.table(d.get("defines", {}), "defines"), self.table(d.get("params", {}), "params")
+        for k, v in defines.items():
+            self.need(isinstance(v, list) and v and all(type(x) in (int, float, str) for x in v),
+                      f"define {self.ident(k, 'each define name')} is a non-empty list of ints, floats or strings",
+                      v, f"Write {k} = [default, other values...].")
+        for k, v in params.items():
+            self.need(type(v) is int, f"param {self.ident(k, 'each param name')} is an int", v, f"Write {k} = <int>.")
+        bufs: dict[str, Any] = {}
+        for section in ("inputs", "outputs"):
+            entries = d.get(section, [])
+            self.need(isinstance(entries, list), f"{section} is a list of tables", entries, f"Write [[{section}]].")
+            bufs[section] = tuple(self.buffer(self.table(t, section), section) for t in entries)
+        names = list(defines) + list(params) + [b.name for b in bufs["inputs"] + bufs["outputs"]]
+        self.need(len(set(names)) == len(names), "define, param and buffer names are distinct",
+                  sorted({n for n in names if names.count(n) > 1}), "Rename the duplicates.")
+        return dict(defines={k: tuple(v) for k, v in defines.items()}, params=dict(params), **bufs)
+
+    def buffer(self, t: dict[str, Any], section: str) -> BufferSpec:
+        self.need(all(k in t for k in ("name", "dtype", "shape")), f"each [[{section}]] has name, dtype and shape",
+                  sorted(t), "Add the missing keys.")
+        name, init, shape = self.ident(t["name"], f"[[{section}]] name"), t.get("init", "uniform"), t["shape"]
+        self.need(t["dtype"] in DTYPES, f"dtype of {name} in {list(DTYPES)}", t["dtype"], "Pick one of those.")
+        self.need(section == "outputs" or init in INITS, f"init of {name} in {list(INITS)}", init, "Pick one of those.")
+        self.need(isinstance(shape, list) and shape and all(type(s) in (int, str) for s in shape),
+                  f"shape of {name} is a non-empty list of ints or expressions", shape, 'Write shape = ["n", 4].')
+        return BufferSpec(name, t["dtype"], tuple(shape), init if section == "inputs" else None)
+
+    def check_and_run(self, check: dict[str, Any], run: dict[str, Any]) -> dict[str, Any]:
+        out: dict[str, Any] = {**check, **run}
+        if check:
+            self.ident(check.get("reference"), "[check] reference")
+            self.need((self.folder / REFERENCE_FILE).is_file(), f"{REFERENCE_FILE} is next to kernel.toml",
+                      "no such file", f"Add {REFERENCE_FILE} defining {check['reference']}(inputs, params).")
+        for key, low, kinds, example in (("rtol", 0, (int, float), "1e-5"), ("atol", 0, (int, float), "1e-6"),
+                                         ("seed", 0, (int,), "0"), ("repeats", 1, (int,), "10")):
+            kind = "a number" if float in kinds else "an int"
+            self.need(type(out.get(key, low)) in kinds and out.get(key, low) >= low, f"{key} is {kind} >= {low}",
+                      out.get(key), f"Write {key} = {example}.")
+        return out
+
+    def launch(self, launch: dict[str, Any], fields: dict[str, Any]) -> dict[str, Any]:
+        self.need(fields["language"] == "cuda" or not launch, "only CUDA kernels have [launch]", sorted(launch),
+                  "Remove [launch]: cil_kernel gets its buffers and params as arrays.")
+        if fields["language"] == "c" or not (launch or fields["outputs"]):
+            return {}
+        self.need(all(k in launch for k in ("grid", "block", "args")), "[launch] has grid, block and args",
+                  sorted(launch), "Add the missing keys.")
+        for key, dims in (("grid", launch["grid"]), ("block", launch["block"])):
+            self.need(isinstance(dims, list) and 1 <= len(dims) <= 3 and all(type(x) in (int, str) for x in dims),
+                      f"[launch] {key} is a list of 1 to 3 ints or expressions", dims, f'Write {key} = ["n", 1, 1].')
+        known, args = list(fields["params"]) + [b.name for b in fields["inputs"] + fields["outputs"]], launch["args"]
+        self.need(isinstance(args, list) and all(a in known for a in args), f"[launch] args are names in {known}",
+                  [a for a in args if a not in known] if isinstance(args, list) else args,
+                  "Name only buffers and params, in the kernel's argument order.")
+        return dict(grid=tuple(launch["grid"]), block=tuple(launch["block"]), args=tuple(args),
+                    shared_bytes=launch.get("shared_bytes", 0))

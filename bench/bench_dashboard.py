@@ -37,7 +37,7 @@ def make_store(path: Path, n: int) -> None:
 CELL = """
 import json, statistics, time
 from compileiq_lab import Run, Search
-from compileiq_lab.results import Results
+from compileiq_lab.store.results import Results
 from compileiq_lab.widgets import Dashboard
 out = {}
 for n, path in PATHS.items():

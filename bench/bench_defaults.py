@@ -10,7 +10,7 @@ import numpy as np
 
 from _common import markdown_table, write
 from compileiq_lab import Search, SearchConfiguration
-from compileiq_lab.config import default_pool_size
+from compileiq_lab.search.config import default_pool_size
 from compileiq_lab.space import SearchSpace
 from compileiq_lab.testing import FlagProblem, toy_objective, toy_space
 

@@ -29,7 +29,7 @@ def tune_one(name: str, budget_s: float, rounds: int, seed: int, workdir: Path,
     from compileiq_lab.measure.evaluator import KernelEvaluator
     from compileiq_lab.measure.gpu import GpuOptions
     from compileiq_lab.space.catalogs import active, get_catalog
-    from compileiq_lab.validation import validate
+    from compileiq_lab.analysis.validation import validate
 
     t0 = time.monotonic()
     kernel = load_kernel(name)

@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import markdown_table, write  # noqa: E402
 
 from compileiq_lab import Search, SearchConfiguration  # noqa: E402
-from compileiq_lab.config import default_pool_size  # noqa: E402
+from compileiq_lab.search.config import default_pool_size  # noqa: E402
 from compileiq_lab.search.pareto import hypervolume  # noqa: E402
 from compileiq_lab.space import SearchSpace  # noqa: E402
 from compileiq_lab.testing import FlagProblem, toy_objective, toy_space  # noqa: E402

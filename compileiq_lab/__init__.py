@@ -28,12 +28,12 @@ __all__ = [
 
 # name -> module; resolved on first access so `import compileiq_lab` stays light
 _LAZY = {
-    "Search": "compileiq_lab.tuning",
+    "Search": "compileiq_lab.run.facade",
     "Run": "compileiq_lab.run.thread",
-    "SearchConfiguration": "compileiq_lab.config",
+    "SearchConfiguration": "compileiq_lab.search.config",
     "SearchSpace": "compileiq_lab.space",
-    "Results": "compileiq_lab.results",
-    "load_results": "compileiq_lab.results",
+    "Results": "compileiq_lab.store.results",
+    "load_results": "compileiq_lab.store.results",
     "ACF": "compileiq_lab.acf",
     "load_acf": "compileiq_lab.acf",
     "Measurement": "compileiq_lab.measure.measurement",
@@ -47,13 +47,13 @@ _LAZY = {
 
 if TYPE_CHECKING:
     from compileiq_lab.acf import ACF, load_acf
-    from compileiq_lab.config import SearchConfiguration
+    from compileiq_lab.search.config import SearchConfiguration
     from compileiq_lab.exceptions import CompileIQLabError
     from compileiq_lab.measure.measurement import Measurement
-    from compileiq_lab.results import Results, load_results
+    from compileiq_lab.store.results import Results, load_results
     from compileiq_lab.run.thread import Run
     from compileiq_lab.space import SearchSpace, choice, flag, literal, log_sampling, range
-    from compileiq_lab.tuning import Search
+    from compileiq_lab.run.facade import Search
 
 
 def __getattr__(name: str) -> Any:

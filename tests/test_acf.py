@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from compileiq_lab.acf import (
+from compileiq_lab.acf.format import (
     _FIELDS,
     ACF,
     ACF_FORMAT,
@@ -261,7 +261,7 @@ def test_fuzz_one_field_replaced(key: str, value: Any) -> None:
 
 
 def test_wrapped_tool_options_are_checked_too(c_acf: ACF) -> None:
-    from compileiq_lab.acf import _check_token
+    from compileiq_lab.acf.format import _check_token
 
     for tok in ("-Xptxas=-o,/tmp/x", "--ptxas-options=--output-file=/x", "-Wa,-adhln=/x", "-Xclang",
                 "-fpass-plugin=/tmp/p.so", "-MD", "--fdevice-time-trace=/x"):

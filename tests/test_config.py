@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from compileiq_lab.config import SearchConfiguration, default_pool_size
+from compileiq_lab.search.config import SearchConfiguration, default_pool_size
 from compileiq_lab.exceptions import CompileIQLabError, ConfigurationError
 
 

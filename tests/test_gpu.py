@@ -13,7 +13,7 @@ from compileiq_lab.kernels import load_kernel
 from compileiq_lab.measure.evaluator import KernelEvaluator
 from compileiq_lab.measure.stats import compare
 from compileiq_lab.space.catalogs import PTXAS
-from compileiq_lab.validation import validate
+from compileiq_lab.analysis.validation import validate
 
 pytestmark = pytest.mark.gpu
 FAULTS = Path(__file__).parent / "data" / "gpu_faults"

@@ -11,13 +11,13 @@ import sys
 import pytest
 
 from compileiq_lab import Search, SearchConfiguration, load_acf, load_results
-from compileiq_lab.export import point_acf
+from compileiq_lab.acf.export import point_acf
 from compileiq_lab.exceptions import ConfigurationError
 from compileiq_lab.kernels import load_kernel
 from compileiq_lab.measure.evaluator import KernelEvaluator
 from compileiq_lab.space.catalogs import PTXAS
 from compileiq_lab.testing.gpu_standin import STANDIN_BACKEND
-from compileiq_lab.validation import HEADER_KEY, validate
+from compileiq_lab.analysis.validation import HEADER_KEY, validate
 
 needs_cuda = pytest.mark.skipif(shutil.which("nvcc") is None and shutil.which("ptxas") is None,
                                 reason="nvcc/ptxas not installed")

@@ -10,7 +10,7 @@ pytest.importorskip("sklearn")
 import compileiq_lab.space as ss  # noqa: E402
 from compileiq_lab import Search, SearchConfiguration  # noqa: E402
 from compileiq_lab.exceptions import ConfigurationError  # noqa: E402
-from compileiq_lab.influence import control_interactions  # noqa: E402
+from compileiq_lab.analysis.influence import control_interactions  # noqa: E402
 
 
 def known_problem():
@@ -67,7 +67,7 @@ def test_too_few_evaluations_and_unknown_objectives_are_refused():
 
 
 def test_the_html_report_shows_which_controls_matter(results, tmp_path):
-    from compileiq_lab.report import write_report
+    from compileiq_lab.viz.report import write_report
 
     text = write_report(results, tmp_path / "r.html").read_text()
     assert "Which controls matter" in text and "control influence on score_1" in text

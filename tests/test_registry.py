@@ -6,7 +6,7 @@ import time
 
 import compileiq_lab.space as ss
 from compileiq_lab import Search, SearchConfiguration
-from compileiq_lab.registry import compare_fronts, find_runs, warm_start_configs
+from compileiq_lab.analysis.registry import compare_fronts, find_runs, warm_start_configs
 
 
 def objective(c):

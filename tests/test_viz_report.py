@@ -227,7 +227,7 @@ def test_figures_one_objective_and_empty() -> None:
 
 def test_missing_plotly_raises(monkeypatch: pytest.MonkeyPatch, small: Results) -> None:
     from compileiq_lab.exceptions import OptionalDependencyError
-    from compileiq_lab.report import write_report
+    from compileiq_lab.viz.report import write_report
     from compileiq_lab.viz import figures
 
     monkeypatch.setitem(sys.modules, "plotly", None)
@@ -241,7 +241,7 @@ def test_missing_plotly_raises(monkeypatch: pytest.MonkeyPatch, small: Results) 
 # -- report ----------------------------------------------------------------------------------
 def test_report(run: Results, tmp_path: Path) -> None:
     pytest.importorskip("plotly")
-    from compileiq_lab.report import write_report
+    from compileiq_lab.viz.report import write_report
 
     out = write_report(run, tmp_path / "sub" / "report.html")
     assert out == tmp_path / "sub" / "report.html" and out.exists()
@@ -263,7 +263,7 @@ def test_report(run: Results, tmp_path: Path) -> None:
 
 def test_report_one_objective_no_metadata(tmp_path: Path) -> None:
     pytest.importorskip("plotly")
-    from compileiq_lab.report import write_report
+    from compileiq_lab.viz.report import write_report
 
     prob = FlagProblem(n_flags=4, n_levels=1)
     res = Search(prob, prob.space(), SearchConfiguration(generations=2, pool_size=6),
@@ -273,7 +273,7 @@ def test_report_one_objective_no_metadata(tmp_path: Path) -> None:
 
 
 def test_import_loads_no_plotly() -> None:
-    code = ("import sys, compileiq_lab, compileiq_lab.viz, compileiq_lab.viz.data, compileiq_lab.report\n"
+    code = ("import sys, compileiq_lab, compileiq_lab.viz, compileiq_lab.viz.data, compileiq_lab.viz.report\n"
             "bad = [m for m in sys.modules if m == 'plotly' or m.startswith('plotly.')]\n"
             "assert not bad, bad\n")
     subprocess.run([sys.executable, "-c", code], check=True)

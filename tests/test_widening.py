@@ -9,7 +9,7 @@ import pytest
 from compileiq_lab import load_results
 from compileiq_lab.kernels import load_kernel
 from compileiq_lab.space.catalogs import PTXAS
-from compileiq_lab.widening import widening_search
+from compileiq_lab.analysis.widening import widening_search
 
 needs_cuda = pytest.mark.skipif(shutil.which("ptxas") is None, reason="ptxas not installed")
 

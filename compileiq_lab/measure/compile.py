@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from compileiq_lab.exceptions import ConfigurationError
-from compileiq_lab.tools import find_tool, kill_process_group
+from compileiq_lab.toolchain.tools import find_tool, kill_process_group
 
 __all__ = ["ToolResult", "run_tool", "find_tool", "tool_version", "CudaCompiler", "parse_ptxas_verbose",
            "CompileOutcome", "write_atomic", "build", "build_cached"]

@@ -16,7 +16,7 @@ import numpy as np
 from compileiq_lab.measure.compile import CompileOutcome, build_cached, find_tool, run_tool
 
 if TYPE_CHECKING:
-    from compileiq_lab.kernels import KernelSpec
+    from compileiq_lab.kernels.spec import KernelSpec
 
 __all__ = ["CRunner", "RunOutcome", "timing_summary", "parse_callgrind_total"]
 

@@ -18,7 +18,7 @@ from compileiq_lab.space import params as ss
 from compileiq_lab.space.catalogs.base import Catalog
 
 if TYPE_CHECKING:
-    from compileiq_lab.kernels import KernelSpec
+    from compileiq_lab.kernels.spec import KernelSpec
     from compileiq_lab.measure.gpu import GpuOptions, GpuRunner
 
 __all__ = ["KernelEvaluator", "config_argv", "OBJECTIVES", "STATIC_OBJECTIVES", "RUN_OBJECTIVES",

@@ -14,7 +14,7 @@ from compileiq_lab.measure.cpu import RunOutcome
 from compileiq_lab.measure.worker import WorkerDied, WorkerProcess, WorkerTimeout
 
 if TYPE_CHECKING:
-    from compileiq_lab.kernels import KernelSpec
+    from compileiq_lab.kernels.spec import KernelSpec
 
 __all__ = ["GpuOptions", "GpuRunner", "CUPY_BACKEND", "gpu_unavailable_reason", "gpu_target", "arch_runs_on"]
 

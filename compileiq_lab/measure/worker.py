@@ -12,7 +12,7 @@ from typing import Any, Callable
 from compileiq_lab.exceptions import ConfigurationError
 from compileiq_lab.measure import _wire
 from compileiq_lab.measure.measurement import Measurement
-from compileiq_lab.tools import kill_process_group
+from compileiq_lab.toolchain.tools import kill_process_group
 
 __all__ = ["WorkerProcess", "WorkerTimeout", "WorkerDied", "WorkerObjective", "OBJECTIVE_BACKEND"]
 

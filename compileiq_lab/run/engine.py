@@ -10,7 +10,7 @@ from typing import Any, Callable
 import numpy as np
 
 from compileiq_lab._version import __version__
-from compileiq_lab.config import TRAJECTORY_KEYS, SearchConfiguration
+from compileiq_lab.search.config import TRAJECTORY_KEYS, SearchConfiguration
 from compileiq_lab.exceptions import StoreMismatchError
 from compileiq_lab.measure.measurement import Measurement
 from compileiq_lab.search import make_strategy

@@ -12,8 +12,8 @@ from compileiq_lab.exceptions import SearchStateError
 from compileiq_lab.run.loop import Event, StopRequested
 
 if TYPE_CHECKING:
-    from compileiq_lab.results import Results
-    from compileiq_lab.tuning import Search
+    from compileiq_lab.store.results import Results
+    from compileiq_lab.run.facade import Search
 
 __all__ = ["Run", "RUN_STATES"]
 
@@ -58,7 +58,7 @@ class Run:
     def open(cls, path: str, objective_function: Callable[[dict[str, Any]], Any], workers: int = 1,
              generations: int | None = None, constraint: Callable[[dict[str, Any]], str | None] | None = None) -> "Run":
         """A Run that continues the stored run at ``path`` (its evaluations are replayed, never redone)."""
-        from compileiq_lab.tuning import Search
+        from compileiq_lab.run.facade import Search
 
         return cls(Search.open(path, objective_function, generations=generations, constraint=constraint), workers)
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from compileiq_lab.exceptions import ConfigurationError
 
 if TYPE_CHECKING:
-    from compileiq_lab.results import Results
+    from compileiq_lab.store.results import Results
     from compileiq_lab.store.sqlite import EvalRecord
 
 __all__ = [

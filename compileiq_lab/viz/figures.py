@@ -11,7 +11,7 @@ from compileiq_lab.viz.data import history_data, parallel_data, pareto_data
 if TYPE_CHECKING:
     import plotly.graph_objects as go
 
-    from compileiq_lab.results import Results
+    from compileiq_lab.store.results import Results
 
 __all__ = ["PLOTLY_MISSING", "history_figure", "parallel_figure", "pareto_figure", "require_plotly"]
 

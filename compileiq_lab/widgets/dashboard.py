@@ -16,7 +16,7 @@ from compileiq_lab.widgets.live import LivePlots
 from compileiq_lab.widgets.setup import RunContext, RunForm
 
 if TYPE_CHECKING:
-    from compileiq_lab.results import Results
+    from compileiq_lab.store.results import Results
     from compileiq_lab.run.thread import Run
 
 __all__ = ["Dashboard"]

@@ -13,7 +13,7 @@ import ipywidgets as w
 from compileiq_lab.viz.data import flatten_params, speedup
 
 if TYPE_CHECKING:
-    from compileiq_lab.results import Results
+    from compileiq_lab.store.results import Results
     from compileiq_lab.widgets.setup import RunContext
 
 __all__ = ["DetailPanel", "describe", "export_point"]
@@ -88,7 +88,7 @@ def export_point(results: "Results", eval_id: int, context: "RunContext | None" 
         raise ConfigurationError(f"export needs a successful evaluation, but eval {eval_id} is "
                                  f"{rec.status if rec else 'not in this run'}; click a point that succeeded")
     if context is not None and context.kernel is not None:
-        from compileiq_lab.export import point_acf
+        from compileiq_lab.acf.export import point_acf
 
         out = Path(path or f"{context.kernel.name}-eval{eval_id}.acf")
         point_acf(results, rec, context.kernel, context.catalog, context.meta).write(out)

@@ -12,7 +12,7 @@ from compileiq_lab.search.pareto import pareto_mask
 from compileiq_lab.viz.data import failure_text, history_data, hover_text
 
 if TYPE_CHECKING:
-    from compileiq_lab.results import Results
+    from compileiq_lab.store.results import Results
 
 __all__ = ["LivePlots"]
 
@@ -205,7 +205,7 @@ class LivePlots:
             import pandas  # noqa: F401
             import sklearn.ensemble  # noqa: F401
 
-            import compileiq_lab.influence  # noqa: F401
+            import compileiq_lab.analysis.influence  # noqa: F401
         except ImportError:
             loop = None  # the fit reports the missing package at once
         if loop is None or not loop.is_running():

@@ -46,7 +46,7 @@ _LLVM_RE = re.compile(r"^\s+-{1,2}([A-Za-z0-9][\w.\-]*)")
 
 def _resolve(exe: str) -> str | None:
     from compileiq_lab.exceptions import ConfigurationError
-    from compileiq_lab.tools import find_tool
+    from compileiq_lab.toolchain.tools import find_tool
 
     try:
         path = find_tool(exe)  # PATH, then the pinned CUDA wheels

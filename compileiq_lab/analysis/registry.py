@@ -42,7 +42,7 @@ def find_runs(directory: str | os.PathLike[str] = DEFAULT_DIR, kernel: str | Non
 
     Files that are not run stores, or runs not made by `tune` (no kernel in their header), are skipped.
     """
-    from compileiq_lab.results import load_results
+    from compileiq_lab.store.results import load_results
 
     root = Path(directory)
     found = []
@@ -70,7 +70,7 @@ def warm_start_configs(kernel: str, arch: str | None, catalog: str, directory: s
     Returns:
         (configs, store paths they came from); both empty when there is no earlier run.
     """
-    from compileiq_lab.results import load_results
+    from compileiq_lab.store.results import load_results
 
     runs = [r for r in find_runs(directory, kernel) if r.catalog == catalog]
     runs.sort(key=lambda r: (r.arch != arch, source_sha256 is not None and r.source_sha256 != source_sha256))
@@ -99,7 +99,7 @@ def compare_fronts(kernel: str, directory: str | os.PathLike[str] = DEFAULT_DIR)
     architecture and toolchain (for comparing how one kernel tunes on different GPUs)."""
     import pandas as pd
 
-    from compileiq_lab.results import load_results
+    from compileiq_lab.store.results import load_results
 
     rows = []
     for info in find_runs(directory, kernel):

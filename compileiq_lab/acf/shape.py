@@ -8,8 +8,8 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from compileiq_lab.argcheck import DEFINE as _DEFINE
-from compileiq_lab.argcheck import acf_error as _fail
+from compileiq_lab.acf.argcheck import DEFINE as _DEFINE
+from compileiq_lab.acf.argcheck import acf_error as _fail
 
 __all__ = ["ACF_FORMAT", "COMPILERS", "check_shape"]
 
@@ -58,7 +58,7 @@ def _is_num(value: Any) -> bool:
 
 
 def check_shape(doc: Any) -> None:
-    """Check what acf_schema.json says, by hand: keys, scalars, maps, run/host, validation, controls, argv.
+    """Check what schema.json says, by hand: keys, scalars, maps, run/host, validation, controls, argv.
 
     Raises:
         ConfigurationError: The first rule broken, naming the entry.

@@ -8,10 +8,10 @@ import threading
 import time
 from typing import Any, Callable, Mapping, Sequence
 
-from compileiq_lab.config import SearchConfiguration
+from compileiq_lab.search.config import SearchConfiguration
 from compileiq_lab.exceptions import ConfigurationError, SearchStateError
 from compileiq_lab.measure.objective import classify_return, make_evaluator
-from compileiq_lab.results import Results
+from compileiq_lab.store.results import Results
 from compileiq_lab.run.engine import Candidate, Engine, new_header, prepare_store
 from compileiq_lab.run.loop import Event, drive
 from compileiq_lab.space.space import SearchSpace

@@ -107,7 +107,7 @@ def _export(args: argparse.Namespace) -> int:
         raise ConfigurationError(f"--eval-id must name a successful evaluation of {args.store}, but got "
                                  f"{args.eval_id!r} ({rec.status if rec else 'no such evaluation'}); "
                                  "see `compileiq-lab show` for the ids")
-    from compileiq_lab.export import point_acf
+    from compileiq_lab.acf.export import point_acf
 
     point_acf(res, rec, kernel, catalog, meta).write(args.output)
     print(f"wrote eval {rec.eval_id} of {args.store} to {args.output}")
@@ -136,7 +136,7 @@ def print_validation(v: Any) -> None:
 def _validate(args: argparse.Namespace) -> int:
     from compileiq_lab import load_results
     from compileiq_lab.measure.evaluator import KernelEvaluator
-    from compileiq_lab.validation import validate
+    from compileiq_lab.analysis.validation import validate
 
     res = load_results(args.store)
     kernel, catalog, meta = _context(res.header)
@@ -209,7 +209,7 @@ def _verify(args: argparse.Namespace) -> int:
 
 def _report(args: argparse.Namespace) -> int:
     from compileiq_lab import load_results
-    from compileiq_lab.report import write_report
+    from compileiq_lab.viz.report import write_report
 
     out = write_report(load_results(args.store), Path(args.output))
     print(f"wrote {out}")

@@ -29,8 +29,8 @@ def _parser() -> argparse.ArgumentParser:
     d.add_argument("--generations", type=int, default=15)
     d.add_argument("--seed", type=int, default=0)
     d.add_argument("--store", default=None, help="run store path (default: a new file under ./compileiq_runs/)")
-    from compileiq_lab.cli_runs import add_run_parsers
-    from compileiq_lab.cli_tune import add_catalog_parser, add_tune_parser
+    from compileiq_lab.cli.runs import add_run_parsers
+    from compileiq_lab.cli.tune import add_catalog_parser, add_tune_parser
 
     add_tune_parser(sub)
     add_catalog_parser(sub)
@@ -81,8 +81,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
     try:
-        from compileiq_lab.cli_runs import RUN_COMMANDS
-        from compileiq_lab.cli_tune import run_catalog, run_tune
+        from compileiq_lab.cli.runs import RUN_COMMANDS
+        from compileiq_lab.cli.tune import run_catalog, run_tune
 
         commands = {"demo": _demo, "tune": run_tune, "catalog": run_catalog, **RUN_COMMANDS}
         return commands[args.command](args)

@@ -12,16 +12,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from compileiq_lab.acf_shape import _CUDA, _FIELDS, _OPTIONAL, _RUN_KEYS, ACF_FORMAT, COMPILERS, check_shape
-from compileiq_lab.argcheck import acf_error as _fail
-from compileiq_lab.argcheck import check_argument as _check_token
+from compileiq_lab.acf.shape import _CUDA, _FIELDS, _OPTIONAL, _RUN_KEYS, ACF_FORMAT, COMPILERS, check_shape
+from compileiq_lab.acf.argcheck import acf_error as _fail
+from compileiq_lab.acf.argcheck import check_argument as _check_token
 from compileiq_lab.exceptions import ConfigurationError
 from compileiq_lab.space.catalogs import get_catalog
 
 __all__ = ["ACF", "ACF_FORMAT", "COMPILERS", "SCHEMA_PATH", "load_acf"]
 
 #: The JSON Schema (draft 2020-12) of the document; documentation and contract, checked by hand here.
-SCHEMA_PATH = Path(__file__).with_name("acf_schema.json")
+SCHEMA_PATH = Path(__file__).with_name("schema.json")
 
 
 @dataclass

@@ -6,16 +6,16 @@ from pathlib import Path
 from typing import Any
 
 from compileiq_lab.exceptions import ConfigurationError
-from compileiq_lab.kernels import (
-    _IDENT,
+from compileiq_lab.kernels.spec import (
     C_ENTRY,
     DTYPES,
+    IDENT,
     INITS,
     LANGUAGES,
     REFERENCE_FILE,
     BufferSpec,
     KernelSpec,
-    _need,
+    need,
 )
 
 __all__ = ["SpecParser"]
@@ -35,7 +35,7 @@ class SpecParser:
         self.data, self.folder, self.name = data, folder, data.get("name", folder.name)
 
     def need(self, ok: Any, rule: str, got: Any, fix: str) -> None:
-        _need(ok, f"kernel.toml of {self.name!r}", rule, got, fix)
+        need(ok, f"kernel.toml of {self.name!r}", rule, got, fix)
 
     def table(self, value: Any, section: str) -> dict[str, Any]:
         self.need(isinstance(value, dict), f"[{section}] is a table", value, f"Write [{section}] as a TOML table.")
@@ -45,7 +45,7 @@ class SpecParser:
         return value
 
     def ident(self, value: Any, what: str) -> str:
-        self.need(isinstance(value, str) and _IDENT.match(value), f"{what} is an identifier", value,
+        self.need(isinstance(value, str) and IDENT.match(value), f"{what} is an identifier", value,
                   "Use letters, digits and _, not starting with a digit.")
         return value
 

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from compileiq_lab.measure.evaluator import KernelEvaluator
-    from compileiq_lab.results import Results
+    from compileiq_lab.store.results import Results
 
 __all__ = ["Validation", "validate", "HEADER_KEY"]
 

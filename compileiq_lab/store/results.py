@@ -133,8 +133,8 @@ class Results:
 
     @property
     def validation(self) -> Any:
-        """The latest interleaved re-measurement of a GPU run (``compileiq_lab.validation.Validation``), or None."""
-        from compileiq_lab.validation import HEADER_KEY, Validation
+        """The latest interleaved re-measurement of a GPU run (``compileiq_lab.analysis.validation.Validation``), or None."""
+        from compileiq_lab.analysis.validation import HEADER_KEY, Validation
 
         stored = self.header.get(HEADER_KEY)
         return Validation.from_dict(stored) if stored else None
@@ -154,8 +154,8 @@ class Results:
 
     def control_influence(self, objective: int | str = 0, **options: Any) -> "pd.DataFrame":
         """Per-control influence on an objective with uncertainty ("not explored" where a control never
-        varied); see ``compileiq_lab.influence.control_influence`` (needs scikit-learn)."""
-        from compileiq_lab.influence import control_influence
+        varied); see ``compileiq_lab.analysis.influence.control_influence`` (needs scikit-learn)."""
+        from compileiq_lab.analysis.influence import control_influence
 
         return control_influence(self, objective, **options)
 

@@ -11,8 +11,8 @@ from compileiq_lab.space.catalogs.base import TIERS
 from compileiq_lab.space.space import config_key
 
 if TYPE_CHECKING:
-    from compileiq_lab.kernels import KernelSpec
-    from compileiq_lab.results import Results
+    from compileiq_lab.kernels.spec import KernelSpec
+    from compileiq_lab.store.results import Results
     from compileiq_lab.space.catalogs.base import Catalog
 
 __all__ = ["Stage", "WideningResult", "widening_search"]

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from compileiq_lab.viz.data import failure_summary, flatten_params, front_table
 
 if TYPE_CHECKING:
-    from compileiq_lab.results import Results
+    from compileiq_lab.store.results import Results
 
 log = logging.getLogger(__name__)
 

@@ -16,9 +16,9 @@ def full_controls(kernel: Any, params: dict[str, Any]) -> dict[str, Any]:
 
 def point_acf(results: Any, rec: Any, kernel: Any, catalog: Any, meta: dict[str, Any]) -> Any:
     """The ACF of one evaluated point of a `tune` run, with its re-measured speedup where the run has one."""
-    from compileiq_lab.acf import ACF
+    from compileiq_lab.acf.format import ACF
     from compileiq_lab.measure.evaluator import config_argv
-    from compileiq_lab.validation import HEADER_KEY, Validation
+    from compileiq_lab.analysis.validation import HEADER_KEY, Validation
 
     base = results.baseline
     names = meta["objectives"]

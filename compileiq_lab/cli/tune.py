@@ -182,7 +182,7 @@ def run_tune(args: argparse.Namespace) -> int:
 
 def _warm_start(args: argparse.Namespace, kernel: Any, space_name: str) -> tuple[list[dict[str, Any]], list[str]]:
     """Configs from earlier runs (see --warm-start); none when continuing an existing store."""
-    from compileiq_lab.registry import warm_start_configs
+    from compileiq_lab.analysis.registry import warm_start_configs
     from compileiq_lab.store.sqlite import DEFAULT_DIR
 
     if args.warm_start == "none" or (args.store and Path(args.store).exists()):
@@ -198,9 +198,9 @@ def _warm_start(args: argparse.Namespace, kernel: Any, space_name: str) -> tuple
 
 
 def _validate_run(results: Any, evaluator: Any, rounds: int) -> None:
-    from compileiq_lab.cli_runs import print_validation
+    from compileiq_lab.cli.runs import print_validation
     from compileiq_lab.exceptions import ConfigurationError
-    from compileiq_lab.validation import validate
+    from compileiq_lab.analysis.validation import validate
 
     print(f"re-measuring the front and the baseline interleaved ({rounds} rounds)...", file=sys.stderr)
     try:
@@ -245,7 +245,7 @@ def _group_ties(front: list[dict[str, Any]], evaluator: Any, k: int) -> list[tup
 
 def _export(path: str, results: Any, evaluator: Any, meta: dict[str, Any]) -> None:
     """Write the best point (first objective; fewest arguments on ties) as an ACF."""
-    from compileiq_lab.export import point_acf
+    from compileiq_lab.acf.export import point_acf
 
     front = results.pareto_front()
     if not front:

@@ -12,7 +12,7 @@ from compileiq_lab.exceptions import ConfigurationError, OptionalDependencyError
 if TYPE_CHECKING:
     import pandas as pd
 
-    from compileiq_lab.results import Results
+    from compileiq_lab.store.results import Results
 
 __all__ = ["control_influence", "control_interactions", "MIN_EVALUATIONS"]
 

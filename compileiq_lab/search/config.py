@@ -52,7 +52,7 @@ class SearchConfiguration:
         baseline: Also evaluate the empty config (compiler defaults) once, before generation 1.
         objective_names: Optional display names, one per objective.
         warm_start: Configs (dicts) that open the first generation before prior samples fill it,
-            e.g. the front of an earlier run of the same kernel (see ``compileiq_lab.registry``).
+            e.g. the front of an earlier run of the same kernel (see ``compileiq_lab.analysis.registry``).
             Configs outside the space are left out; asked configs are never asked again.
         surrogate: Pre-screen GA/NSGA-II offspring with a random forest fitted on the evaluations so
             far: 4x more offspring are proposed and the most promising (plus a random quarter) are

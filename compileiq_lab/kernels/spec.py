@@ -1,4 +1,4 @@
-"""Bundled benchmark kernels: load and validate kernel.toml specs, make inputs, check outputs."""
+"""Kernel specs: what a kernel needs to be compiled, fed, launched and checked (BufferSpec, KernelSpec)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ import hashlib
 import importlib.util
 import logging
 import operator
-import os
 import re
 import sys
 from dataclasses import dataclass, field
@@ -16,26 +15,25 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from compileiq_lab.exceptions import ConfigurationError, OptionalDependencyError
+from compileiq_lab.exceptions import ConfigurationError
 
-__all__ = ["BufferSpec", "KernelSpec", "load_kernel", "list_kernels", "kernels_root", "eval_expr"]
+__all__ = ["BufferSpec", "KernelSpec", "eval_expr", "need"]
 
 log = logging.getLogger(__name__)
 
-ENV_VAR = "COMPILEIQ_KERNELS"
 SPEC_FILE = "kernel.toml"
 REFERENCE_FILE = "reference.py"
 C_ENTRY = "cil_kernel"
 LANGUAGES = {"cuda": ".cu", "c": ".c"}
 DTYPES = ("float32", "float64", "int32")
 INITS = ("uniform", "normal", "zeros", "ones", "arange")
-_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _BINOPS: dict[type, Callable[[int, int], int]] = {
     ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
     ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow}
 
 
-def _need(ok: Any, who: str, rule: str, got: Any, fix: str) -> None:
+def need(ok: Any, who: str, rule: str, got: Any, fix: str) -> None:
     """Raise a ConfigurationError stating the rule, the value received and the fix unless ``ok``."""
     if not ok:
         raise ConfigurationError(f"{who}: `{rule}` must hold, but got {got!r}. {fix}")
@@ -51,7 +49,7 @@ def _eval_node(node: ast.AST, names: Mapping[str, int], expr: str) -> int:
     if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
         a, b = _eval_node(node.left, names, expr), _eval_node(node.right, names, expr)
         bad_pow = isinstance(node.op, ast.Pow) and not 0 <= b <= 64
-        _need(not bad_pow and not (isinstance(node.op, (ast.FloorDiv, ast.Mod)) and b == 0), f"expression {expr!r}",
+        need(not bad_pow and not (isinstance(node.op, (ast.FloorDiv, ast.Mod)) and b == 0), f"expression {expr!r}",
               "divisors are non-zero and exponents within 0..64", f"{ast.unparse(node)} with operands {a} and {b}",
               "Fix the expression or the values it uses.")
         return _BINOPS[type(node.op)](a, b)
@@ -73,7 +71,7 @@ def eval_expr(expr: int | str, names: Mapping[str, int]) -> int:
     """
     if type(expr) is int:
         return expr
-    _need(isinstance(expr, str), f"expression {expr!r}", "it is an int or a str", type(expr).__name__,
+    need(isinstance(expr, str), f"expression {expr!r}", "it is an int or a str", type(expr).__name__,
           'Write an int or a string such as "n // 256".')
     try:
         tree = ast.parse(expr.strip(), mode="eval")
@@ -142,14 +140,14 @@ class KernelSpec:
         """Return a buffer's concrete shape, its expressions evaluated over the params."""
         if isinstance(buf, str):
             found = {b.name: b for b in self.inputs + self.outputs}
-            _need(buf in found, f"kernel {self.name!r}", f"the buffer is in {list(found)}", buf, "Use one of those.")
+            need(buf in found, f"kernel {self.name!r}", f"the buffer is in {list(found)}", buf, "Use one of those.")
             buf = found[buf]
         return tuple(eval_expr(dim, self.params) for dim in buf.shape)
 
     def define_values(self, values: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """Return every knob's value: from ``values`` where given, else the knob's default (first value)."""
         values = dict(values or {})
-        _need(set(values) <= set(self.defines), f"kernel {self.name!r}", f"defines are knobs in {list(self.defines)}",
+        need(set(values) <= set(self.defines), f"kernel {self.name!r}", f"defines are knobs in {list(self.defines)}",
               sorted(set(values) - set(self.defines)), "Drop the others or add them to [defines] in kernel.toml.")
         return {k: values.get(k, options[0]) for k, options in self.defines.items()}
 
@@ -159,7 +157,7 @@ class KernelSpec:
 
     def launch_dims(self, values: Mapping[str, Any] | None = None) -> tuple[tuple[int, ...], tuple[int, ...], int]:
         """Return (grid, block, shared_bytes) of a CUDA kernel, evaluated over params and define values."""
-        _need(self.grid and self.block, f"kernel {self.name!r}", "a [launch] table is given", None,
+        need(self.grid and self.block, f"kernel {self.name!r}", "a [launch] table is given", None,
               "Add [launch] with grid, block and args to kernel.toml.")
         names = {**self.params, **{k: v for k, v in self.define_values(values).items() if type(v) is int}}
         grid, block = (tuple(eval_expr(e, names) for e in dims) + (1,) * (3 - len(dims))
@@ -184,7 +182,7 @@ class KernelSpec:
     def reference_outputs(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Return the expected outputs (shaped, in the reference's precision) of reference.py on copies of inputs."""
         who, path = f"kernel {self.name!r}", self.folder / REFERENCE_FILE
-        _need(self.reference and path.is_file(), who, f"[check] names a reference and {path} exists", self.reference,
+        need(self.reference and path.is_file(), who, f"[check] names a reference and {path} exists", self.reference,
               'Add [check] reference = "reference" and a reference.py defining reference(inputs, params).')
         mod_name = f"_compileiq_reference_{self.name}_{hashlib.sha1(str(path).encode()).hexdigest()[:8]}"
         module_spec = importlib.util.spec_from_file_location(mod_name, path)
@@ -195,15 +193,15 @@ class KernelSpec:
         finally:
             sys.modules.pop(mod_name, None)
         func = getattr(module, self.reference, None)
-        _need(callable(func), who, f"{REFERENCE_FILE} defines {self.reference}()", func, "Define it or fix [check].")
+        need(callable(func), who, f"{REFERENCE_FILE} defines {self.reference}()", func, "Define it or fix [check].")
         got = func({k: np.array(v, copy=True) for k, v in inputs.items()}, dict(self.params))
-        _need(isinstance(got, Mapping) and all(b.name in got for b in self.outputs), who,
+        need(isinstance(got, Mapping) and all(b.name in got for b in self.outputs), who,
               f"{self.reference}() returns a dict with keys {[b.name for b in self.outputs]}",
               sorted(got) if isinstance(got, Mapping) else type(got).__name__, "Return every [[outputs]] name.")
         expected: dict[str, np.ndarray] = {}
         for buf in self.outputs:
             arr, shape = np.asarray(got[buf.name]), self.shape_of(buf)
-            _need(arr.size == int(np.prod(shape)), who, f"the reference's {buf.name} has shape {shape}", arr.shape,
+            need(arr.size == int(np.prod(shape)), who, f"the reference's {buf.name} has shape {shape}", arr.shape,
                   f"Fix {REFERENCE_FILE} or the [[outputs]] shape.")
             expected[buf.name] = np.ascontiguousarray(arr.reshape(shape))
         return expected
@@ -239,63 +237,10 @@ class KernelSpec:
 
         if name is None:
             return self
-        _need(name in self.workloads, f"kernel {self.name!r}", f"the workload is one of {list(self.workloads)}", name,
+        need(name in self.workloads, f"kernel {self.name!r}", f"the workload is one of {list(self.workloads)}", name,
               "Use one of those, or add it as [[workloads]] in kernel.toml.")
         return dataclasses.replace(self, params={**self.params, **self.workloads[name]}, workload=name)
 
     def source_sha256(self) -> str:
         """Return the SHA-256 hex digest of the source file's bytes."""
         return hashlib.sha256(self.source_path.read_bytes()).hexdigest()
-
-
-
-def kernels_root() -> Path:
-    """Return the bundled kernels folder: ``$COMPILEIQ_KERNELS`` if set, else the repository's ``kernels/``."""
-    env = os.environ.get(ENV_VAR, "").strip()
-    return Path(env).expanduser().resolve() if env else Path(__file__).resolve().parents[1] / "kernels"
-
-
-def list_kernels() -> list[str]:
-    """Return the sorted names of the bundled kernels (folders of ``kernels_root()`` with a kernel.toml)."""
-    root = kernels_root()
-    if not root.is_dir():
-        log.warning("kernels folder %s does not exist; set %s to a folder of kernels", root, ENV_VAR)
-        return []
-    return sorted(p.name for p in root.iterdir() if (p / SPEC_FILE).is_file())
-
-
-def load_kernel(name_or_path: str | os.PathLike[str]) -> KernelSpec:
-    """Load a kernel: a bundled name ("dot"; wins over a local folder "dot", use "./dot"), a kernel folder,
-    its kernel.toml, or a bare .cu/.c file (a static-only spec: language from the suffix, no entry, no buffers).
-
-    Raises:
-        ConfigurationError: Nothing is found, or the spec breaks a rule (the message says which and the fix).
-    """
-    text = os.fspath(name_or_path)
-    if _IDENT.match(text) and (kernels_root() / text / SPEC_FILE).is_file():
-        return _load_folder(kernels_root() / text)
-    path = Path(text).expanduser()
-    if path.is_dir() or path.name == SPEC_FILE and path.is_file():
-        return _load_folder(path if path.is_dir() else path.parent)
-    language, path = {v: k for k, v in LANGUAGES.items()}.get(path.suffix), path.resolve()
-    if path.is_file() and language:
-        return KernelSpec(name=path.stem, language=language, source=path.name, entry=None, folder=path.parent,
-                          source_path=path, description=f"static-only {language} file {path.name}")
-    raise ConfigurationError(f"load_kernel: `the kernel is a bundled name, a folder with {SPEC_FILE} or a .cu/.c "
-                             f"file` must hold, but got {text!r}. Use one of {list_kernels()} or fix the path.")
-
-
-def _load_folder(folder: Path) -> KernelSpec:
-    folder, spec_path = folder.resolve(), folder / SPEC_FILE
-    _need(spec_path.is_file(), "load_kernel", f"{spec_path} exists", "no such file", f"Add a {SPEC_FILE} there.")
-    try:
-        import tomllib
-    except ModuleNotFoundError:  # Python 3.10
-        raise OptionalDependencyError("reading kernel.toml needs Python >= 3.11 (tomllib)") from None
-    try:
-        data = tomllib.loads(spec_path.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigurationError(f"{spec_path}: `it is valid TOML` must hold, but got {exc}. Fix the syntax.") from None
-    from compileiq_lab.kernel_toml import SpecParser
-
-    return SpecParser(data, folder).parse()

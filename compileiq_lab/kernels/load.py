@@ -1,0 +1,67 @@
+"""Finding kernels: bundled names, kernel folders (kernel.toml) and bare source files."""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+from compileiq_lab.exceptions import ConfigurationError, OptionalDependencyError
+from compileiq_lab.kernels.spec import IDENT, LANGUAGES, SPEC_FILE, KernelSpec, need
+from compileiq_lab.kernels.toml import SpecParser
+
+__all__ = ["load_kernel", "list_kernels", "kernels_root", "ENV_VAR"]
+
+log = logging.getLogger(__name__)
+
+ENV_VAR = "COMPILEIQ_KERNELS"
+
+
+def kernels_root() -> Path:
+    """Return the bundled kernels folder: ``$COMPILEIQ_KERNELS`` if set, else the repository's ``kernels/``."""
+    env = os.environ.get(ENV_VAR, "").strip()
+    return Path(env).expanduser().resolve() if env else Path(__file__).resolve().parents[2] / "kernels"
+
+
+def list_kernels() -> list[str]:
+    """Return the sorted names of the bundled kernels (folders of ``kernels_root()`` with a kernel.toml)."""
+    root = kernels_root()
+    if not root.is_dir():
+        log.warning("kernels folder %s does not exist; set %s to a folder of kernels", root, ENV_VAR)
+        return []
+    return sorted(p.name for p in root.iterdir() if (p / SPEC_FILE).is_file())
+
+
+def load_kernel(name_or_path: str | os.PathLike[str]) -> KernelSpec:
+    """Load a kernel: a bundled name ("dot"; wins over a local folder "dot", use "./dot"), a kernel folder,
+    its kernel.toml, or a bare .cu/.c file (a static-only spec: language from the suffix, no entry, no buffers).
+
+    Raises:
+        ConfigurationError: Nothing is found, or the spec breaks a rule (the message says which and the fix).
+    """
+    text = os.fspath(name_or_path)
+    if IDENT.match(text) and (kernels_root() / text / SPEC_FILE).is_file():
+        return _load_folder(kernels_root() / text)
+    path = Path(text).expanduser()
+    if path.is_dir() or path.name == SPEC_FILE and path.is_file():
+        return _load_folder(path if path.is_dir() else path.parent)
+    language, path = {v: k for k, v in LANGUAGES.items()}.get(path.suffix), path.resolve()
+    if path.is_file() and language:
+        return KernelSpec(name=path.stem, language=language, source=path.name, entry=None, folder=path.parent,
+                          source_path=path, description=f"static-only {language} file {path.name}")
+    raise ConfigurationError(f"load_kernel: `the kernel is a bundled name, a folder with {SPEC_FILE} or a .cu/.c "
+                             f"file` must hold, but got {text!r}. Use one of {list_kernels()} or fix the path.")
+
+
+def _load_folder(folder: Path) -> KernelSpec:
+    folder, spec_path = folder.resolve(), folder / SPEC_FILE
+    need(spec_path.is_file(), "load_kernel", f"{spec_path} exists", "no such file", f"Add a {SPEC_FILE} there.")
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        raise OptionalDependencyError("reading kernel.toml needs Python >= 3.11 (tomllib)") from None
+    try:
+        data = tomllib.loads(spec_path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigurationError(f"{spec_path}: `it is valid TOML` must hold, but got {exc}. Fix the syntax.") from None
+    return SpecParser(data, folder).parse()

@@ -1,5 +1,5 @@
 # One-command entry points: `make lab` (the main job: JupyterLab on the quickstart notebook), `make demo`
-# (the same search headless) and `make test` (the test suite).
+# (the same search headless) and `make test` (ruff, mypy and the test suite).
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -22,6 +22,8 @@ demo: $(STAMP)
 	$(BIN)/compileiq-lab tune reduction --space ptxas --objectives registers,sass_instructions --generations 5 --export reduction.acf
 
 test: $(STAMP)
+	$(BIN)/ruff check compileiq_lab tests bench
+	$(BIN)/mypy
 	$(BIN)/python -m pytest -q
 
 bench: $(STAMP)

@@ -7,8 +7,9 @@ import json
 import os
 import platform
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 RESULTS = Path(__file__).resolve().parent / "results"
 

@@ -8,20 +8,18 @@ import time
 from typing import Any
 
 import numpy as np
-
 from _common import markdown_table, write
-from compileiq_lab.kernels import list_kernels, load_kernel
-from compileiq_lab.measure.evaluator import KernelEvaluator
+
+from compileiq_lab.kernels import KernelRun, list_kernels, load_kernel
 from compileiq_lab.space import SearchSpace
-from compileiq_lab.space.catalogs import active, get_catalog
 
 
-def sample_configs(evaluator: KernelEvaluator, n: int, seed: int, defines: bool = True) -> list[dict[str, Any]]:
+def sample_configs(evaluator: KernelRun, n: int, seed: int, defines: bool = True) -> list[dict[str, Any]]:
     """``n`` distinct configs drawn from the prior that the compiler accepts (known conflicts skipped).
 
     With ``defines=False`` the kernel's -D knobs stay at their defaults (back-end genes only).
     """
-    sp = evaluator.space()
+    sp = evaluator.search_space()
     if not defines:
         sp.pop("defines", None)
     space = SearchSpace(sp)
@@ -41,11 +39,10 @@ def sample_configs(evaluator: KernelEvaluator, n: int, seed: int, defines: bool 
 
 def throughput(kernel: Any, n: int) -> dict[str, float]:
     """Candidates per minute for ptxas-only genes, two-stage vs one full nvcc call per candidate."""
-    catalog = active(get_catalog("ptxas"))[0]
     res: dict[str, float] = {}
     for label, two_stage in (("two_stage", True), ("full_nvcc", False)):
         with tempfile.TemporaryDirectory() as d:
-            ev = KernelEvaluator(kernel, catalog, ["registers"], workdir=d, two_stage=two_stage)
+            ev = KernelRun(kernel, "ptxas", ["registers"], workdir=d, two_stage=two_stage, unsafe_math=True)
             configs = sample_configs(ev, n, seed=1, defines=False)
             t0 = time.perf_counter()
             statuses = [ev(c).status for c in configs]
@@ -58,9 +55,8 @@ def throughput(kernel: Any, n: int) -> dict[str, float]:
 
 def dedup(kernel: Any, n: int) -> dict[str, float]:
     """Share of compiled configs whose machine code equals an earlier config's (benchmarks saved)."""
-    catalog = active(get_catalog("nvcc"))[0].select(include_unsafe=False)
     with tempfile.TemporaryDirectory() as d:
-        ev = KernelEvaluator(kernel, catalog, ["sass_instructions"], workdir=d)
+        ev = KernelRun(kernel, "nvcc", ["sass_instructions"], workdir=d)
         ok = [m for m in (ev(c) for c in sample_configs(ev, n, seed=2)) if m.ok]
     dup = sum(m.detail["duplicate_code"] for m in ok)
     return {"compiled": float(len(ok)), "distinct_code": float(len(ok) - dup),

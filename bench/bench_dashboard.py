@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import markdown_table, write  # noqa: E402
+from _common import markdown_table, write
 
 SIZES = (500, 5000)
 REPEATS = 15
@@ -37,6 +37,7 @@ def make_store(path: Path, n: int) -> None:
 CELL = """
 import json, statistics, time
 from compileiq_lab import Run, Search
+from compileiq_lab.run.events import EvaluationEvent, GenerationEvent
 from compileiq_lab.store.results import Results
 from compileiq_lab.widgets import Dashboard
 out = {}
@@ -50,8 +51,10 @@ for n, path in PATHS.items():
     for _ in range(REPEATS):
         dash.plots._cache.reset()
         dash.plots.update(prev)
+        dash._records = list(prev.records)
+        events = [EvaluationEvent(r) for r in full.records[-50:]] + [GenerationEvent(1, 50, 0, None, len(full))]
         t0 = time.perf_counter()
-        dash._apply([{"type": "generation", "generation": 1}])  # snapshot, traces, history, progress
+        dash._apply(events)  # the generation's 50 rows as the events carry them: traces, history, progress
         times.append(time.perf_counter() - t0)
         dash.plots._cache.reset()
         t0 = time.perf_counter()

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import argparse
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
-
 from _common import markdown_table, write
+
 from compileiq_lab import Search, SearchConfiguration
 from compileiq_lab.search.config import default_pool_size
 from compileiq_lab.space import SearchSpace

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import RESULTS, markdown_table, write  # noqa: E402
+from _common import RESULTS, markdown_table, write
 
 log = logging.getLogger("bench_gpu")
 KERNELS = ("reduction", "sgemm", "softmax", "attention")
@@ -25,33 +25,28 @@ def tune_one(name: str, budget_s: float, rounds: int, seed: int, workdir: Path,
              backend: str | None = None, knobs: bool = True) -> dict[str, Any]:
     """Tune one kernel within ``budget_s`` of search time, validate the front, return the figures."""
     from compileiq_lab import Search, SearchConfiguration
-    from compileiq_lab.kernels import load_kernel
-    from compileiq_lab.measure.evaluator import KernelEvaluator
-    from compileiq_lab.measure.gpu import GpuOptions
-    from compileiq_lab.space.catalogs import active, get_catalog
     from compileiq_lab.analysis.validation import validate
+    from compileiq_lab.kernels import KernelRun
+    from compileiq_lab.measure.gpu import GpuOptions
+    from compileiq_lab.run.events import GenerationEvent, RunEvent
 
     t0 = time.monotonic()
-    kernel = load_kernel(name)
-    catalog, _ = active(get_catalog("nvcc"))
-    catalog = catalog.select()  # the default, safe set (no precision-changing controls)
-    objectives = ["runtime", "energy"]
-    ev = KernelEvaluator(kernel, catalog, objectives, workdir=workdir / name, timeout_s=30,
-                         gpu_options=GpuOptions(energy_window_s=0.25), gpu_backend=backend)
+    objectives = ["runtime", "energy"]  # nvcc catalog, the default safe set (no precision-changing controls)
+    ev = KernelRun(name, "nvcc", objectives, workdir=workdir / name, timeout_s=30,
+                   gpu_options=GpuOptions(energy_window_s=0.25), gpu_backend=backend)
     try:
-        cfg = SearchConfiguration(generations=100, seed=seed, num_objectives=2, problem_type=ev.directions,
-                                  objective_names=objectives)
-        space = ev.space()
+        cfg = SearchConfiguration(generations=100, seed=seed, num_objectives=2,
+                                  problem_type=[o.direction for o in ev.objectives], objective_names=objectives)
+        space = ev.search_space()
         if not knobs:  # compiler controls only: the kernel's -D knobs stay at their defaults
             space.pop("defines", None)
         search = Search(ev, space, cfg, store=str(workdir / f"{name}.db"), constraint=ev.constraint,
-                        metadata={"kernel": name, "catalog": "nvcc", "arch": "sm_90", "objectives": objectives,
-                                  "toolchain": ev.toolchain(), "gpu": ev.gpu_info})
+                        metadata=ev.metadata())
         progress = {"gen": 0}
 
-        def on_event(event: dict[str, Any]) -> None:
-            if event["type"] == "generation":
-                progress["gen"] = event["generation"]
+        def on_event(event: RunEvent) -> None:
+            if isinstance(event, GenerationEvent):
+                progress["gen"] = event.generation
                 if time.monotonic() - t0 > budget_s:
                     search.stop()
 
@@ -66,7 +61,8 @@ def tune_one(name: str, budget_s: float, rounds: int, seed: int, workdir: Path,
             "candidates": len(results), "statuses": results.status_counts(),
             "distinct_code": len(ev.code_hashes), "runs": runs, "runs_saved_by_dedup": saved,
             "dedup_savings": saved / (runs + saved) if runs + saved else 0.0,
-            "baseline_ms": v.baseline["runtime_median"] * 1e3, "baseline_ci_ms": [x * 1e3 for x in v.baseline["runtime_ci"]],
+            "baseline_ms": v.baseline["runtime_median"] * 1e3,
+            "baseline_ci_ms": [x * 1e3 for x in v.baseline["runtime_ci"]],
             "best_ms": best["runtime_median"] * 1e3, "speedup": best["speedup"], "ci": [best["low"], best["high"]],
             "win": best["win"], "energy_change": (best["energy_ratio"] - 1) if best["energy_ratio"] else None,
             "best_eval": best["eval_id"], "workloads": best.get("workloads", {}), "mixed": best.get("mixed", False),
@@ -111,7 +107,8 @@ def main() -> int:
             table = markdown_table(
                 ["kernel", "baseline ms", "best ms", "speedup [95 % CI]", "win", "energy change", "other workloads",
                  "candidates", "dedup savings", "generations", "wall s"],
-                [[r["kernel"], r["baseline_ms"], r["best_ms"], f"{r['speedup']:.4f} [{r['ci'][0]:.4f}, {r['ci'][1]:.4f}]",
+                [[r["kernel"], r["baseline_ms"], r["best_ms"],
+                  f"{r['speedup']:.4f} [{r['ci'][0]:.4f}, {r['ci'][1]:.4f}]",
                   "yes" if r["win"] else "no",
                   f"{r['energy_change'] * 100:+.1f} %" if r["energy_change"] is not None else "n/a",
                   ", ".join(f"{w} {e['speedup']:.3f}{'' if e['win'] else ' (no win)'}" if "speedup" in e
@@ -121,10 +118,12 @@ def main() -> int:
             gpu = rows[0]["gpu"] if rows else "no GPU result"
             space = ("nvcc front end + ptxas controls only (safe set; -D knobs at their defaults)" if args.no_knobs
                      else "nvcc front end + ptxas controls (safe set) and the kernels' -D knobs")
-            notes = (f"GPU: {gpu}. Objectives runtime + energy (NSGA-II), {space}, {args.budget_s:.0f} s of search per kernel, then the front and the "
+            notes = (f"GPU: {gpu}. Objectives runtime + energy (NSGA-II), {space}, {args.budget_s:.0f} s of search "
+                     "per kernel, then the front and the "
                      f"baseline re-measured interleaved ({args.rounds} rounds, paired bootstrap of per-round "
                      "ratios). Speedup = baseline median / point median per launch (CUDA graph replays timed with "
-                     "CUDA events); win = the CI lies above 1. Energy per launch = mean power while the kernel runs back to "
+                     "CUDA events); win = the CI lies above 1. Energy per launch = mean power while the kernel runs "
+                     "back to "
                      "back (NVML energy counter) x time per launch."
                      + (f"\n\nFailed: {sorted(failures)}" if failures else ""))
             settings = {k: v for k, v in vars(args).items() if k != "out"}  # no machine paths in results

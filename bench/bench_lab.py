@@ -69,7 +69,8 @@ def main() -> None:
             r["export_file"] = Path(r["export_file"]).name  # no machine paths in results
             runs.append(r)
             print(f"run {i + 1}/{args.repeat}: points after {r['browser_click_to_points_s']:.2f} s, "
-                  f"finished after {r['browser_click_to_finished_s']:.2f} s, detail {r['point_click_to_detail_s']:.2f} s")
+                  f"finished after {r['browser_click_to_finished_s']:.2f} s, "
+                  f"detail {r['point_click_to_detail_s']:.2f} s")
     rows, summary = [], {}
     for key, what in METRICS:
         values = [r[key] for r in runs if r.get(key) is not None]
@@ -94,7 +95,8 @@ def main() -> None:
              f"{versions['ipywidgets']}, anywidget {versions['anywidget']}, plotly {versions['plotly']}; "
              "no request left the local server (blocked: "
              f"{sum(len(r['blocked_requests']) for r in runs)}).")
-    seen = [summary.get(k, {}).get("median") for k in ("browser_click_to_status_changed_s", "browser_click_to_points_s")]
+    seen = [summary.get(k, {}).get("median")
+            for k in ("browser_click_to_status_changed_s", "browser_click_to_points_s")]
     if None not in seen and abs(seen[0] - seen[1]) < 0.05:
         notes += (" The status text changed in the same frame as the points appeared: the page showed nothing of "
                   "the run (not even 'running') until the dashboard's new figure widgets were drawn, so the "

@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from _common import markdown_table, write
 
 import compileiq_lab.space as ss
-from _common import markdown_table, write
 from compileiq_lab import Search, SearchConfiguration
 from compileiq_lab.search import make_strategy
 from compileiq_lab.space import SearchSpace

@@ -8,19 +8,20 @@ import math
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import markdown_table, write  # noqa: E402
+from _common import markdown_table, write
 
-from compileiq_lab import Search, SearchConfiguration  # noqa: E402
-from compileiq_lab.search.config import default_pool_size  # noqa: E402
-from compileiq_lab.search.pareto import hypervolume  # noqa: E402
-from compileiq_lab.space import SearchSpace  # noqa: E402
-from compileiq_lab.testing import FlagProblem, toy_objective, toy_space  # noqa: E402
+from compileiq_lab import Search, SearchConfiguration
+from compileiq_lab.search.config import default_pool_size
+from compileiq_lab.search.pareto import hypervolume
+from compileiq_lab.space import SearchSpace
+from compileiq_lab.testing import FlagProblem, toy_objective, toy_space
 
 
 def trace(f: Callable[[dict[str, Any]], Any], space: dict[str, Any], seed: int, budget: int, surrogate: bool,
@@ -57,11 +58,10 @@ def reached(calls: list[float]) -> str:
 
 def compiler_problem(workdir: str) -> tuple[Callable[[dict[str, Any]], tuple[float, float]], dict[str, Any]]:
     """reduction, ptxas catalog, (sass_instructions, registers); memoised (static metrics are deterministic)."""
-    from compileiq_lab.kernels import load_kernel
-    from compileiq_lab.measure.evaluator import KernelEvaluator
+    from compileiq_lab.kernels import KernelRun
     from compileiq_lab.space.catalogs import PTXAS
 
-    ev = KernelEvaluator(load_kernel("reduction"), PTXAS, ["sass_instructions", "registers"], workdir=workdir)
+    ev = KernelRun("reduction", PTXAS, ["sass_instructions", "registers"], workdir=workdir)
     memo: dict[str, tuple[float, float]] = {}
 
     def f(c: dict[str, Any]) -> tuple[float, float]:
@@ -70,7 +70,7 @@ def compiler_problem(workdir: str) -> tuple[Callable[[dict[str, Any]], tuple[flo
             m = ev(c)
             memo[key] = tuple(m.scores) if m.ok else (math.inf, math.inf)  # type: ignore[assignment]
         return memo[key]
-    return f, ev.space()
+    return f, ev.search_space()
 
 
 def main() -> int:
@@ -113,7 +113,7 @@ def main() -> int:
     rows.append([f"reduction / ptxas: hypervolume after {args.budget} calls (mean, higher is better)", a, b, b / a])
     a, b = (data[f"ptxas/{x}/calls"] for x in (False, True))
     rows.append(["reduction / ptxas: calls to the fewest SASS instructions found", reached(a), reached(b), ""])
-    table = markdown_table(["problem (seeds 0-%d, same budget)" % (args.seeds - 1), "without surrogate",
+    table = markdown_table([f"problem (seeds 0-{args.seeds - 1}, same budget)", "without surrogate",
                             "with surrogate", "ratio"], rows)
     notes = (f"Surrogate = a random forest on the evaluations so far ranks 4x more GA/NSGA-II offspring and the "
              f"best 3/4 of a generation plus a random 1/4 are evaluated. Same seeds, same budget, side by side; "

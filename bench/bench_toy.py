@@ -8,6 +8,7 @@ import statistics
 from typing import Any
 
 from _common import markdown_table, write
+
 from compileiq_lab import Search, SearchConfiguration
 from compileiq_lab.space import SearchSpace
 from compileiq_lab.testing import toy_objective, toy_space

@@ -8,22 +8,32 @@ from typing import TYPE_CHECKING, Any
 from compileiq_lab._version import __version__
 
 __all__ = [
-    "Search",
+    "ACF",
+    "CompileIQLabError",
+    "KernelRun",
+    "Measurement",
+    "Objective",
+    "Results",
     "Run",
+    "Search",
     "SearchConfiguration",
     "SearchSpace",
-    "Results",
-    "Measurement",
-    "load_results",
-    "ACF",
-    "load_acf",
-    "range",
-    "choice",
-    "literal",
-    "log_sampling",
-    "flag",
-    "CompileIQLabError",
     "__version__",
+    "choice",
+    "compare_fronts",
+    "control_influence",
+    "control_interactions",
+    "flag",
+    "history_figure",
+    "literal",
+    "load_acf",
+    "load_results",
+    "log_sampling",
+    "pareto_figure",
+    "range",
+    "validate",
+    "warm_start_configs",
+    "widening_search",
 ]
 
 # name -> module; resolved on first access so `import compileiq_lab` stays light
@@ -31,29 +41,47 @@ _LAZY = {
     "Search": "compileiq_lab.run.facade",
     "Run": "compileiq_lab.run.thread",
     "SearchConfiguration": "compileiq_lab.search.config",
-    "SearchSpace": "compileiq_lab.space",
+    "SearchSpace": "compileiq_lab.space.space",
+    "Objective": "compileiq_lab.space.objectives",
     "Results": "compileiq_lab.store.results",
     "load_results": "compileiq_lab.store.results",
-    "ACF": "compileiq_lab.acf",
-    "load_acf": "compileiq_lab.acf",
+    "KernelRun": "compileiq_lab.kernels.run",
+    "ACF": "compileiq_lab.acf.format",
+    "load_acf": "compileiq_lab.acf.format",
     "Measurement": "compileiq_lab.measure.measurement",
-    "range": "compileiq_lab.space",
-    "choice": "compileiq_lab.space",
-    "literal": "compileiq_lab.space",
-    "log_sampling": "compileiq_lab.space",
-    "flag": "compileiq_lab.space",
+    "range": "compileiq_lab.space.params",
+    "choice": "compileiq_lab.space.params",
+    "literal": "compileiq_lab.space.params",
+    "log_sampling": "compileiq_lab.space.params",
+    "flag": "compileiq_lab.space.params",
+    "pareto_figure": "compileiq_lab.viz.figures",
+    "history_figure": "compileiq_lab.viz.figures",
+    "control_influence": "compileiq_lab.analysis.influence",
+    "control_interactions": "compileiq_lab.analysis.influence",
+    "validate": "compileiq_lab.analysis.validation",
+    "widening_search": "compileiq_lab.analysis.widening",
+    "warm_start_configs": "compileiq_lab.analysis.registry",
+    "compare_fronts": "compileiq_lab.analysis.registry",
     "CompileIQLabError": "compileiq_lab.exceptions",
 }
 
 if TYPE_CHECKING:
-    from compileiq_lab.acf import ACF, load_acf
-    from compileiq_lab.search.config import SearchConfiguration
+    from compileiq_lab.acf.format import ACF, load_acf
+    from compileiq_lab.analysis.influence import control_influence, control_interactions
+    from compileiq_lab.analysis.registry import compare_fronts, warm_start_configs
+    from compileiq_lab.analysis.validation import validate
+    from compileiq_lab.analysis.widening import widening_search
     from compileiq_lab.exceptions import CompileIQLabError
+    from compileiq_lab.kernels.run import KernelRun
     from compileiq_lab.measure.measurement import Measurement
-    from compileiq_lab.store.results import Results, load_results
-    from compileiq_lab.run.thread import Run
-    from compileiq_lab.space import SearchSpace, choice, flag, literal, log_sampling, range
     from compileiq_lab.run.facade import Search
+    from compileiq_lab.run.thread import Run
+    from compileiq_lab.search.config import SearchConfiguration
+    from compileiq_lab.space.objectives import Objective
+    from compileiq_lab.space.params import choice, flag, literal, log_sampling, range
+    from compileiq_lab.space.space import SearchSpace
+    from compileiq_lab.store.results import Results, load_results
+    from compileiq_lab.viz.figures import history_figure, pareto_figure
 
 
 def __getattr__(name: str) -> Any:

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 __all__ = [
     "CompileIQLabError",
-    "SpaceDefinitionError",
     "ConfigurationError",
+    "OptionalDependencyError",
+    "SearchStateError",
+    "SpaceDefinitionError",
     "StoreError",
     "StoreMismatchError",
-    "SearchStateError",
-    "OptionalDependencyError",
 ]
 
 

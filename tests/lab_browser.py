@@ -305,7 +305,7 @@ class JupyterLab:
 
     def start(self) -> Self:
         env = self._prepare()
-        log = open(self.log_path, "wb")  # noqa: SIM115 - the child keeps it
+        log = open(self.log_path, "wb")
         try:
             self.proc = subprocess.Popen(self.command(), cwd=self.root, env=env, stdout=log,
                                          stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,

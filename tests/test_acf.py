@@ -23,8 +23,7 @@ from compileiq_lab.acf.format import (
     load_acf,
 )
 from compileiq_lab.exceptions import ConfigurationError
-from compileiq_lab.kernels import load_kernel
-from compileiq_lab.measure.evaluator import KernelEvaluator
+from compileiq_lab.kernels import KernelRun, load_kernel
 from compileiq_lab.space.catalogs import CATALOGS, get_catalog
 
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
@@ -48,7 +47,7 @@ def _c_config() -> dict[str, Any]:
 
 def _make(kernel_name: str, compiler: str, config: dict[str, Any], objective: str, tmp: Path, **kw: Any) -> ACF:
     kernel = load_kernel(kernel_name)
-    ev = KernelEvaluator(kernel, get_catalog(compiler), [objective], workdir=tmp, **kw)
+    ev = KernelRun(kernel, get_catalog(compiler), [objective], workdir=tmp, **kw)
     return ACF.from_choice(compiler=compiler, controls=config, argv=ev.argv(config), kernel=kernel.name,
                            source_sha256=kernel.source_sha256(), arch="sm_90" if compiler != "gcc" else None,
                            toolchain={compiler: "test"}, **_COMMON)

@@ -15,9 +15,22 @@ import pytest
 
 from compileiq_lab import space as ss
 from compileiq_lab.exceptions import ConfigurationError, SpaceDefinitionError
-from compileiq_lab.space.catalogs import (CATALOGS, CLANG, EXECUTABLES, GCC, NVCC, NVCC_FRONTEND, PTXAS, Catalog,
-                                          Control, active, compiler_version, get_catalog, help_options)
-from compileiq_lab.space.catalogs import introspect
+from compileiq_lab.space.catalogs import (
+    CATALOGS,
+    CLANG,
+    EXECUTABLES,
+    GCC,
+    NVCC,
+    NVCC_FRONTEND,
+    PTXAS,
+    Catalog,
+    Control,
+    active,
+    compiler_version,
+    get_catalog,
+    help_options,
+    introspect,
+)
 from compileiq_lab.space.catalogs.gcc import cpu_flags, march_levels
 
 ARCH = "sm_90"

@@ -31,7 +31,7 @@ def test_tune_bundled_cuda_kernel_static_and_export(tmp_path):
     assert doc["kernel"] == "reduction" and doc["arch"] == "sm_90" and set(doc["argv"]) == {"frontend", "backend"}
     assert set(doc["objectives"]) == {"registers", "sass_instructions"} and doc["baseline"]["registers"] > 0
     res = load_results(str(tmp_path / "r.db"))
-    assert res.header["metadata"]["kernel"] == "reduction" and res.n_objectives == 2
+    assert res.header.metadata["kernel"] == "reduction" and res.n_objectives == 2
     assert len(res) == 1 + 3 * 6
 
 

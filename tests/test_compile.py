@@ -11,7 +11,8 @@ import pytest
 
 from compileiq_lab.exceptions import ConfigurationError
 from compileiq_lab.measure.binary import inspect_elf
-from compileiq_lab.measure.compile import CudaCompiler, parse_ptxas_verbose, run_tool
+from compileiq_lab.measure.nvcc import CudaCompiler, parse_ptxas_verbose
+from compileiq_lab.toolchain import run_tool
 
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None or shutil.which("ptxas") is None,
                                 reason="nvcc/ptxas not on PATH")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from compileiq_lab.search.config import SearchConfiguration, default_pool_size
 from compileiq_lab.exceptions import CompileIQLabError, ConfigurationError
+from compileiq_lab.search.config import SearchConfiguration, default_pool_size
 
 
 def test_configuration_error_is_value_error() -> None:

@@ -1,4 +1,4 @@
-"""KernelEvaluator on bundled kernels: static CUDA metrics, real CPU runs, dedup, conflicts, failures."""
+"""KernelRun on bundled kernels: static CUDA metrics, real CPU runs, dedup, conflicts, failures."""
 
 from __future__ import annotations
 
@@ -8,8 +8,7 @@ import pytest
 
 from compileiq_lab import Search, SearchConfiguration
 from compileiq_lab.exceptions import ConfigurationError
-from compileiq_lab.kernels import load_kernel
-from compileiq_lab.measure.evaluator import KernelEvaluator
+from compileiq_lab.kernels import KernelRun, load_kernel
 from compileiq_lab.space.catalogs import GCC, NVCC, PTXAS
 
 needs_cuda = pytest.mark.skipif(shutil.which("nvcc") is None and shutil.which("ptxas") is None,
@@ -20,7 +19,7 @@ needs_valgrind = pytest.mark.skipif(shutil.which("valgrind") is None, reason="va
 
 @needs_cuda
 def test_static_cuda_metrics_and_code_identity(tmp_path):
-    ev = KernelEvaluator(load_kernel("reduction"), PTXAS, ["registers", "sass_instructions"], workdir=tmp_path)
+    ev = KernelRun(load_kernel("reduction"), PTXAS, ["registers", "sass_instructions"], workdir=tmp_path)
     base = ev({})
     o3 = ev({"opt_level": 3})
     o0 = ev({"opt_level": 0})
@@ -33,7 +32,7 @@ def test_static_cuda_metrics_and_code_identity(tmp_path):
 
 @needs_cuda
 def test_known_conflicts_are_refused_without_compiling(tmp_path):
-    ev = KernelEvaluator(load_kernel("reduction"), PTXAS, ["registers"], workdir=tmp_path)
+    ev = KernelRun(load_kernel("reduction"), PTXAS, ["registers"], workdir=tmp_path)
     cfg = {"opt_level": 3, "fast_compile": "min"}
     assert "Ofast-compile" in ev.constraint(cfg)
     m = ev(cfg)
@@ -43,21 +42,21 @@ def test_known_conflicts_are_refused_without_compiling(tmp_path):
 @needs_cuda
 def test_defines_and_frontend_flags_reach_the_compiler(tmp_path):
     kernel = load_kernel("sgemm")
-    ev = KernelEvaluator(kernel, NVCC, ["registers"], workdir=tmp_path)
+    ev = KernelRun(kernel, NVCC, ["registers"], workdir=tmp_path)
     knob = next(iter(kernel.defines))
     values = list(kernel.defines[knob])
     argv = ev.argv({"defines": {knob: values[-1]}, "extra_device_vectorization": "--extra-device-vectorization",
                     "maxrregcount": 64})
     assert f"-D{knob}={values[-1]}" in argv["frontend"] and "--extra-device-vectorization" in argv["frontend"]
     assert argv["backend"] == ["--maxrregcount=64"]
-    assert "defines" in ev.space() and set(ev.space()) - {"defines"} == set(NVCC.names)
+    assert "defines" in ev.search_space() and set(ev.search_space()) - {"defines"} == set(NVCC.names)
     assert ev({"defines": {knob: values[-1]}}).ok
 
 
 @needs_cuda
 def test_cuda_tuning_run_beats_the_baseline_on_static_metrics(tmp_path):
-    ev = KernelEvaluator(load_kernel("reduction"), PTXAS, ["sass_instructions"], workdir=tmp_path / "w")
-    res = Search(ev, ev.space(), SearchConfiguration(generations=3, pool_size=6), store=":memory:",
+    ev = KernelRun(load_kernel("reduction"), PTXAS, ["sass_instructions"], workdir=tmp_path / "w")
+    res = Search(ev, ev.search_space(), SearchConfiguration(generations=3, pool_size=6), store=":memory:",
                  constraint=ev.constraint).start(workers=2)
     best, base = res.get_best_result(), res.baseline
     assert base["status"] == "ok" and best["score_1"] <= base["score_1"]
@@ -66,14 +65,14 @@ def test_cuda_tuning_run_beats_the_baseline_on_static_metrics(tmp_path):
 
 def test_objectives_are_checked_against_the_language(tmp_path):
     with pytest.raises(ConfigurationError, match="objectives for a cuda kernel"):
-        KernelEvaluator(load_kernel("reduction"), PTXAS, ["instructions"], workdir=tmp_path)
+        KernelRun(load_kernel("reduction"), PTXAS, ["instructions"], workdir=tmp_path)
     with pytest.raises(ConfigurationError, match="objectives for a c kernel"):
-        KernelEvaluator(load_kernel("dot"), GCC, ["energy"], workdir=tmp_path)
+        KernelRun(load_kernel("dot"), GCC, ["energy"], workdir=tmp_path)
 
 
 @needs_gcc
 def test_cpu_kernel_runs_checks_and_dedups(tmp_path):
-    ev = KernelEvaluator(load_kernel("dot"), GCC, ["runtime", "text_bytes"], workdir=tmp_path)
+    ev = KernelRun(load_kernel("dot"), GCC, ["runtime", "text_bytes"], workdir=tmp_path)
     a = ev({"opt_level": 2})
     # -fomit-frame-pointer is already on at -O2 on x86-64: other flags, identical machine code
     b = ev({"opt_level": 2, "omit_frame_pointer": "-fomit-frame-pointer"})
@@ -101,7 +100,7 @@ def _broken_dot(tmp_path):
 
 @needs_gcc
 def test_wrong_output_is_recorded(tmp_path):
-    ev = KernelEvaluator(_broken_dot(tmp_path), GCC, ["runtime"], workdir=tmp_path / "w")
+    ev = KernelRun(_broken_dot(tmp_path), GCC, ["runtime"], workdir=tmp_path / "w")
     m = ev({"opt_level": 2})
     assert m.status == "wrong_output", (m.status, m.error)
 
@@ -109,9 +108,9 @@ def test_wrong_output_is_recorded(tmp_path):
 @needs_gcc
 @needs_valgrind
 def test_instructions_objective_is_reproducible(tmp_path):
-    ev = KernelEvaluator(load_kernel("dot"), GCC, ["instructions"], workdir=tmp_path)
+    ev = KernelRun(load_kernel("dot"), GCC, ["instructions"], workdir=tmp_path)
     a = ev({"opt_level": 1})
-    ev2 = KernelEvaluator(load_kernel("dot"), GCC, ["instructions"], workdir=tmp_path / "again")
+    ev2 = KernelRun(load_kernel("dot"), GCC, ["instructions"], workdir=tmp_path / "again")
     b = ev2({"opt_level": 1})
     c = ev2({"opt_level": 3})
     assert a.ok and b.ok and c.ok, (a.error, b.error, c.error)
@@ -126,8 +125,7 @@ needs_nvrtc = pytest.mark.skipif(__import__("importlib").util.find_spec("cuda") 
 def test_nvrtc_backend_compiles_in_process(tmp_path):
     from compileiq_lab.space.catalogs import NVRTC
 
-    ev = KernelEvaluator(load_kernel("reduction"), NVRTC, ["registers", "sass_instructions"], workdir=tmp_path,
-                         compiler="nvrtc")
+    ev = KernelRun(load_kernel("reduction"), NVRTC, ["registers", "sass_instructions"], workdir=tmp_path)
     base, o1 = ev({}), ev({"opt_level": 1})
     assert base.ok and o1.ok, (base.error, o1.error)
     assert base.detail["metrics"]["registers"] > 0 and base.detail["code_hash"] != o1.detail["code_hash"]
@@ -144,7 +142,7 @@ def test_nvrtc_backend_compiles_in_process(tmp_path):
 @needs_gcc
 @needs_valgrind
 def test_instructions_objective_checks_outputs_too(tmp_path):
-    m = KernelEvaluator(_broken_dot(tmp_path), GCC, ["instructions"], workdir=tmp_path / "w")({"opt_level": 2})
+    m = KernelRun(_broken_dot(tmp_path), GCC, ["instructions"], workdir=tmp_path / "w")({"opt_level": 2})
     assert m.status == "wrong_output"
 
 
@@ -152,7 +150,7 @@ def test_instructions_objective_checks_outputs_too(tmp_path):
 def test_concurrent_identical_builds_never_see_half_a_binary(tmp_path):
     from concurrent.futures import ThreadPoolExecutor
 
-    ev = KernelEvaluator(load_kernel("matmul_c"), GCC, ["text_bytes", "compile_time"], workdir=tmp_path)
+    ev = KernelRun(load_kernel("matmul_c"), GCC, ["text_bytes", "compile_time"], workdir=tmp_path)
     with ThreadPoolExecutor(8) as pool:
         results = list(pool.map(lambda _: ev({"opt_level": 3}), range(16)))
     assert {m.status for m in results} == {"ok"}

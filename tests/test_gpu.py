@@ -8,12 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from compileiq_lab import Search, SearchConfiguration
-from compileiq_lab.kernels import load_kernel
-from compileiq_lab.measure.evaluator import KernelEvaluator
+from compileiq_lab import Search
+from compileiq_lab.analysis.validation import validate
+from compileiq_lab.kernels import KernelRun, load_kernel
 from compileiq_lab.measure.stats import compare
 from compileiq_lab.space.catalogs import PTXAS
-from compileiq_lab.analysis.validation import validate
 
 pytestmark = pytest.mark.gpu
 FAULTS = Path(__file__).parent / "data" / "gpu_faults"
@@ -22,7 +21,7 @@ OPT = PTXAS.select(names=["opt_level"])
 
 @pytest.mark.parametrize("name", ["reduction", "sgemm", "softmax", "attention", "stencil"])
 def test_bundled_kernels_run_with_correct_output(name, tmp_path):
-    ev = KernelEvaluator(load_kernel(name), OPT, ["runtime"], workdir=tmp_path)
+    ev = KernelRun(load_kernel(name), OPT, ["runtime"], workdir=tmp_path)
     try:
         m = ev({})
     finally:
@@ -34,7 +33,7 @@ def test_bundled_kernels_run_with_correct_output(name, tmp_path):
 
 
 def test_energy_and_power_are_measured_with_nvml(tmp_path):
-    ev = KernelEvaluator(load_kernel("sgemm"), OPT, ["runtime", "energy", "power"], workdir=tmp_path)
+    ev = KernelRun(load_kernel("sgemm"), OPT, ["runtime", "energy", "power"], workdir=tmp_path)
     try:
         m = ev({})
         info = ev.gpu_info
@@ -50,7 +49,7 @@ def test_energy_and_power_are_measured_with_nvml(tmp_path):
 
 
 def test_wrong_output_fault_and_hang_are_recorded_and_the_run_goes_on(tmp_path):
-    ev = KernelEvaluator(load_kernel(FAULTS), OPT, ["runtime"], workdir=tmp_path, timeout_s=20)
+    ev = KernelRun(load_kernel(FAULTS), OPT, ["runtime"], workdir=tmp_path, timeout_s=20)
     try:
         assert ev({"defines": {"MODE": 0}}).ok
         wrong = ev({"defines": {"MODE": 1}})
@@ -68,7 +67,7 @@ def test_wrong_output_fault_and_hang_are_recorded_and_the_run_goes_on(tmp_path):
 
 
 def test_an_a_a_remeasurement_finds_no_difference(tmp_path):
-    ev = KernelEvaluator(load_kernel("reduction"), OPT, ["runtime"], workdir=tmp_path)
+    ev = KernelRun(load_kernel("reduction"), OPT, ["runtime"], workdir=tmp_path)
     try:
         cubin, _ = ev.build({})
         reply = ev.gpu.remeasure({"a": (cubin, None), "b": (cubin, None)}, rounds=30)
@@ -79,10 +78,9 @@ def test_an_a_a_remeasurement_finds_no_difference(tmp_path):
 
 
 def test_a_short_gpu_run_validates_its_front(tmp_path):
-    ev = KernelEvaluator(load_kernel("reduction"), PTXAS, ["runtime"], workdir=tmp_path)
+    ev = KernelRun(load_kernel("reduction"), PTXAS, ["runtime"], workdir=tmp_path)
     try:
-        cfg = SearchConfiguration(generations=2, pool_size=6, seed=0, problem_type=ev.directions)
-        results = Search(ev, ev.space(), cfg, store=str(tmp_path / "run.db"), constraint=ev.constraint).start(workers=4)
+        results = Search.of(ev, store=str(tmp_path / "run.db"), generations=2, pool_size=6, seed=0).start(workers=4)
         v = validate(results, ev, rounds=20)
     finally:
         ev.close()

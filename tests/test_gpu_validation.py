@@ -12,12 +12,11 @@ import pytest
 
 from compileiq_lab import Search, SearchConfiguration, load_acf, load_results
 from compileiq_lab.acf.export import point_acf
+from compileiq_lab.analysis.validation import validate
 from compileiq_lab.exceptions import ConfigurationError
-from compileiq_lab.kernels import load_kernel
-from compileiq_lab.measure.evaluator import KernelEvaluator
+from compileiq_lab.kernels import KernelRun, load_kernel
 from compileiq_lab.space.catalogs import PTXAS
 from compileiq_lab.testing.gpu_standin import STANDIN_BACKEND
-from compileiq_lab.analysis.validation import HEADER_KEY, validate
 
 needs_cuda = pytest.mark.skipif(shutil.which("nvcc") is None and shutil.which("ptxas") is None,
                                 reason="nvcc/ptxas not installed")
@@ -25,7 +24,7 @@ NO_NVML = "compileiq_lab.testing.gpu_standin:NoNvmlStandIn"
 
 
 def evaluator(tmp_path, objectives=("runtime", "energy"), backend=STANDIN_BACKEND):
-    return KernelEvaluator(load_kernel("reduction"), PTXAS.select(names=["opt_level", "maxrregcount"]),
+    return KernelRun(load_kernel("reduction"), PTXAS.select(names=["opt_level", "maxrregcount"]),
                            list(objectives), workdir=tmp_path / "work", gpu_backend=backend)
 
 
@@ -60,7 +59,7 @@ def test_power_and_energy_without_nvml_are_refused_at_configuration_time(tmp_pat
 @needs_cuda
 def test_a_target_the_gpu_cannot_load_is_refused(tmp_path):
     with pytest.raises(ConfigurationError, match="use --arch sm_90"):
-        KernelEvaluator(load_kernel("reduction"), PTXAS, ["runtime"], arch="sm_80", workdir=tmp_path,
+        KernelRun(load_kernel("reduction"), PTXAS, ["runtime"], arch="sm_80", workdir=tmp_path,
                         gpu_backend=STANDIN_BACKEND)
 
 
@@ -70,7 +69,7 @@ def test_without_a_gpu_runtime_of_a_cuda_kernel_says_what_to_do(tmp_path):
     if gpu_reason() is None:
         pytest.skip("a GPU is present here")
     with pytest.raises(ConfigurationError, match="GPU worker could not start.*static objectives"):
-        KernelEvaluator(load_kernel("reduction"), PTXAS, ["runtime"], workdir=tmp_path)
+        KernelRun(load_kernel("reduction"), PTXAS, ["runtime"], workdir=tmp_path)
 
 
 @needs_cuda
@@ -80,9 +79,7 @@ def test_search_then_interleaved_validation_then_acf_with_the_speedup_ci(tmp_pat
     meta = {"kernel": "reduction", "catalog": "ptxas", "arch": "sm_90", "objectives": ["runtime", "energy"],
             "toolchain": ev.toolchain(), "gpu": ev.gpu_info}
     try:
-        cfg = SearchConfiguration(generations=2, pool_size=6, seed=1, num_objectives=2,
-                                  problem_type=ev.directions, objective_names=["runtime", "energy"])
-        results = Search(ev, ev.space(), cfg, store=store, constraint=ev.constraint, metadata=meta).start()
+        results = Search.of(ev, store=store, metadata=meta, generations=2, pool_size=6, seed=1).start()
         v = validate(results, ev, rounds=16)
         assert ev.gpu.worker.pid is None  # the search's worker was stopped: one GPU context at a time
     finally:
@@ -99,7 +96,7 @@ def test_search_then_interleaved_validation_then_acf_with_the_speedup_ci(tmp_pat
     assert v.noise_floor == (0.0 if aa["low"] <= 1 <= aa["high"] else max(1 - aa["low"], aa["high"] - 1))
     assert len(v.samples["baseline_aa"]) == 16
     stored = load_results(store)
-    assert stored.header[HEADER_KEY]["rows"] == json.loads(json.dumps(v.rows))
+    assert stored.header.validation is not None and stored.header.validation.rows == json.loads(json.dumps(v.rows))
     assert stored.validation.wins == v.wins and stored.validation.noise_floor == v.noise_floor
     shown = subprocess.run([sys.executable, "-m", "compileiq_lab.cli", "show", store], capture_output=True, text=True)
     assert shown.returncode == 0 and "A/A noise floor" in shown.stdout and str(v.rows[0]["eval_id"]) in shown.stdout
@@ -135,8 +132,7 @@ def test_tune_for_runtime_without_a_gpu_is_one_clear_line(tmp_path):
 def test_validate_refuses_too_few_rounds_with_the_fix(tmp_path):
     ev = evaluator(tmp_path, ("runtime",))
     try:
-        cfg = SearchConfiguration(generations=1, pool_size=4, problem_type=ev.directions)
-        results = Search(ev, ev.space(), cfg, store=":memory:", constraint=ev.constraint).start()
+        results = Search.of(ev, store=":memory:", generations=1, pool_size=4).start()
         with pytest.raises(ConfigurationError, match="rounds must be an integer >= 10"):
             validate(results, ev, rounds=1)
         with pytest.raises(ConfigurationError, match="method must be one of"):
@@ -157,16 +153,15 @@ def test_points_are_checked_on_every_workload_and_mixed_results_are_flagged(tmp_
     with open(folder / "kernel.toml", "a") as f:  # the stand-in reverses its clock on a workload named "inverted"
         f.write('\n[[workloads]]\nname = "inverted"\nparams = { n = 4096, blocks = 8 }\n')
     kernel = load_kernel(folder)
-    ev = KernelEvaluator(kernel, PTXAS.select(names=["opt_level", "maxrregcount"]), ["runtime"],
+    ev = KernelRun(kernel, PTXAS.select(names=["opt_level", "maxrregcount"]), ["runtime"],
                          workdir=tmp_path / "work", gpu_backend=STANDIN_BACKEND)
     meta = {"kernel": "reduction", "catalog": "ptxas", "arch": "sm_90", "objectives": ["runtime"],
             "toolchain": ev.toolchain(), "gpu": ev.gpu_info}
     store = str(tmp_path / "run.db")
     try:
         faster = {"opt_level": 1, "defines": {"BLOCK": 256}}  # ptxas -O1: 3 % less code than the default -O3
-        cfg = SearchConfiguration(generations=2, pool_size=6, seed=2, problem_type=ev.directions,
-                                  objective_names=["runtime"], warm_start=[faster])
-        results = Search(ev, ev.space(), cfg, store=store, constraint=ev.constraint, metadata=meta).start()
+        results = Search.of(ev, store=store, metadata=meta, generations=2, pool_size=6, seed=2,
+                            warm_start=[faster]).start()
         size = {r.eval_id: r.detail["metrics"]["binary_size"] for r in results.records if r.status == "ok"}
         smallest = min(size, key=size.get)  # the stand-in's fastest code on the tuning workload
         assert size[smallest] < 0.98 * size[0], size

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from compileiq_lab.store.results import Results
 from compileiq_lab.search.pareto import dominates, hypervolume, pareto_mask
+from compileiq_lab.store.results import Results
 from compileiq_lab.store.sqlite import EvalRecord
 
 

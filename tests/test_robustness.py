@@ -14,8 +14,13 @@ import pytest
 
 import compileiq_lab.space as ss
 from compileiq_lab import Measurement, Search, SearchConfiguration
-from compileiq_lab.exceptions import ConfigurationError, SearchStateError, SpaceDefinitionError, StoreError, \
-    StoreMismatchError
+from compileiq_lab.exceptions import (
+    ConfigurationError,
+    SearchStateError,
+    SpaceDefinitionError,
+    StoreError,
+    StoreMismatchError,
+)
 
 
 def test_tuple_values_work_on_a_file_store_and_resume_with_lists(store_path):

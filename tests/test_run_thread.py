@@ -9,6 +9,7 @@ import pytest
 
 from compileiq_lab import Run, Search, SearchConfiguration
 from compileiq_lab.exceptions import SearchStateError
+from compileiq_lab.run.events import EvaluationEvent, FailedEvent, FinishedEvent, GenerationEvent
 from compileiq_lab.testing import toy_objective, toy_space
 
 
@@ -38,10 +39,10 @@ def test_a_run_goes_on_in_the_background_and_streams_events(store_path):
     results = run.join(timeout=60)
     assert results is not None and run.state == "finished" and not run.running
     assert all(t.name.startswith("compileiq-run") for t in calls)
-    evaluations = [e for e in events if e["type"] == "evaluation"]
+    evaluations = [e for e in events if isinstance(e, EvaluationEvent)]
     assert len(evaluations) == len(results) == len(calls)
-    assert [e["generation"] for e in events if e["type"] == "generation"] == list(range(0, 5))
-    assert events[-1] == {"type": "finished", "status": "finished", "n_evaluations": len(results)}
+    assert [e.generation for e in events if isinstance(e, GenerationEvent)] == list(range(5))
+    assert events[-1] == FinishedEvent(status="finished", n_evaluations=len(results))
     p = run.progress()
     assert p["generation"] == 4 and p["evaluations"] == len(results) and p["eta_s"] == 0.0
 
@@ -84,12 +85,12 @@ def test_a_failure_of_the_run_thread_is_kept_reported_and_raised_by_join(store_p
 
     def broken() -> None:
         raise RuntimeError("disk on fire")
-    monkeypatch.setattr(run.search.engine, "next_generation", broken)
+    monkeypatch.setattr(run.search.engine, "ask", broken)
     run.start()
     with pytest.raises(RuntimeError, match="disk on fire"):
         run.join(timeout=60)
     assert run.state == "failed" and "disk on fire" in run.error_text
-    assert events[-1]["type"] == "failed" and "RuntimeError: disk on fire" in events[-1]["error"]
+    assert isinstance(events[-1], FailedEvent) and "RuntimeError: disk on fire" in events[-1].error
 
 
 def test_a_broken_subscriber_does_not_end_the_run_and_unsubscribe_works(store_path):

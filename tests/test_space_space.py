@@ -72,7 +72,7 @@ def test_gene_layout_counts() -> None:
 
 def test_decode_gives_nested_dict() -> None:
     space = _nested()
-    x = _genome(space, opt=2, **{"nvcc__maxrregcount": 1, "nvcc__ptxas__level": 3, "tile": 3})
+    x = _genome(space, opt=2, nvcc__maxrregcount=1, nvcc__ptxas__level=3, tile=3)
     assert space.decode(x) == {
         "opt": "-O3",
         "nvcc": {"maxrregcount": 64, "fast_math": "--use_fast_math",

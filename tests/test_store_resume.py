@@ -55,9 +55,9 @@ def test_memory_store_writes_nothing(tmp_path):
 def test_header_records_space_config_seed_and_schema(store_path):
     Search(PROBLEM, PROBLEM.space(), SearchConfiguration(**CFG), store=store_path).start()
     h = load_results(store_path).header
-    assert h["schema_version"] == 1 and h["config"]["seed"] == 11 and h["status"] == "finished"
-    assert set(h["space"]) == set(PROBLEM.space())
-    assert h["space"]["L0"] == {"kind": "range", "start": 0, "end": 15, "step": 1, "knockout_prob": 0.5,
+    assert h.schema_version == 1 and h.config["seed"] == 11 and h.status == "finished"
+    assert set(h.space) == set(PROBLEM.space())
+    assert h.space["L0"] == {"kind": "range", "start": 0, "end": 15, "step": 1, "knockout_prob": 0.5,
                                 "seed_low": None, "seed_high": None}
 
 
@@ -169,10 +169,10 @@ def test_kill_9_at_a_random_moment_then_resume(tmp_path, attempt):
 
 
 def test_new_store_file_appears_with_its_header(tmp_path):
-    from compileiq_lab.store import RunStore
+    from compileiq_lab.store import RunHeader, RunStore
 
     path = tmp_path / "sub" / "new.db"
-    store = RunStore(path, header={"schema_version": 1, "space": {"a": 1}})
+    store = RunStore(path, header=RunHeader(schema_version=1, space={"a": 1}))
     assert sorted(p.name for p in path.parent.iterdir() if p.name.endswith(".tmp")) == []
-    assert load_results(str(path)).header["space"] == {"a": 1}
+    assert load_results(str(path)).header.space == {"a": 1}
     store.close()

@@ -8,9 +8,9 @@ import pytest
 
 pytest.importorskip("sklearn")
 
-from compileiq_lab import Search, SearchConfiguration  # noqa: E402
-from compileiq_lab.search.surrogate import SurrogateScreen  # noqa: E402
-from compileiq_lab.testing import FlagProblem, toy_objective, toy_space  # noqa: E402
+from compileiq_lab import Search, SearchConfiguration
+from compileiq_lab.search.surrogate import SurrogateScreen
+from compileiq_lab.testing import FlagProblem, toy_objective, toy_space
 
 
 def test_the_screen_keeps_the_predicted_best_and_a_random_share():

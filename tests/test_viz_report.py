@@ -13,11 +13,11 @@ import pytest
 
 from compileiq_lab import Results, Search, SearchConfiguration, load_results
 from compileiq_lab.exceptions import ConfigurationError
+from compileiq_lab.space.space import flatten_params
 from compileiq_lab.store.sqlite import EvalRecord
 from compileiq_lab.testing import FlagProblem
 from compileiq_lab.viz.data import (
     failure_summary,
-    flatten_params,
     front_table,
     history_data,
     parallel_data,
@@ -227,8 +227,8 @@ def test_figures_one_objective_and_empty() -> None:
 
 def test_missing_plotly_raises(monkeypatch: pytest.MonkeyPatch, small: Results) -> None:
     from compileiq_lab.exceptions import OptionalDependencyError
-    from compileiq_lab.viz.report import write_report
     from compileiq_lab.viz import figures
+    from compileiq_lab.viz.report import write_report
 
     monkeypatch.setitem(sys.modules, "plotly", None)
     monkeypatch.setitem(sys.modules, "plotly.graph_objects", None)

@@ -13,12 +13,12 @@ import pytest
 pytest.importorskip("ipywidgets")
 pytest.importorskip("anywidget")
 
-import compileiq_lab.space as ss  # noqa: E402
-from compileiq_lab import Run, Search, SearchConfiguration, load_acf  # noqa: E402
-from compileiq_lab.testing import toy_objective, toy_space  # noqa: E402
-from compileiq_lab.widgets import Dashboard, EventBridge  # noqa: E402
-from compileiq_lab.widgets.live import BASELINE, EVALS, FAILED, FRONT  # noqa: E402
-from compileiq_lab.widgets.setup import TOY, RunForm  # noqa: E402
+import compileiq_lab.space as ss
+from compileiq_lab import Run, Search, SearchConfiguration, load_acf
+from compileiq_lab.testing import toy_objective, toy_space
+from compileiq_lab.widgets import Dashboard, EventBridge
+from compileiq_lab.widgets.live import BASELINE, EVALS, FAILED, FRONT
+from compileiq_lab.widgets.setup import TOY, RunForm
 
 
 def three_objectives(config):
@@ -54,7 +54,8 @@ def test_live_plots_show_the_run_its_front_baseline_and_failures():
     dash.plots.y.value = "c"
     assert list(pareto[EVALS].y) == [float(r.scores[2]) for r in ok]
     dash.plots.view.value = "3-D"  # three objectives: a 3-D view
-    assert len(dash.plots.pareto3d.data[0].z) == len(ok) and dash.plots.box.children[1].children[0] is dash.plots.pareto3d
+    assert len(dash.plots.pareto3d.data[0].z) == len(ok)
+    assert dash.plots.box.children[1].children[0] is dash.plots.pareto3d
     bars = dash.plots.influence.data[0]  # drawn when the run finished; objective a is the control x itself
     assert list(bars.y)[-1] == "x" and "influence on a" in dash.plots.influence.layout.title.text
 
@@ -74,7 +75,7 @@ def test_clicking_a_point_shows_it_and_export_writes_it(tmp_path):
     best = results.get_best_result()
 
     class Points:  # what plotly passes to on_click
-        point_inds = [list(dash.plots.pareto.data[EVALS].customdata).index(best["eval_id"])]
+        point_inds = [list(dash.plots.pareto.data[EVALS].customdata).index(best["eval_id"])]  # noqa: RUF012
     dash.plots._clicked(dash.plots.pareto.data[EVALS], Points(), None)
     assert f"<b>eval {best['eval_id']}</b>" in dash.detail.html.value and not dash.detail.export_button.disabled
     dash.detail.path.value = str(tmp_path / "best.json")
@@ -121,7 +122,7 @@ def test_bad_choices_and_run_failures_are_shown_not_raised(store_path, monkeypat
 
     def fail() -> None:
         raise RuntimeError("disk on fire")
-    monkeypatch.setattr(broken.run.search.engine, "next_generation", fail)
+    monkeypatch.setattr(broken.run.search.engine, "ask", fail)
     broken.start()
     with pytest.raises(RuntimeError):
         broken.wait(timeout=60)
@@ -237,7 +238,7 @@ def test_a_stored_kernel_run_reopens_with_its_points_and_continues(tmp_path):
     again = Dashboard.open(str(tmp_path / "run.db"), generations=3)  # a new kernel session, say
     assert sorted(again.plots.pareto.data[EVALS].customdata) == sorted(
         r.eval_id for r in first.records if r.status == "ok")
-    assert again.context.kernel.name == "reduction" and "maxrregcount" in again.context.evaluator.space()
+    assert again.kernel_run.kernel.name == "reduction" and "maxrregcount" in again.kernel_run.search_space()
     again.start()
     final = again.wait(timeout=120)
     assert final.status == "finished" and len(final) > len(first)

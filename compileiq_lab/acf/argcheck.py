@@ -7,7 +7,7 @@ from typing import Any
 
 from compileiq_lab.exceptions import ConfigurationError
 
-__all__ = ["check_argument", "acf_error", "DEFINE"]
+__all__ = ["DEFINE", "acf_error", "check_argument"]
 
 #: A -D knob as an ACF may hold it: NAME=VALUE, identifier name, plain value.
 DEFINE = re.compile(r"-D[A-Za-z_][A-Za-z0-9_]*=[A-Za-z0-9_.+-]*\Z")

@@ -12,9 +12,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from compileiq_lab.acf.shape import _CUDA, _FIELDS, _OPTIONAL, _RUN_KEYS, ACF_FORMAT, COMPILERS, check_shape
 from compileiq_lab.acf.argcheck import acf_error as _fail
 from compileiq_lab.acf.argcheck import check_argument as _check_token
+from compileiq_lab.acf.shape import _CUDA, _FIELDS, _OPTIONAL, _RUN_KEYS, ACF_FORMAT, COMPILERS, check_shape
 from compileiq_lab.exceptions import ConfigurationError
 from compileiq_lab.space.catalogs import get_catalog
 
@@ -220,13 +220,10 @@ def _validate(doc: Any) -> ACF:
 
 
 def _render(compiler: str, controls: Mapping[str, Any]) -> dict[str, list[str]]:
-    """The argv the catalog produces for ``controls`` (the same layout as KernelEvaluator.argv)."""
-    catalog = get_catalog(compiler)
+    """The argv the catalog produces for ``controls`` (the same layout as a kernel run's arguments)."""
     flat = {k: v for k, v in controls.items() if k != "defines"}
     defines = [f"-D{k}={v}" for k, v in sorted(controls.get("defines", {}).items())]
-    if compiler in _CUDA:
-        return {"frontend": defines + catalog.argv(flat, "frontend"), "backend": catalog.argv(flat, "backend")}
-    return {"c": defines + catalog.base_argv_list() + catalog.argv(flat)}
+    return get_catalog(compiler).stage_argv(flat, defines)
 
 
 def _check_semantics(acf: ACF) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -24,7 +24,7 @@ _FIELDS = ("format", "compiler", "toolchain", "arch", "kernel", "source_sha256",
 #: Optional fields (absent = null).
 _OPTIONAL = ("validation",)
 #: validation: key -> (check, rule)
-_VALIDATION = {
+_VALIDATION: dict[str, tuple[Callable[[Any], bool], str]] = {
     "speedup": (lambda v: _is_num(v) and v > 0, "a positive number"),
     "low": (lambda v: _is_num(v) and v > 0, "a positive number"),
     "high": (lambda v: _is_num(v) and v > 0, "a positive number"),
@@ -35,8 +35,8 @@ _VALIDATION = {
     "rounds": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v > 0, "a positive integer"),
     "runtime": (lambda v: _is_num(v) and v > 0, "a positive number (seconds)"),
     "baseline_runtime": (lambda v: _is_num(v) and v > 0, "a positive number (seconds)"),
-    "energy_ratio": (lambda v: v is None or _is_num(v) and v > 0, "a positive number or null"),
-    "gpu": (lambda v: v is None or isinstance(v, str) and len(v) <= 200, "a string or null"),
+    "energy_ratio": (lambda v: v is None or (_is_num(v) and v > 0), "a positive number or null"),
+    "gpu": (lambda v: v is None or (isinstance(v, str) and len(v) <= 200), "a string or null"),
 }
 _RUN_KINDS = {"store": ((str,), "a string"), "run_id": ((str, int), "a string or an integer"),
               "eval_id": ((int,), "an integer"), "seed": ((int,), "an integer")}
@@ -54,7 +54,8 @@ _PATTERNS = {  # key: (pattern, null allowed, rule, fix)
 }
 
 def _is_num(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) or isinstance(value, float) and math.isfinite(value)
+    integer = isinstance(value, int) and not isinstance(value, bool)
+    return integer or (isinstance(value, float) and math.isfinite(value))
 
 
 def check_shape(doc: Any) -> None:
@@ -91,7 +92,7 @@ def _check_scalars(doc: Mapping[str, Any]) -> None:
         raise _fail("compiler", f"compiler is one of {list(COMPILERS)}", doc["compiler"], "Use one of those names.")
     for key, (pattern, nullable, rule, fix) in _PATTERNS.items():
         value = doc[key]
-        if not (value is None and nullable or isinstance(value, str) and pattern.match(value)):
+        if not ((value is None and nullable) or (isinstance(value, str) and pattern.match(value))):
             raise _fail(key, rule, value, fix)
     try:
         datetime.fromisoformat(doc["created"])
@@ -117,7 +118,7 @@ def _check_maps(doc: Mapping[str, Any]) -> None:
     _check_map("baseline", doc["baseline"], lambda v: v is None or _is_num(v), "values are finite numbers or null",
                "Write {objective: value or null}.")
     _check_map("ci", doc["ci"], lambda v: isinstance(v, list) and (
-        not v or len(v) == 2 and all(_is_num(x) for x in v) and v[0] <= v[1]),
+        not v or (len(v) == 2 and all(_is_num(x) for x in v) and v[0] <= v[1])),
         "values are [low, high] with low <= high, or []", "Write the interval as two numbers, or [].")
 
 
@@ -125,11 +126,12 @@ def _check_run_host(doc: Mapping[str, Any]) -> None:
     run = doc["run"]
     if not isinstance(run, Mapping) or sorted(map(str, run)) != sorted(_RUN_KEYS):
         raise _fail("run", f"run is an object with exactly the keys {list(_RUN_KEYS)}",
-                    sorted(map(str, run)) if isinstance(run, Mapping) else run, "Write those keys (values may be null).")
+                    sorted(map(str, run)) if isinstance(run, Mapping) else run,
+                    "Write those keys (values may be null).")
     for key, (types, desc) in _RUN_KINDS.items():
         if run[key] is not None and (isinstance(run[key], bool) or not isinstance(run[key], types)):
             raise _fail(f"run.{key}", f"{key} is {desc} or null", run[key], "Write the value as recorded, or null.")
-    _check_map("host", doc["host"], lambda v: v is None or isinstance(v, str) and len(v) <= 500,
+    _check_map("host", doc["host"], lambda v: v is None or (isinstance(v, str) and len(v) <= 500),
                "values are strings or null", "Write {\"platform\": ..., \"gpu\": ...}.")
     if not {"platform", "gpu"} <= set(doc["host"]):
         raise _fail("host", "host has the keys 'platform' and 'gpu'", sorted(doc["host"]), "Add them (null allowed).")
@@ -165,7 +167,9 @@ def _check_workloads(workloads: Any) -> None:
 
 
 def _check_controls_shape(controls: Any) -> None:
-    scalar = lambda v: isinstance(v, (str, bool)) or _is_num(v)
+    def scalar(v: Any) -> bool:
+        return isinstance(v, (str, bool)) or _is_num(v)
+
     if not isinstance(controls, Mapping):
         raise _fail("controls", "it is a JSON object", type(controls).__name__, "Write {control: value}.")
     for name, value in controls.items():

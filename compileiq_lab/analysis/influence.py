@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from compileiq_lab.analysis.table import control_columns, ok_records
 from compileiq_lab.exceptions import ConfigurationError, OptionalDependencyError
 
 if TYPE_CHECKING:
@@ -14,26 +15,23 @@ if TYPE_CHECKING:
 
     from compileiq_lab.store.results import Results
 
-__all__ = ["control_influence", "control_interactions", "MIN_EVALUATIONS"]
+__all__ = ["MIN_EVALUATIONS", "control_influence", "control_interactions"]
 
 log = logging.getLogger(__name__)
 #: Fewer successful evaluations than this give no influence estimate.
 MIN_EVALUATIONS = 12
 
 
-def _design(results: "Results", objective: int | str) -> tuple[np.ndarray, np.ndarray, list[str], list[int], str]:
+def _design(results: Results, objective: int | str) -> tuple[np.ndarray, np.ndarray, list[str], list[int], str]:
     """Features (one column per control: numbers, or codes with "default" = knocked out), target, names,
     distinct values per control and the objective's name. Positive skewed targets are modelled in log."""
-    from compileiq_lab.viz.data import parallel_data
-
     names = results.objective_names
     k = names.index(objective) if isinstance(objective, str) and objective in names else objective
     if not isinstance(k, int) or not 0 <= k < len(names):
         raise ConfigurationError(f"objective must be one of {names} or an index below {len(names)}, but got "
                                  f"{objective!r}")
-    d = parallel_data(results)
-    controls = [c for c in d["columns"] if c["kind"] == "control"]
-    y = np.asarray(d["columns"][len(controls) + k]["values"], dtype=float)
+    controls = control_columns(results)
+    y = np.asarray([(r.scores or [])[k] for r in ok_records(results)], dtype=float)
     if len(y) < MIN_EVALUATIONS:
         raise ConfigurationError(f"control influence needs at least {MIN_EVALUATIONS} successful evaluations, "
                                  f"but the run has {len(y)}; run more generations first")
@@ -48,7 +46,8 @@ def _forest(seed: int, n_trees: int) -> Any:
     try:
         from sklearn.ensemble import RandomForestRegressor
     except ImportError:
-        raise OptionalDependencyError("control influence needs scikit-learn: pip install 'compileiq-lab[lab]'") from None
+        raise OptionalDependencyError("control influence needs scikit-learn: "
+                                      "pip install 'compileiq-lab[lab]'") from None
     return RandomForestRegressor(n_estimators=n_trees, min_samples_leaf=2, random_state=seed, n_jobs=1)
 
 
@@ -60,7 +59,7 @@ def _permutation_loss(model: Any, X: np.ndarray, y: np.ndarray, cols: list[int],
     return float(np.mean((model.predict(Xp) - y) ** 2) - base_mse)
 
 
-def _bootstrap_importances(results: "Results", objective: int | str, groups: list[list[int]] | None, rounds: int,
+def _bootstrap_importances(results: Results, objective: int | str, groups: list[list[int]] | None, rounds: int,
                            n_trees: int, seed: int) -> tuple[np.ndarray, list[str], list[int], str, float]:
     """Permutation importance of each column group on out-of-bag rows of ``rounds`` bootstrap forests,
     as a share of the target's variance: array (rounds, groups)."""
@@ -83,8 +82,8 @@ def _bootstrap_importances(results: "Results", objective: int | str, groups: lis
     return out, names, distinct, objective_name, float(np.mean(fits)) if fits else float("nan")
 
 
-def control_influence(results: "Results", objective: int | str = 0, rounds: int = 10, n_trees: int = 100,
-                      seed: int = 0) -> "pd.DataFrame":
+def control_influence(results: Results, objective: int | str = 0, rounds: int = 10, n_trees: int = 100,
+                      seed: int = 0) -> pd.DataFrame:
     """How much each control moves an objective, with uncertainty.
 
     A random forest is fitted to the run's successful evaluations (objective vs controls; a
@@ -130,15 +129,17 @@ def control_influence(results: "Results", objective: int | str = 0, rounds: int 
 
 
 def _centered_pd(model: Any, X: np.ndarray, bg: np.ndarray, cols: list[int]) -> np.ndarray:
-    """Partial dependence of the model on ``cols`` at each row of ``X`` (averaged over background rows ``bg``), centred."""
+    """Partial dependence of the model on ``cols`` at each row of ``X`` (averaged over background rows ``bg``),
+    centred."""
     grid = np.repeat(bg[None, :, :], len(X), axis=0)  # (n, m, p)
     grid[:, :, cols] = X[:, None, cols]
-    pd_ = model.predict(grid.reshape(-1, X.shape[1])).reshape(len(X), len(bg)).mean(axis=1)
-    return pd_ - pd_.mean()
+    pd_ = np.asarray(model.predict(grid.reshape(-1, X.shape[1]))).reshape(len(X), len(bg)).mean(axis=1)
+    centred: np.ndarray = pd_ - pd_.mean()
+    return centred
 
 
-def control_interactions(results: "Results", objective: int | str = 0, top: int = 5, rounds: int = 5,
-                         n_trees: int = 100, seed: int = 0, sample: int = 60) -> "pd.DataFrame":
+def control_interactions(results: Results, objective: int | str = 0, top: int = 5, rounds: int = 5,
+                         n_trees: int = 100, seed: int = 0, sample: int = 60) -> pd.DataFrame:
     """The strongest pairwise interactions among the ``top`` most influential explored controls.
 
     Friedman's H statistic on the forest: the share of the joint partial dependence of two

@@ -10,12 +10,13 @@ from typing import TYPE_CHECKING, Any
 
 from compileiq_lab.exceptions import CompileIQLabError
 from compileiq_lab.space.space import config_key
+from compileiq_lab.store.results import load_results
 from compileiq_lab.store.sqlite import DEFAULT_DIR
 
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["RunInfo", "find_runs", "warm_start_configs", "compare_fronts"]
+__all__ = ["RunInfo", "compare_fronts", "find_runs", "warm_start_configs"]
 
 log = logging.getLogger(__name__)
 
@@ -42,8 +43,6 @@ def find_runs(directory: str | os.PathLike[str] = DEFAULT_DIR, kernel: str | Non
 
     Files that are not run stores, or runs not made by `tune` (no kernel in their header), are skipped.
     """
-    from compileiq_lab.store.results import load_results
-
     root = Path(directory)
     found = []
     for path in sorted(root.glob("*.db")) if root.is_dir() else []:
@@ -52,12 +51,11 @@ def find_runs(directory: str | os.PathLike[str] = DEFAULT_DIR, kernel: str | Non
         except (CompileIQLabError, OSError) as exc:
             log.debug("skipping %s: %s", path, exc)
             continue
-        meta = res.header.get("metadata") or {}
-        if "kernel" not in meta or (kernel and meta["kernel"] != kernel) or (arch and meta.get("arch") != arch):
+        meta = res.header.kernel
+        if meta is None or (kernel and meta.kernel != kernel) or (arch and meta.arch != arch):
             continue
-        found.append(RunInfo(str(path), meta["kernel"], meta.get("arch"), meta.get("catalog", "?"),
-                             tuple(meta.get("objectives", ())), dict(meta.get("toolchain") or {}),
-                             meta.get("source_sha256"), len(res), res.status, float(res.header.get("created_at", 0))))
+        found.append(RunInfo(str(path), meta.kernel, meta.arch, meta.catalog, meta.objectives, dict(meta.toolchain),
+                             meta.source_sha256, len(res), res.status, float(res.header.created_at)))
     return sorted(found, key=lambda r: r.created_at, reverse=True)
 
 
@@ -70,20 +68,17 @@ def warm_start_configs(kernel: str, arch: str | None, catalog: str, directory: s
     Returns:
         (configs, store paths they came from); both empty when there is no earlier run.
     """
-    from compileiq_lab.store.results import load_results
-
     runs = [r for r in find_runs(directory, kernel) if r.catalog == catalog]
     runs.sort(key=lambda r: (r.arch != arch, source_sha256 is not None and r.source_sha256 != source_sha256))
     configs: list[dict[str, Any]] = []
     seen, used = set(), []
     for info in runs:
-        front = load_results(info.path).pareto_front()
         added = 0
-        for row in front:
-            key = config_key(row["params"])
-            if key not in seen and row["params"]:
+        for rec in load_results(info.path).front_records():
+            key = config_key(rec.params)
+            if key not in seen and rec.params:
                 seen.add(key)
-                configs.append(row["params"])
+                configs.append(rec.params)
                 added += 1
             if len(configs) >= limit:
                 break
@@ -94,19 +89,17 @@ def warm_start_configs(kernel: str, arch: str | None, catalog: str, directory: s
     return configs, used
 
 
-def compare_fronts(kernel: str, directory: str | os.PathLike[str] = DEFAULT_DIR) -> "pd.DataFrame":
+def compare_fronts(kernel: str, directory: str | os.PathLike[str] = DEFAULT_DIR) -> pd.DataFrame:
     """The Pareto fronts of every stored run of ``kernel``, one row per front point, with its run's
     architecture and toolchain (for comparing how one kernel tunes on different GPUs)."""
     import pandas as pd
 
-    from compileiq_lab.store.results import load_results
-
     rows = []
     for info in find_runs(directory, kernel):
         res = load_results(info.path)
-        for row in res.pareto_front():
-            rows.append({"arch": info.arch, "toolchain": " ".join(f"{k} {v}" for k, v in sorted(info.toolchain.items())),
-                         "run": info.path, "eval_id": row["eval_id"],
-                         **{name: row[f"score_{i + 1}"] for i, name in enumerate(res.objective_names)},
-                         "params": row["params"]})
+        for rec in res.front_records():
+            toolchain = " ".join(f"{k} {v}" for k, v in sorted(info.toolchain.items()))
+            rows.append({"arch": info.arch, "toolchain": toolchain,
+                         "run": info.path, "eval_id": rec.eval_id,
+                         **dict(zip(res.objective_names, rec.scores or [])), "params": rec.params})
     return pd.DataFrame(rows)

@@ -3,94 +3,33 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
-from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any, Sequence
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from compileiq_lab.exceptions import ConfigurationError
-from compileiq_lab.measure.stats import compare, median_ci
-from compileiq_lab.store.sqlite import MEMORY, RunStore
+from compileiq_lab.measure.stats import METHODS, Comparison, compare, median_ci
+from compileiq_lab.store.header import RunHeader, Validation
+from compileiq_lab.store.sqlite import MEMORY, EvalRecord, RunStore
 
 if TYPE_CHECKING:
-    import pandas as pd
-
-    from compileiq_lab.measure.evaluator import KernelEvaluator
+    from compileiq_lab.kernels.run import KernelRun
+    from compileiq_lab.measure.gpu import GpuRunner
     from compileiq_lab.store.results import Results
 
-__all__ = ["Validation", "validate", "HEADER_KEY"]
+__all__ = ["Validation", "save_validation", "validate"]
 
 log = logging.getLogger(__name__)
-#: Where a run store keeps its latest validation.
-HEADER_KEY = "validation"
 
 
-@dataclass
-class Validation:
-    """Re-measured speedups of some points of a run over its baseline.
-
-    Attributes:
-        rows: One dict per point: eval_id, runtime_median (s), runtime_ci, speedup, low, high, win,
-            loss, energy_ratio (candidate/baseline energy per launch; None without NVML).
-        baseline: The baseline's runtime_median, runtime_ci, mean energy per launch, the A/A
-            comparison ("aa": speedup, low, high) and ``noise_floor``.
-        rounds, confidence, method: How it was measured.
-        gpu: Clocks and temperature after the measurement.
-        samples: The per-launch times behind the figures, one per round: "baseline" and each eval id (as text).
-        workloads: The kernel's other workloads every point was also re-measured on.
-    """
-
-    rows: list[dict[str, Any]]
-    baseline: dict[str, Any]
-    rounds: int
-    confidence: float
-    method: str
-    gpu: dict[str, Any] = field(default_factory=dict)
-    created: str = ""
-    samples: dict[str, list[float]] = field(default_factory=dict)
-    workloads: list[str] = field(default_factory=list)
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain data (stored in the run header and in exported ACFs)."""
-        return {"rows": self.rows, "baseline": self.baseline, "rounds": self.rounds, "confidence": self.confidence,
-                "method": self.method, "gpu": self.gpu, "created": self.created, "samples": self.samples,
-                "workloads": self.workloads}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "Validation":
-        """Inverse of ``to_dict``."""
-        return cls(**{k: data[k] for k in ("rows", "baseline", "rounds", "confidence", "method", "gpu", "created")},
-                   samples=data.get("samples", {}), workloads=data.get("workloads", []))
-
-    def row(self, eval_id: int) -> dict[str, Any] | None:
-        """The row of one evaluation, or None if it was not re-measured."""
-        return next((r for r in self.rows if r["eval_id"] == eval_id), None)
-
-    def to_frame(self) -> "pd.DataFrame":
-        """The rows as a DataFrame."""
-        import pandas as pd
-
-        return pd.DataFrame(self.rows)
-
-    @property
-    def noise_floor(self) -> float:
-        """How far an A/A comparison of the baseline with itself strayed from 1: 0 when its interval covers 1,
-        else the distance of its far end from 1."""
-        return float(self.baseline.get("noise_floor", 0.0))
-
-    @property
-    def wins(self) -> list[int]:
-        """Eval ids whose speedup CI lies above 1 + noise_floor."""
-        return [r["eval_id"] for r in self.rows if r["win"]]
-
-
-def _noise_floor(aa: Any) -> float:
+def _noise_floor(aa: Comparison) -> float:
     """No evidence of bias (the A/A interval covers 1): 0; else the distance of its far end from 1."""
     return 0.0 if aa.low <= 1.0 <= aa.high else max(1.0 - aa.low, aa.high - 1.0)
 
 
-def _points(results: "Results", objective: int, eval_ids: Sequence[int] | None, max_points: int) -> list[Any]:
+def _points(results: Results, objective: int, eval_ids: Sequence[int] | None, max_points: int) -> list[EvalRecord]:
     by_id = {r.eval_id: r for r in results.records}
     if eval_ids is not None:
         bad = [i for i in eval_ids if i not in by_id or by_id[i].status != "ok"]
@@ -98,12 +37,12 @@ def _points(results: "Results", objective: int, eval_ids: Sequence[int] | None, 
             raise ConfigurationError(f"eval ids must name successful evaluations, but got {bad}; "
                                      "see `compileiq-lab show` for the ids")
         return [by_id[i] for i in eval_ids]
-    sign = 1.0 if results.directions[objective] == "min" else -1.0
-    front = sorted(results.pareto_front(), key=lambda r: sign * r[f"score_{objective + 1}"])
-    return [by_id[r["eval_id"]] for r in front[:max_points]]
+    sign = results.objectives[objective].sign
+    front = sorted(results.front_records(), key=lambda r: sign * (r.scores or [0.0])[objective])
+    return front[:max_points]
 
 
-def validate(results: "Results", evaluator: "KernelEvaluator", *, eval_ids: Sequence[int] | None = None,
+def validate(results: Results, run: KernelRun, *, eval_ids: Sequence[int] | None = None,
              rounds: int = 40, energy_rounds: int | None = None, confidence: float = 0.95,
              method: str = "paired-bootstrap", max_points: int = 8, save: bool = True,
              workloads: Sequence[str] | None = None) -> Validation:
@@ -114,19 +53,20 @@ def validate(results: "Results", evaluator: "KernelEvaluator", *, eval_ids: Sequ
     hits all alike. The baseline is also measured twice under two labels (an A/A control): any
     systematic difference between two identical measurements (order effects, code placement,
     launch overheads of very short kernels) shows as an A/A interval that excludes 1; its far
-    end's distance from 1 is then the ``noise_floor`` (else 0). A point is a "win" only where the lower end of its speedup CI lies above
-    1 + noise_floor.
+    end's distance from 1 is then the ``noise_floor`` (else 0). A point is a "win" only where the
+    lower end of its speedup CI lies above 1 + noise_floor.
 
     Args:
         results: The run (its baseline must have succeeded).
-        evaluator: A KernelEvaluator of the same kernel, catalog and arch with a GPU objective.
+        run: A KernelRun of the same kernel, catalog and arch with a GPU objective (e.g. the one that tuned,
+            or ``KernelRun.from_header(results.header)``).
         eval_ids: Points to re-measure (default: the Pareto front, best runtime first, at most ``max_points``).
         rounds: Timing samples per point.
         energy_rounds: Interleaved energy windows per point (default 2 when NVML works, else 0).
         confidence: Level of the intervals.
         method: See ``compileiq_lab.measure.stats.compare``.
         max_points: Cap on front points re-measured.
-        save: Store the result in the run's header (key "validation"), if the run is on disk.
+        save: Store the result in the run's header (``save_validation``), if the run is on disk.
         workloads: The kernel's other ``[[workloads]]`` to re-measure every point on as well (default: all
             it declares; [] for none). Each point's row gets ``workloads`` (name -> speedup, low, high, win,
             loss, or the error when its output is wrong there) and ``mixed`` (a win on the tuning workload
@@ -140,35 +80,35 @@ def validate(results: "Results", evaluator: "KernelEvaluator", *, eval_ids: Sequ
                                  f"{rounds!r}; use e.g. rounds=40 (--rounds 40)")
     if not 0.5 < confidence < 1:
         raise ConfigurationError(f"confidence must lie between 0.5 and 1, but got {confidence!r}; use e.g. 0.95")
-    from compileiq_lab.measure.stats import METHODS
-
     if method not in METHODS:
         raise ConfigurationError(f"method must be one of {list(METHODS)}, but got {method!r}")
-    if evaluator.gpu is None:
-        raise ConfigurationError("validate needs an evaluator with a GPU objective (runtime, power or energy) "
+    gpu = run.gpu
+    if gpu is None:
+        raise ConfigurationError("validate needs a kernel run with a GPU objective (runtime, power or energy) "
                                  "on a CUDA kernel; static metrics are exact and need no re-measurement")
     base = next((r for r in results.records if r.is_baseline), None)
     if base is None or base.status != "ok":
         raise ConfigurationError("validate compares with the baseline (compiler defaults), but the run's baseline "
-                                 f"{'is missing' if base is None else 'failed: ' + base.status}; nothing to compare with")
+                                 f"{'is missing' if base is None else 'failed: ' + base.status}; "
+                                 "nothing to compare with")
     names = list(results.objective_names)
     objective = names.index("runtime") if "runtime" in names else 0
     points = _points(results, objective, eval_ids, max_points)
     items: dict[str, tuple[Any, Any]] = {}
     label_of: dict[int, str] = {}
     for rec in [base, *points]:
-        path, code_hash = evaluator.build(rec.params)
+        path, code_hash = run.build(rec.params)
         defines = rec.params.get("defines")
-        key = f"{code_hash[:16]}:{evaluator.kernel.launch_dims(defines)}"
+        key = f"{code_hash[:16]}:{run.kernel.launch_dims(defines)}"
         label_of[rec.eval_id] = key
         items.setdefault(key, (path, defines))
     aa_label = label_of[base.eval_id] + "#aa"
     items[aa_label] = items[label_of[base.eval_id]]
     if energy_rounds is None:
-        energy_rounds = 0 if evaluator.gpu_info.get("nvml") else 2
+        energy_rounds = 0 if gpu.info.get("nvml") else 2
     log.info("re-measuring %d distinct codes (%d points + baseline), %d rounds", len(items), len(points), rounds)
-    evaluator.gpu.close()  # the search's worker: one CUDA context at a time (it restarts if the evaluator is used again)
-    reply = evaluator.gpu.remeasure(items, rounds=rounds, energy_rounds=energy_rounds)
+    gpu.close()  # the search's worker: one CUDA context at a time (it restarts if the run is used again)
+    reply = gpu.remeasure(items, rounds=rounds, energy_rounds=energy_rounds)
     failed = {k: msg for k, (ok, msg) in reply["checks"].items() if not ok}
     if failed:
         raise ConfigurationError(f"re-measured points must still produce the reference output, but {failed}")
@@ -191,35 +131,44 @@ def validate(results: "Results", evaluator: "KernelEvaluator", *, eval_ids: Sequ
                      "samples": len(samples[label]),
                      "energy": ec, "energy_ratio": ec / eb if ec is not None and eb else None,
                      "same_code_as_baseline": label == b_label})
-    names = list(evaluator.kernel.workloads) if workloads is None else list(workloads)
+    names = list(run.kernel.workloads) if workloads is None else list(workloads)
     for name in names:
-        _validate_workload(evaluator, name, items, label_of, points, rows, rounds, confidence, method)
+        _validate_workload(gpu, name, items, label_of, points, rows, rounds, confidence, method)
     validation = Validation(
         rows=rows, baseline={"eval_id": base.eval_id, "runtime_median": float(np.median(samples[b_label])),
-                             "runtime_ci": list(median_ci(samples[b_label], confidence)), "energy": energy_mean(b_label),
+                             "runtime_ci": list(median_ci(samples[b_label], confidence)),
+                             "energy": energy_mean(b_label),
                              "aa": {"speedup": aa.speedup, "low": aa.low, "high": aa.high}, "noise_floor": floor},
-        rounds=rounds, confidence=confidence, method=method, workloads=names, gpu={**evaluator.gpu_info.get("power", {}),
-                                                                   **reply.get("state", {})},
-        created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        rounds=rounds, confidence=confidence, method=method, workloads=names,
+        gpu={**gpu.info.get("power", {}), **reply.get("state", {})},
+        created=datetime.now(UTC).isoformat(timespec="seconds"),
         samples={"baseline": list(samples[b_label]), "baseline_aa": list(samples[aa_label]),
                  **{str(rec.eval_id): list(samples[label_of[rec.eval_id]]) for rec in points}})
     if save and results.store_path != MEMORY:
-        store = RunStore(results.store_path)
-        try:
-            store.set_header(**{HEADER_KEY: validation.to_dict()})
-        finally:
-            store.close()
-        results.header[HEADER_KEY] = validation.to_dict()
+        save_validation(results.store_path, validation)
     return validation
 
 
-def _validate_workload(evaluator: "KernelEvaluator", name: str, items: dict[str, Any], label_of: dict[int, str],
-                       points: list[Any], rows: list[dict[str, Any]], rounds: int, confidence: float,
+def save_validation(path: str, validation: Validation) -> RunHeader:
+    """Store a validation in a run's header, as the run's only writer; returns the new header.
+
+    Raises:
+        StoreError: Another run is writing the store (wait for it or stop it first).
+    """
+    store = RunStore(path)
+    try:
+        store.acquire()
+        return store.update_header(validation=validation)
+    finally:
+        store.close()
+
+
+def _validate_workload(gpu: GpuRunner, name: str, items: dict[str, Any], label_of: dict[int, str],
+                       points: list[EvalRecord], rows: list[dict[str, Any]], rounds: int, confidence: float,
                        method: str) -> None:
     """Re-measure the same codes on another workload (its own inputs, in a fresh worker); add to each row."""
-    assert evaluator.gpu is not None
     base_label = next(iter(items))  # the baseline was added first
-    runner = evaluator.gpu.for_workload(name)
+    runner = gpu.for_workload(name)
     log.info("re-measuring %d codes on workload %r", len(items), name)
     reply = runner.remeasure(items, rounds=rounds)
     samples = reply["samples"]

@@ -3,19 +3,23 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
+from compileiq_lab.kernels.run import KernelRun
+from compileiq_lab.run.events import GenerationEvent, RunEvent
+from compileiq_lab.run.facade import Search
 from compileiq_lab.space.catalogs.base import TIERS
 from compileiq_lab.space.space import config_key
 
 if TYPE_CHECKING:
     from compileiq_lab.kernels.spec import KernelSpec
-    from compileiq_lab.store.results import Results
     from compileiq_lab.space.catalogs.base import Catalog
+    from compileiq_lab.store.results import Results
 
-__all__ = ["Stage", "WideningResult", "widening_search"]
+__all__ = ["Stage", "StageEvent", "WideningResult", "widening_search"]
 
 log = logging.getLogger(__name__)
 
@@ -33,23 +37,32 @@ class Stage:
     warm_start: int = 0
 
 
+@dataclass(frozen=True)
+class StageEvent:
+    """A stage of a widening search ended: ``kind`` is "widened" (another stage follows) or "stage_finished"."""
+
+    kind: str
+    stage: int
+    tiers: tuple[str, ...]
+    reason: str
+
+
 @dataclass
 class WideningResult:
     """The stages in order and the last stage's results (its front includes what earlier stages carried over)."""
 
     stages: list[Stage] = field(default_factory=list)
-    results: "Results | None" = None
+    results: Results | None = None
 
 
-def _front_signature(results: "Results") -> frozenset[tuple[float, ...]]:
-    return frozenset(tuple(float(r[f"score_{i + 1}"]) for i in range(results.n_objectives))
-                     for r in results.pareto_front())
+def _front_signature(results: Results) -> frozenset[tuple[float, ...]]:
+    return frozenset(tuple(r.scores or ()) for r in results.front_records())
 
 
-def widening_search(kernel: "KernelSpec", catalog: "Catalog", objectives: Sequence[str], store_dir: str | Path, *,
+def widening_search(kernel: KernelSpec, catalog: Catalog, objectives: Sequence[str], store_dir: str | Path, *,
                     tiers: Sequence[str] = TIERS, stall_generations: int = 3, generations_per_stage: int = 10,
                     pool_size: int | None = None, seed: int = 0, workers: int = 1,
-                    callback: Callable[[dict[str, Any]], None] | None = None,
+                    callback: Callable[[RunEvent | StageEvent], None] | None = None,
                     evaluator_options: dict[str, Any] | None = None) -> WideningResult:
     """Search ``catalog``'s first tier, then widen to the next one each time the front stops improving.
 
@@ -61,18 +74,15 @@ def widening_search(kernel: "KernelSpec", catalog: "Catalog", objectives: Sequen
     controls start at the compiler default. Each stage has its own run store in ``store_dir``.
 
     Args:
-        kernel, catalog, objectives: What to tune (as for KernelEvaluator).
+        kernel, catalog, objectives: What to tune (as for KernelRun).
         store_dir: Folder for the stages' run stores.
         tiers: Tier order.
         stall_generations: Generations without front change that end a stage.
         generations_per_stage: Cap per stage.
         pool_size, seed, workers: As for a Search.
-        callback: Receives every run event, plus {"type": "widened", "stage", "tiers", "reason"} when a stage ends.
-        evaluator_options: Extra KernelEvaluator arguments (arch, compiler, timeout_s, ...).
+        callback: Receives every run event, plus a StageEvent when a stage ends.
+        evaluator_options: Extra KernelRun arguments (arch, timeout_s, workdir, ...).
     """
-    from compileiq_lab import Search, SearchConfiguration
-    from compileiq_lab.measure.evaluator import KernelEvaluator
-
     emit = callback or (lambda event: None)
     out = WideningResult()
     carried: list[dict[str, Any]] = []
@@ -82,20 +92,17 @@ def widening_search(kernel: "KernelSpec", catalog: "Catalog", objectives: Sequen
         sub = catalog.select(tiers=active)
         if i > 0 and len(sub.controls) == len(catalog.select(tiers=active[:-1]).controls):
             continue  # this tier adds no control
-        ev = KernelEvaluator(kernel, sub, list(objectives), **(evaluator_options or {}))
-        stage = Stage(active, len(sub.controls), str(Path(store_dir) / f"{kernel.name}-stage{i + 1}-{'-'.join(active)}.db"),
-                      warm_start=len(carried))
-        cfg = SearchConfiguration(generations=generations_per_stage, pool_size=pool_size, seed=seed,
-                                  num_objectives=len(objectives), problem_type=ev.directions,
-                                  objective_names=list(objectives), warm_start=carried or None)
-        search = Search(ev, ev.space(), cfg, store=stage.store, constraint=ev.constraint,
-                        metadata={"kernel": kernel.name, "catalog": catalog.compiler, "objectives": list(objectives),
-                                  "tiers": active, "widening_stage": i + 1})
-        state = {"same": 0, "front": frozenset()}
+        run = KernelRun(kernel, sub, list(objectives), catalog_name=catalog.compiler, **(evaluator_options or {}))
+        store = Path(store_dir) / f"{kernel.name}-stage{i + 1}-{'-'.join(active)}.db"
+        stage = Stage(active, len(sub.controls), str(store), warm_start=len(carried))
+        search = Search.of(run, store=stage.store, metadata=run.metadata(tiers=active, widening_stage=i + 1),
+                           generations=generations_per_stage, pool_size=pool_size, seed=seed,
+                           warm_start=carried or None)
+        state: dict[str, Any] = {"same": 0, "front": frozenset()}
 
-        def on_event(event: dict[str, Any], search: Any = search, state: dict[str, Any] = state) -> None:
+        def on_event(event: RunEvent, search: Search = search, state: dict[str, Any] = state) -> None:
             emit(event)
-            if event["type"] != "generation" or event["generation"] < 1:
+            if not isinstance(event, GenerationEvent) or event.generation < 1:
                 return
             front = _front_signature(search.results)
             state["same"] = state["same"] + 1 if front == state["front"] else 0
@@ -106,7 +113,7 @@ def widening_search(kernel: "KernelSpec", catalog: "Catalog", objectives: Sequen
         try:
             results = search.start(callback=on_event, workers=workers)
         finally:
-            ev.close()
+            run.close()
         stage.generations = max((r.generation for r in results.records), default=0)
         stage.evaluations = len(results)
         stage.reason = (f"stalled: the front did not change for {stall_generations} generations"
@@ -114,12 +121,11 @@ def widening_search(kernel: "KernelSpec", catalog: "Catalog", objectives: Sequen
         out.stages.append(stage)
         out.results = results
         log.info("widening stage %d (%s, %d controls): %s", i + 1, "+".join(active), stage.controls, stage.reason)
-        emit({"type": "widened" if i + 1 < len(tiers) else "stage_finished", "stage": i + 1, "tiers": active,
-              "reason": stage.reason})
+        emit(StageEvent("widened" if i + 1 < len(tiers) else "stage_finished", i + 1, tuple(active), stage.reason))
         if results.status == "interrupted":  # Ctrl-C ends the whole widening, not only this stage
             break
         last_gen = max((r.generation for r in results.records), default=0)
-        keep = [r["params"] for r in results.pareto_front()]
+        keep = [r.params for r in results.front_records()]
         keep += [r.params for r in results.records if r.generation == last_gen and r.status == "ok"]
         carried = [dict(p) for p in {config_key(p): p for p in keep if p}.values()]
     return out

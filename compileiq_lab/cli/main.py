@@ -6,9 +6,13 @@ import argparse
 import logging
 import signal
 import sys
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from compileiq_lab._version import __version__
+
+if TYPE_CHECKING:
+    from compileiq_lab.store.results import Results
 
 __all__ = ["main"]
 
@@ -38,7 +42,7 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _print_results(results: Any) -> None:
+def _print_results(results: Results) -> None:
     import pandas as pd
 
     df = results.get_results()
@@ -50,7 +54,8 @@ def _print_results(results: Any) -> None:
     if isinstance(best, list):
         print(f"Pareto front: {len(best)} points")
         for row in best:
-            print(f"  eval {row['eval_id']}: {[row[f'score_{i + 1}'] for i in range(results.n_objectives)]} {row['params']}")
+            scores = [row[f"score_{i + 1}"] for i in range(results.n_objectives)]
+            print(f"  eval {row['eval_id']}: {scores} {row['params']}")
     elif best is not None:
         print(f"best: score_1={best['score_1']} at eval {best['eval_id']} (generation {best['generation']}) "
               f"with {best['params']}")
@@ -58,7 +63,8 @@ def _print_results(results: Any) -> None:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from compileiq_lab import Search, SearchConfiguration
+    from compileiq_lab.run import Search
+    from compileiq_lab.search import SearchConfiguration
     from compileiq_lab.testing import toy_objective, toy_space
 
     cfg = SearchConfiguration(generations=args.generations, seed=args.seed)

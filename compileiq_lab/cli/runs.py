@@ -8,12 +8,21 @@ import sys
 from pathlib import Path
 from typing import Any
 
-__all__ = ["add_run_parsers", "RUN_COMMANDS", "print_validation"]
+from compileiq_lab.acf import load_acf
+from compileiq_lab.acf.export import point_acf
+from compileiq_lab.analysis.validation import validate
+from compileiq_lab.exceptions import ConfigurationError
+from compileiq_lab.kernels import KernelRun
+from compileiq_lab.store import Validation, load_results
+from compileiq_lab.viz.report import write_report
+
+__all__ = ["RUN_COMMANDS", "add_run_parsers", "print_validation"]
 
 
 def _sub(sub: Any, name: str, help_: str, example: str) -> argparse.ArgumentParser:
-    return sub.add_parser(name, help=help_, description=f"{help_}.\n\nexample: {example}",
-                          formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser: argparse.ArgumentParser = sub.add_parser(name, help=help_, description=f"{help_}.\n\nexample: {example}",
+                                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    return parser
 
 
 def add_run_parsers(sub: Any) -> None:
@@ -46,27 +55,25 @@ def add_run_parsers(sub: Any) -> None:
 
 
 def _show(args: argparse.Namespace) -> int:
-    from compileiq_lab import load_results
-
     res = load_results(args.store)
-    meta = res.header.get("metadata") or {}
+    meta = res.header.kernel
     names = res.objective_names
     print(f"run {res.store_path}: {len(res)} evaluations, status {res.status}"
-          + (f"; kernel {meta.get('kernel')} ({meta.get('catalog')}, {meta.get('arch') or 'cpu'})" if meta else ""))
-    base = res.baseline
+          + (f"; kernel {meta.kernel} ({meta.catalog}, {meta.arch or 'cpu'})" if meta else ""))
+    base = res.baseline_record
     ok = [r for r in res.records if r.status == "ok" and r.scores]
-    for i, name in enumerate(names):
+    for i, objective in enumerate(res.objectives):
         if not ok:
             break
-        pick = min if res.directions[i] == "min" else max
-        best = pick(ok, key=lambda r: r.scores[i])
-        ref = f" (baseline {base[f'score_{i + 1}']:.6g})" if base and base["status"] == "ok" else ""
-        print(f"best {name} ({res.directions[i]}): {best.scores[i]:.6g} at eval {best.eval_id}{ref}")
-    front = res.pareto_front()
+        best = min(ok, key=lambda r: objective.sign * (r.scores or [0.0])[i])
+        ref = f" (baseline {base.scores[i]:.6g})" if base is not None and base.status == "ok" and base.scores else ""
+        print(f"best {objective.name} ({objective.direction}): {(best.scores or [0.0])[i]:.6g} at eval "
+              f"{best.eval_id}{ref}")
+    front = res.front_records()
     print(f"\nPareto front: {len(front)} points")
-    for row in front[:20]:
-        print(f"  eval {row['eval_id']:5d}: " + ", ".join(f"{n}={row[f'score_{i + 1}']:.6g}" for i, n in
-                                                          enumerate(names)) + f"  {row['params']}")
+    for rec in front[:20]:
+        print(f"  eval {rec.eval_id:5d}: " + ", ".join(f"{n}={v:.6g}" for n, v in zip(names, rec.scores or []))
+              + f"  {rec.params}")
     if res.validation is not None:
         print_validation(res.validation)
     failed = {k: v for k, v in res.status_counts().items() if k != "ok"}
@@ -74,47 +81,29 @@ def _show(args: argparse.Namespace) -> int:
         print("\nfailures by status:")
         for status, n in sorted(failed.items()):
             first = next(r for r in res.records if r.status == status)
-            print(f"  {status}: {n} (e.g. eval {first.eval_id}: {first.error.splitlines()[0][:120] if first.error else ''})")
+            why = first.error.splitlines()[0][:120] if first.error else ""
+            print(f"  {status}: {n} (e.g. eval {first.eval_id}: {why})")
     return 0
 
 
-def _context(header: dict[str, Any], kernel_override: str | None = None) -> tuple[Any, Any, dict[str, Any]]:
-    """Kernel spec, catalog and metadata of a run made by `tune` (from its store header)."""
-    from compileiq_lab.exceptions import ConfigurationError
-    from compileiq_lab.kernels import load_kernel
-    from compileiq_lab.space.catalogs import get_catalog
-
-    meta = header.get("metadata") or {}
-    if not {"kernel", "catalog", "objectives"} <= set(meta):
-        raise ConfigurationError("this run was not made by `compileiq-lab tune`: its header names no kernel and "
-                                 "catalog, so its points cannot be turned into compiler arguments")
-    return load_kernel(kernel_override or meta["kernel"]), get_catalog(meta["catalog"]), meta
-
-
 def _export(args: argparse.Namespace) -> int:
-    from compileiq_lab import load_results
-    from compileiq_lab.exceptions import ConfigurationError
-
     res = load_results(args.store)
-    kernel, catalog, meta = _context(res.header)
-    by_id = {r.eval_id: r for r in res.records}
+    run = KernelRun.from_header(res.header, measure=False)
     if args.eval_id is None:
         best = res.get_best_result()
-        rec = by_id[(best[0] if isinstance(best, list) else best)["eval_id"]] if best else None
+        rec = res.record((best[0] if isinstance(best, list) else best)["eval_id"]) if best else None
     else:
-        rec = by_id.get(args.eval_id)
+        rec = res.record(args.eval_id)
     if rec is None or rec.status != "ok":
         raise ConfigurationError(f"--eval-id must name a successful evaluation of {args.store}, but got "
                                  f"{args.eval_id!r} ({rec.status if rec else 'no such evaluation'}); "
                                  "see `compileiq-lab show` for the ids")
-    from compileiq_lab.acf.export import point_acf
-
-    point_acf(res, rec, kernel, catalog, meta).write(args.output)
+    point_acf(res, rec, run.kernel, run.catalog).write(args.output)
     print(f"wrote eval {rec.eval_id} of {args.store} to {args.output}")
     return 0
 
 
-def print_validation(v: Any) -> None:
+def print_validation(v: Validation) -> None:
     """Print a validation as a table: speedup with its CI, win, energy change."""
     b = v.baseline
     print(f"\nre-measured interleaved ({v.rounds} rounds, {v.method}, {v.confidence:.0%} CI); "
@@ -134,26 +123,18 @@ def print_validation(v: Any) -> None:
 
 
 def _validate(args: argparse.Namespace) -> int:
-    from compileiq_lab import load_results
-    from compileiq_lab.measure.evaluator import KernelEvaluator
-    from compileiq_lab.analysis.validation import validate
-
     res = load_results(args.store)
-    kernel, catalog, meta = _context(res.header)
-    compiler = meta["catalog"] if meta["catalog"] == "nvrtc" else "gcc"
-    ev = KernelEvaluator(kernel, catalog, meta["objectives"], arch=meta.get("arch") or "sm_90", compiler=compiler)
+    run = KernelRun.from_header(res.header)
     try:
-        v = validate(res, ev, eval_ids=args.eval_id or None, rounds=args.rounds)
+        v = validate(res, run, eval_ids=args.eval_id or None, rounds=args.rounds)
     finally:
-        ev.close()
+        run.close()
     print_validation(v)
     print(f"\nstored in {args.store}; `compileiq-lab export` now includes the speedup and its CI")
     return 0
 
 
 def _flags(args: argparse.Namespace) -> int:
-    from compileiq_lab.acf import load_acf
-
     acf = load_acf(Path(args.acf))
     stage = args.stage or ("c" if acf.compiler in ("gcc", "clang") else "nvrtc" if acf.compiler == "nvrtc"
                            else "nvcc")
@@ -167,50 +148,33 @@ def _flags(args: argparse.Namespace) -> int:
 
 
 def _verify(args: argparse.Namespace) -> int:
-    from compileiq_lab.acf import load_acf
-    from compileiq_lab.kernels import load_kernel
-    from compileiq_lab.measure.evaluator import KernelEvaluator
-    from compileiq_lab.space.catalogs import get_catalog
-
     acf = load_acf(Path(args.acf))
-    kernel = load_kernel(args.kernel or acf.kernel)
+    run = KernelRun.from_acf(acf, kernel=args.kernel, measure=False)
     notes = []
-    if kernel.source_sha256() != acf.source_sha256:
+    if run.kernel.source_sha256() != acf.source_sha256:
         notes.append(f"the kernel source changed since the ACF was made (sha256 {acf.source_sha256[:12]} -> "
-                     f"{kernel.source_sha256()[:12]})")
-    from compileiq_lab.exceptions import ConfigurationError
-    from compileiq_lab.measure.evaluator import RUN_OBJECTIVES
-
-    if kernel.language == "cuda" and not acf.arch:
-        raise ConfigurationError(f"ACF {args.acf!r} of a CUDA kernel records no arch; it cannot be rebuilt")
-    # rebuild the way the tune did: an executable with the harness for timed C runs, else an object
-    timed = kernel.language == "c" and bool(set(acf.objectives) & set(RUN_OBJECTIVES))
-    objective = "registers" if kernel.language == "cuda" else ("runtime" if timed else "text_bytes")
-    compiler = acf.compiler if acf.compiler in ("gcc", "clang", "nvrtc") else "gcc"
-    ev = KernelEvaluator(kernel, get_catalog(acf.compiler), [objective], arch=acf.arch or "sm_90", compiler=compiler)
-    installed = ev.toolchain()
+                     f"{run.kernel.source_sha256()[:12]})")
+    installed = run.toolchain()
     if acf.toolchain and installed != acf.toolchain:
         notes.append(f"the installed toolchain differs from the recorded one ({installed} vs {acf.toolchain}): "
                      "a different machine-code hash is expected")
-    m = ev(acf.controls)
-    if not m.ok:
-        print(f"verify: FAILED: the compile ends in {m.status}: {m.error[:400]}", file=sys.stderr)
+    try:
+        _, code_hash = run.build(acf.controls)
+    except ConfigurationError as exc:
+        print(f"verify: FAILED: the compile failed: {str(exc)[:400]}", file=sys.stderr)
         return 1
     for n in notes:
         print(f"note: {n}")
     if acf.code_hash is None:
-        print(f"verify: UNKNOWN: the ACF records no machine-code hash; this build is {m.detail['code_hash'][:16]}")
+        print(f"verify: UNKNOWN: the ACF records no machine-code hash; this build is {code_hash[:16]}")
         return 1
-    same = m.detail["code_hash"] == acf.code_hash
-    print(f"verify: {'OK' if same else 'MISMATCH'}: machine code {m.detail['code_hash'][:16]} "
+    same = code_hash == acf.code_hash
+    print(f"verify: {'OK' if same else 'MISMATCH'}: machine code {code_hash[:16]} "
           f"{'equals' if same else 'differs from'} the recorded {(acf.code_hash or 'none')[:16]}")
     return 0 if same else 1
 
 
 def _report(args: argparse.Namespace) -> int:
-    from compileiq_lab import load_results
-    from compileiq_lab.viz.report import write_report
-
     out = write_report(load_results(args.store), Path(args.output))
     print(f"wrote {out}")
     return 0

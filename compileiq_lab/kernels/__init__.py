@@ -1,8 +1,31 @@
-"""Kernels: specs (kernel.toml), finding them, and KernelRun, the one place a kernel run is composed."""
+"""Kernels: specs (kernel.toml), finding them, the tuning choices per language, and KernelRun, the one composition."""
 
 from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from compileiq_lab.kernels.load import ENV_VAR, kernels_root, list_kernels, load_kernel
 from compileiq_lab.kernels.spec import BufferSpec, KernelSpec, eval_expr
 
-__all__ = ["BufferSpec", "ENV_VAR", "KernelSpec", "eval_expr", "kernels_root", "list_kernels", "load_kernel"]
+__all__ = [
+    "ENV_VAR",
+    "BufferSpec",
+    "KernelRun",
+    "KernelSpec",
+    "eval_expr",
+    "kernels_root",
+    "list_kernels",
+    "load_kernel",
+]
+
+if TYPE_CHECKING:
+    from compileiq_lab.kernels.run import KernelRun
+
+
+def __getattr__(name: str) -> Any:
+    # KernelRun pulls in the compile and measurement layers: loaded on first use (a GPU worker that only
+    # unpickles a KernelSpec never needs them)
+    if name == "KernelRun":
+        return importlib.import_module("compileiq_lab.kernels.run").KernelRun
+    raise AttributeError(f"module 'compileiq_lab.kernels' has no attribute {name!r}")

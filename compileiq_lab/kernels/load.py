@@ -10,7 +10,7 @@ from compileiq_lab.exceptions import ConfigurationError, OptionalDependencyError
 from compileiq_lab.kernels.spec import IDENT, LANGUAGES, SPEC_FILE, KernelSpec, need
 from compileiq_lab.kernels.toml import SpecParser
 
-__all__ = ["load_kernel", "list_kernels", "kernels_root", "ENV_VAR"]
+__all__ = ["ENV_VAR", "kernels_root", "list_kernels", "load_kernel"]
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +43,7 @@ def load_kernel(name_or_path: str | os.PathLike[str]) -> KernelSpec:
     if IDENT.match(text) and (kernels_root() / text / SPEC_FILE).is_file():
         return _load_folder(kernels_root() / text)
     path = Path(text).expanduser()
-    if path.is_dir() or path.name == SPEC_FILE and path.is_file():
+    if path.is_dir() or (path.name == SPEC_FILE and path.is_file()):
         return _load_folder(path if path.is_dir() else path.parent)
     language, path = {v: k for k, v in LANGUAGES.items()}.get(path.suffix), path.resolve()
     if path.is_file() and language:

@@ -9,9 +9,10 @@ import logging
 import operator
 import re
 import sys
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -33,10 +34,15 @@ _BINOPS: dict[type, Callable[[int, int], int]] = {
     ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow}
 
 
+def fail(who: str, rule: str, got: Any, fix: str) -> ConfigurationError:
+    """The ConfigurationError stating the rule, the value received and the fix."""
+    return ConfigurationError(f"{who}: `{rule}` must hold, but got {got!r}. {fix}")
+
+
 def need(ok: Any, who: str, rule: str, got: Any, fix: str) -> None:
-    """Raise a ConfigurationError stating the rule, the value received and the fix unless ``ok``."""
+    """Raise the ConfigurationError stating the rule, the value received and the fix unless ``ok``."""
     if not ok:
-        raise ConfigurationError(f"{who}: `{rule}` must hold, but got {got!r}. {fix}")
+        raise fail(who, rule, got, fix)
 
 
 def _eval_node(node: ast.AST, names: Mapping[str, int], expr: str) -> int:
@@ -71,8 +77,9 @@ def eval_expr(expr: int | str, names: Mapping[str, int]) -> int:
     """
     if type(expr) is int:
         return expr
-    need(isinstance(expr, str), f"expression {expr!r}", "it is an int or a str", type(expr).__name__,
-          'Write an int or a string such as "n // 256".')
+    if not isinstance(expr, str):
+        raise fail(f"expression {expr!r}", "it is an int or a str", type(expr).__name__,
+                   'Write an int or a string such as "n // 256".')
     try:
         tree = ast.parse(expr.strip(), mode="eval")
     except SyntaxError as exc:
@@ -157,8 +164,9 @@ class KernelSpec:
 
     def launch_dims(self, values: Mapping[str, Any] | None = None) -> tuple[tuple[int, ...], tuple[int, ...], int]:
         """Return (grid, block, shared_bytes) of a CUDA kernel, evaluated over params and define values."""
-        need(self.grid and self.block, f"kernel {self.name!r}", "a [launch] table is given", None,
-              "Add [launch] with grid, block and args to kernel.toml.")
+        if not self.grid or not self.block:
+            raise fail(f"kernel {self.name!r}", "a [launch] table is given", None,
+                       "Add [launch] with grid, block and args to kernel.toml.")
         names = {**self.params, **{k: v for k, v in self.define_values(values).items() if type(v) is int}}
         grid, block = (tuple(eval_expr(e, names) for e in dims) + (1,) * (3 - len(dims))
                        for dims in (self.grid, self.block))
@@ -182,10 +190,11 @@ class KernelSpec:
     def reference_outputs(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Return the expected outputs (shaped, in the reference's precision) of reference.py on copies of inputs."""
         who, path = f"kernel {self.name!r}", self.folder / REFERENCE_FILE
-        need(self.reference and path.is_file(), who, f"[check] names a reference and {path} exists", self.reference,
-              'Add [check] reference = "reference" and a reference.py defining reference(inputs, params).')
         mod_name = f"_compileiq_reference_{self.name}_{hashlib.sha1(str(path).encode()).hexdigest()[:8]}"
-        module_spec = importlib.util.spec_from_file_location(mod_name, path)
+        module_spec = importlib.util.spec_from_file_location(mod_name, path) if path.is_file() else None
+        if not self.reference or module_spec is None or module_spec.loader is None:
+            raise fail(who, f"[check] names a reference and {path} exists", self.reference,
+                       'Add [check] reference = "reference" and a reference.py defining reference(inputs, params).')
         module = importlib.util.module_from_spec(module_spec)
         sys.modules[mod_name] = module  # only while it executes (dataclasses and pickle look it up)
         try:
@@ -193,7 +202,8 @@ class KernelSpec:
         finally:
             sys.modules.pop(mod_name, None)
         func = getattr(module, self.reference, None)
-        need(callable(func), who, f"{REFERENCE_FILE} defines {self.reference}()", func, "Define it or fix [check].")
+        if not callable(func):
+            raise fail(who, f"{REFERENCE_FILE} defines {self.reference}()", func, "Define it or fix [check].")
         got = func({k: np.array(v, copy=True) for k, v in inputs.items()}, dict(self.params))
         need(isinstance(got, Mapping) and all(b.name in got for b in self.outputs), who,
               f"{self.reference}() returns a dict with keys {[b.name for b in self.outputs]}",
@@ -227,7 +237,7 @@ class KernelSpec:
                 return False, f"{self.name}: output {buf.name!r} differs beyond {tol}; worst {notes[-1]}"
         return True, f"{self.name}: all outputs within {tol}; worst " + "; ".join(notes)
 
-    def with_workload(self, name: str | None) -> "KernelSpec":
+    def with_workload(self, name: str | None) -> KernelSpec:
         """This kernel with one of its ``[[workloads]]`` (params overridden); None: the default params.
 
         Raises:

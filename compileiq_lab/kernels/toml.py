@@ -1,4 +1,4 @@
-"""kernel.toml: validate one kernel spec document (rule, value received and fix per broken rule) and build its KernelSpec."""
+"""kernel.toml: validate one kernel spec (the rule, the value received and the fix per broken rule), build its spec."""
 
 from __future__ import annotations
 
@@ -42,12 +42,14 @@ class SpecParser:
         allowed = _TABLES.get(section, tuple(value))
         self.need(set(value) <= set(allowed), f"{section or 'top-level'} keys are in {list(allowed)}",
                   sorted(set(value) - set(allowed)), "Remove or rename the others.")
-        return value
+        checked: dict[str, Any] = value
+        return checked
 
     def ident(self, value: Any, what: str) -> str:
         self.need(isinstance(value, str) and IDENT.match(value), f"{what} is an identifier", value,
                   "Use letters, digits and _, not starting with a digit.")
-        return value
+        name: str = value
+        return name
 
     def parse(self) -> KernelSpec:
         d = self.table(self.data, "")
@@ -75,8 +77,8 @@ class SpecParser:
                 shapes = {b.name: variant.shape_of(b) for b in variant.inputs + variant.outputs}
                 variant.launch_dims() if variant.grid is not None else None
             except ConfigurationError as exc:
-                raise ConfigurationError(f"kernel.toml of {self.name!r}"
-                                         f"{' workload ' + repr(variant.workload) if variant.workload else ''}: {exc}") from None
+                where = f" workload {variant.workload!r}" if variant.workload else ""
+                raise ConfigurationError(f"kernel.toml of {self.name!r}{where}: {exc}") from None
             self.need(all(min(s) >= 1 for s in shapes.values()), "every buffer dim is >= 1",
                       {k: s for k, s in shapes.items() if min(s) < 1}, "Fix the shapes or the params.")
         return spec

@@ -9,7 +9,7 @@ import struct
 import time
 from typing import Any
 
-__all__ = ["send", "recv", "WireTimeout", "WireClosed"]
+__all__ = ["WireClosed", "WireTimeout", "recv", "send"]
 
 _HEADER = struct.Struct("!Q")
 

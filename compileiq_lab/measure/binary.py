@@ -7,7 +7,7 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["BinaryInfo", "inspect_elf", "SASS_INSTRUCTION_BYTES"]
+__all__ = ["SASS_INSTRUCTION_BYTES", "BinaryInfo", "inspect_elf"]
 
 #: Every SASS instruction is 16 bytes on sm_70 and later (the only targets of CUDA 13).
 SASS_INSTRUCTION_BYTES = 16

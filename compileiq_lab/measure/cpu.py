@@ -1,37 +1,29 @@
-"""CPU kernels timed for real: compile C with gcc/clang under candidate flags, run, time, check."""
+"""CPU kernels measured for real: run a C kernel built with the timing harness, time it, count its instructions."""
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import re
 import shutil
-from dataclasses import dataclass, field
-from importlib import resources
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from compileiq_lab.measure.compile import CompileOutcome, build_cached, find_tool, run_tool
+from compileiq_lab.measure.runner import RunOutcome
+from compileiq_lab.toolchain.tools import run_tool
 
 if TYPE_CHECKING:
     from compileiq_lab.kernels.spec import KernelSpec
 
-__all__ = ["CRunner", "RunOutcome", "timing_summary", "parse_callgrind_total"]
+__all__ = ["CPU_METRICS", "CpuRunner", "parse_callgrind_total", "timing_summary"]
 
 log = logging.getLogger(__name__)
 #: A timed total under this is not trusted to rank flag sets alone (shared machines jitter).
 TRUSTED_TOTAL_S = 0.05
-
-
-@dataclass
-class RunOutcome:
-    """One run of a compiled kernel: status, timing summary, correctness note."""
-
-    status: str  # ok | run_error | run_timeout | crashed | wrong_output
-    error: str = ""
-    metrics: dict[str, float] = field(default_factory=dict)
+#: The objectives a CPU run measures.
+CPU_METRICS = frozenset({"runtime", "runtime_median", "instructions"})
 
 
 def timing_summary(times: Sequence[float]) -> dict[str, float]:
@@ -49,58 +41,65 @@ def parse_callgrind_total(text: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
-class CRunner:
-    """Compile and run one C kernel (``cil_kernel``) with the bundled timing harness.
+class CpuRunner:
+    """Run one C kernel (``cil_kernel``) built with the bundled timing harness: time it, count its instructions,
+    check its outputs.
 
     Inputs are generated once from the kernel spec and written to ``workdir``; the reference
     outputs are computed once with NumPy.
 
     Args:
-        kernel: The kernel spec (language "c").
-        workdir: Scratch folder for inputs, binaries and outputs.
-        compiler: "gcc" or "clang".
-        timeout_s: Limit per compile and per run.
+        kernel: The kernel spec (language "c", with inputs, outputs and a reference).
+        workdir: Scratch folder for inputs and outputs.
+        objectives: What to measure: "runtime"/"runtime_median" (timed calls) and/or "instructions".
+        timeout_s: Limit per run.
         min_repeats: Minimum timed calls (the spec's run.repeats by default).
         min_seconds: Keep timing until this much time was measured.
-        runs: Whether the kernel will be run (False: compile only, no inputs or reference needed).
     """
 
-    def __init__(self, kernel: "KernelSpec", workdir: str | Path, compiler: str = "gcc", timeout_s: float = 60.0,
-                 min_repeats: int | None = None, min_seconds: float = TRUSTED_TOTAL_S, runs: bool = True) -> None:
+    def __init__(self, kernel: KernelSpec, workdir: str | Path, objectives: Iterable[str], timeout_s: float = 60.0,
+                 min_repeats: int | None = None, min_seconds: float = TRUSTED_TOTAL_S) -> None:
+        wanted = set(objectives)
         self.kernel = kernel
-        self.cc = find_tool(compiler)
-        self.compiler = compiler
+        self.timed, self.counted = bool(wanted & {"runtime", "runtime_median"}), "instructions" in wanted
         self.workdir = Path(workdir)
-        for sub in ("in", "bin", "out"):
+        for sub in ("in", "out"):
             (self.workdir / sub).mkdir(parents=True, exist_ok=True)
         self.timeout_s = timeout_s
         self.min_repeats = min_repeats or int(kernel.repeats)
         self.min_seconds = min_seconds
-        self.runs = runs
-        self.inputs = kernel.make_inputs() if runs else {}
-        self.expected = kernel.reference_outputs(self.inputs) if runs else {}
+        self.inputs = kernel.make_inputs()
+        self.expected = kernel.reference_outputs(self.inputs)
         for name, arr in self.inputs.items():
             arr.tofile(self.workdir / "in" / f"{name}.bin")
-        harness = resources.files("compileiq_lab.measure").joinpath("harness.c")
-        self.harness = self.workdir / "harness.c"
-        self.harness.write_text(harness.read_text())
 
-    def compile(self, flags: Sequence[str], defines: Sequence[str] = ()) -> CompileOutcome:
-        """Build kernel + harness under ``flags`` (plus ``-D`` defines); cached by argument set.
+    def metrics(self) -> frozenset[str]:
+        """The objectives its runs measure."""
+        timed = {"runtime", "runtime_median"} if self.timed else set()
+        return frozenset(timed | ({"instructions"} if self.counted else set()))
 
-        Without runs (static objectives) only the kernel's object file is built.
-        """
-        key = hashlib.sha256("\0".join([self.kernel.source_sha256(), self.compiler, str(self.runs), *flags,
-                                        *defines]).encode())
-        out = self.workdir / "bin" / (f"k-{key.hexdigest()[:20]}" + ("" if self.runs else ".o"))
+    def identity(self, defines: Mapping[str, Any] | None) -> str:
+        """Nothing but the executable makes two runs differ."""
+        return ""
 
-        def argv_for(target: Path) -> list[str]:
-            if self.runs:  # an executable with the timing harness
-                return [self.cc, "-std=c11", *flags, *defines, str(self.kernel.source_path), str(self.harness),
-                        "-o", str(target), "-lm"]
-            return [self.cc, "-std=c11", *flags, *defines, "-c", str(self.kernel.source_path), "-o", str(target)]
+    @property
+    def info(self) -> dict[str, Any]:
+        """No device facts on the CPU."""
+        return {}
 
-        return build_cached(argv_for, out, "compile_time_s", self.timeout_s, cwd=self.workdir)[0]
+    def close(self) -> None:
+        """Nothing to release."""
+
+    def run(self, binary: Path, defines: Mapping[str, Any] | None = None) -> RunOutcome:
+        """Time the kernel (if asked) and count its instructions (if asked), checking the outputs of each."""
+        metrics: dict[str, float] = {}
+        for wanted, measure in ((self.timed, self.time), (self.counted, self.instructions)):
+            if wanted:
+                r = measure(binary)
+                metrics.update(r.metrics)
+                if r.status != "ok":
+                    return RunOutcome(r.status, r.error, metrics)
+        return RunOutcome("ok", "", metrics)
 
     def _args(self, tag: str) -> list[str]:
         params = [str(int(v)) for v in self.kernel.params.values()]
@@ -112,7 +111,7 @@ class CRunner:
             bufs += ["out", str(nbytes), str(self.workdir / "out" / f"{tag}-{b.name}.bin")]
         return [str(len(params)), *params, str(len(self.kernel.inputs) + len(self.kernel.outputs)), *bufs]
 
-    def run(self, exe: Path) -> RunOutcome:
+    def time(self, exe: Path) -> RunOutcome:
         """Time the kernel and check its outputs against the reference."""
         tag = exe.name
         res = run_tool([str(exe), str(self.min_repeats), str(self.min_seconds), *self._args(tag)], self.timeout_s)
@@ -157,8 +156,3 @@ class CRunner:
         if not ok:
             return RunOutcome("wrong_output", why, {"instructions": float(total)})
         return RunOutcome("ok", "", {"instructions": float(total)})
-
-
-def describe(outcome: RunOutcome) -> dict[str, Any]:
-    """A JSON-friendly view of a run outcome."""
-    return {"status": outcome.status, "error": outcome.error, **outcome.metrics}

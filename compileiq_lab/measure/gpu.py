@@ -5,20 +5,33 @@ from __future__ import annotations
 import logging
 import subprocess
 import sys
-from dataclasses import asdict, dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any
 
 from compileiq_lab.exceptions import ConfigurationError
-from compileiq_lab.measure.cpu import RunOutcome
+from compileiq_lab.measure.backends.base import CUBIN_METRICS
+from compileiq_lab.measure.runner import RunOutcome
 from compileiq_lab.measure.worker import WorkerDied, WorkerProcess, WorkerTimeout
 
 if TYPE_CHECKING:
     from compileiq_lab.kernels.spec import KernelSpec
 
-__all__ = ["GpuOptions", "GpuRunner", "CUPY_BACKEND", "gpu_unavailable_reason", "gpu_target", "arch_runs_on"]
+__all__ = [
+    "CUPY_BACKEND",
+    "GPU_METRICS",
+    "GpuOptions",
+    "GpuRunner",
+    "arch_runs_on",
+    "gpu_target",
+    "gpu_unavailable_reason",
+    "start_gpu_runner",
+]
 
 log = logging.getLogger(__name__)
+#: The objectives a GPU run measures (power and energy need NVML).
+GPU_METRICS = frozenset({"runtime", "runtime_median", "power", "energy"})
 #: The real backend (CuPy + CUDA events + NVML); tests without a GPU pass a stand-in instead.
 CUPY_BACKEND = "compileiq_lab.measure.gpu_backend:CupyBackend"
 _PROBE = "import cupy; n = cupy.cuda.runtime.getDeviceCount(); print(n)"
@@ -113,15 +126,17 @@ class GpuRunner:
         workload: One of the kernel's ``[[workloads]]`` (other input sizes), None for its default params.
     """
 
-    def __init__(self, kernel: "KernelSpec", options: GpuOptions | None = None, timeout_s: float = 60.0,
+    def __init__(self, kernel: KernelSpec, options: GpuOptions | None = None, timeout_s: float = 60.0,
                  backend: str = CUPY_BACKEND, workload: str | None = None) -> None:
         if kernel.language != "cuda" or kernel.static_only or kernel.grid is None:
             raise ConfigurationError(f"kernel {kernel.name!r} cannot run on a GPU: it needs language cuda, an entry, "
                                      "outputs with a reference and a [launch] table; use static objectives for it")
         self.base_kernel = kernel.with_workload(None) if kernel.workload is None else kernel
         self.kernel = kernel.with_workload(workload)
-        self.options, self.timeout_s, self.backend, self.workload = options or GpuOptions(), timeout_s, backend, workload
-        self._setup = {"kernel": str(kernel.folder), "workload": workload, "options": asdict(self.options)}
+        self.options, self.timeout_s = options or GpuOptions(), timeout_s
+        self.backend, self.workload = backend, workload
+        # the spec itself travels to the worker (pickled): the worker never looks kernels up
+        self._setup = {"kernel": self.kernel, "workload": workload, "options": asdict(self.options)}
         self.worker = WorkerProcess(backend, self._setup, what="GPU worker")
 
     def start(self) -> dict[str, Any]:
@@ -130,12 +145,21 @@ class GpuRunner:
         Raises:
             ConfigurationError: No GPU, no CuPy, or the kernel's inputs/reference failed in the worker.
         """
-        return self.worker.start()
+        info: dict[str, Any] = self.worker.start()
+        return info
 
     @property
     def info(self) -> dict[str, Any]:
         """The GPU's facts from the worker's start (empty before)."""
         return dict(self.worker.info or {})
+
+    def metrics(self) -> frozenset[str]:
+        """The objectives its runs measure."""
+        return GPU_METRICS if self.options.energy else GPU_METRICS - {"power", "energy"}
+
+    def identity(self, defines: Mapping[str, Any] | None) -> str:
+        """The launch geometry: the same code under another geometry is another run."""
+        return repr(self.kernel.launch_dims(defines))
 
     @property
     def restarts(self) -> int:
@@ -161,7 +185,7 @@ class GpuRunner:
             self.worker.kill()  # the CUDA context may be poisoned: start afresh for the next candidate
         return RunOutcome(reply["status"], reply.get("error", ""), dict(reply.get("metrics", {})))
 
-    def for_workload(self, workload: str | None) -> "GpuRunner":
+    def for_workload(self, workload: str | None) -> GpuRunner:
         """A runner with the same settings on another of the kernel's workloads (its own worker)."""
         return GpuRunner(self.base_kernel, self.options, self.timeout_s, self.backend, workload)
 
@@ -195,7 +219,8 @@ class GpuRunner:
             fresh.close()
         if reply.get("status") != "ok":
             raise ConfigurationError(f"re-measuring failed in the GPU worker: {reply.get('error', reply)}")
-        return reply
+        out: dict[str, Any] = reply
+        return out
 
     def close(self) -> None:
         """Stop the worker; clocks locked on request are unlocked (also when the worker was killed)."""
@@ -204,3 +229,35 @@ class GpuRunner:
             from compileiq_lab.measure.power import PowerMeter
 
             PowerMeter(index=self.options.device).unlock_clocks()
+
+
+def start_gpu_runner(kernel: KernelSpec, arch: str, objectives: Sequence[str], timeout_s: float,
+                     options: GpuOptions | None = None, backend: str | None = None) -> GpuRunner:
+    """Start the GPU worker that measures ``objectives`` of ``kernel`` built for ``arch``, or say why it cannot.
+
+    Raises:
+        ConfigurationError: No usable GPU, power/energy without NVML, or a target the GPU cannot load.
+    """
+    wanted = sorted(set(objectives) & GPU_METRICS)
+    wants_power = bool({"power", "energy"} & set(objectives))
+    options = replace(options or GpuOptions(), energy=wants_power)
+    runner = GpuRunner(kernel, options, timeout_s=timeout_s, backend=backend or CUPY_BACKEND)
+    try:
+        info = runner.start()
+    except ConfigurationError as exc:
+        why = str(exc).splitlines()[0].removeprefix("the GPU worker could not start: ")
+        log.debug("GPU worker start failed: %s", exc)
+        raise ConfigurationError(
+            f"objectives {wanted} run the kernel on an NVIDIA GPU, but the GPU worker could not start: {why[:400]}. "
+            "On a machine with an NVIDIA GPU install the gpu extra (pip install 'compileiq-lab[gpu]'); elsewhere "
+            f"use static objectives {sorted(CUBIN_METRICS)}") from None
+    if wants_power and info.get("nvml"):
+        runner.close()
+        raise ConfigurationError(f"objectives power/energy are unavailable here: {info['nvml']}. Drop them "
+                                 "(runtime still works) or install nvidia-ml-py on a machine with the NVIDIA driver")
+    if not arch_runs_on(arch, info.get("arch", "")):
+        runner.close()
+        raise ConfigurationError(f"arch must be a target this GPU ({info.get('name')}, {info.get('arch')}) can "
+                                 f"load, but got {arch!r}; use --arch {info.get('arch')}")
+    log.info("GPU worker on %s (%s)", info.get("name"), info.get("arch"))
+    return runner

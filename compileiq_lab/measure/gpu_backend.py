@@ -5,14 +5,15 @@ from __future__ import annotations
 import logging
 import math
 import time
-from typing import Any, Callable, Protocol
+from collections.abc import Callable
+from typing import Any, Protocol
 
 import numpy as np
 
 from compileiq_lab.measure.power import PowerMeter, PowerSampler
 from compileiq_lab.measure.stats import relative_halfwidth, summarize
 
-__all__ = ["GpuBackend", "CupyBackend", "Prepared", "sample_until", "energy_window"]
+__all__ = ["CupyBackend", "GpuBackend", "Prepared", "energy_window", "sample_until"]
 
 log = logging.getLogger(__name__)
 #: CUDA errors of a launch the GPU refuses before running it: the context stays usable.
@@ -94,14 +95,14 @@ def energy_window(prep: Prepared, meter: Meter, window_s: float, per_launch_s: f
     launch overheads and host gaps are never charged to the kernel.
     """
     per_replay = max(per_launch_s * prep.launches, 1e-7)
-    chunk = max(1, int(round(0.02 / per_replay)))
+    chunk = max(1, round(0.02 / per_replay))
 
     def queue() -> Callable[[], None]:
         for _ in range(chunk):
             prep.replay()
         return prep.fence()
 
-    with PowerSampler(meter) as sampler:  # type: ignore[arg-type]
+    with PowerSampler(meter) as sampler:
         wait_prev = queue()
         wait = queue()
         wait_prev()  # the first chunk is done and the second one is queued: busy from here on
@@ -120,7 +121,7 @@ def energy_window(prep: Prepared, meter: Meter, window_s: float, per_launch_s: f
     out = {"power_peak": max(watts) if watts else math.nan, "power_samples": float(len(watts)),
            "power_sampled_mean": float(np.mean(watts)) if watts else math.nan, "energy_window_s": busy_to - busy_from}
     if len(steps) >= 2 and steps[-1][0] > steps[0][0]:
-        power, method = (steps[-1][1] - steps[0][1]) / (steps[-1][0] - steps[0][0]), 0.0  # type: ignore[operator]
+        power, method = (steps[-1][1] - steps[0][1]) / (steps[-1][0] - steps[0][0]), 0.0
     elif watts:
         power, method = float(np.mean(watts)), 1.0
     else:
@@ -176,7 +177,7 @@ class GpuBackend:
         """
         try:
             return self._measure(item)
-        except Exception as exc:  # noqa: BLE001 - classified here, re-raised when it may have poisoned the context
+        except Exception as exc:
             text = f"{type(exc).__name__}: {exc}"
             if any(code in text for code in LAUNCH_REFUSED):
                 return {"status": "run_error", "error": f"the GPU refused the launch: {text}"[:800], "metrics": {},
@@ -237,12 +238,10 @@ class CupyBackend(GpuBackend):
     def _setup(self, init: dict[str, Any]) -> dict[str, Any]:
         import cupy as cp
 
-        from compileiq_lab.kernels import load_kernel
-
         self.cp = cp
         dev = cp.cuda.Device(int(self.opts.get("device", 0)))
         dev.use()
-        self.kernel = kernel = load_kernel(init["kernel"]).with_workload(init.get("workload"))
+        self.kernel = kernel = init["kernel"]  # the KernelSpec (its workload applied), sent by the parent
         inputs = kernel.make_inputs()
         self.expected = kernel.reference_outputs(inputs)
         self.pristine = {k: cp.asarray(v) for k, v in inputs.items()}
@@ -258,8 +257,8 @@ class CupyBackend(GpuBackend):
         if self.opts.get("lock_clocks_mhz") and self.meter is not None:
             import atexit
 
-            self.meter.lock_clocks(int(self.opts["lock_clocks_mhz"]))  # type: ignore[attr-defined]
-            atexit.register(self.meter.unlock_clocks)  # type: ignore[attr-defined]
+            self.meter.lock_clocks(int(self.opts["lock_clocks_mhz"]))
+            atexit.register(self.meter.unlock_clocks)
         return {"name": name, "arch": f"sm_{props['major']}{props['minor']}", "device": dev.id,
                 "driver_cuda": cp.cuda.runtime.driverGetVersion(), "runtime_cuda": cp.cuda.runtime.runtimeGetVersion(),
                 "cupy": cp.__version__, "multiprocessors": props["multiProcessorCount"], "power": facts,
@@ -303,7 +302,8 @@ class _CupyCandidate(Prepared):
             self._launch()
         self.stream.synchronize()
         outputs = {buf.name: b.cp.asnumpy(b.bufs[buf.name]) for buf in b.kernel.outputs}
-        return b.kernel.check(outputs, b.expected)
+        verdict: tuple[bool, str] = b.kernel.check(outputs, b.expected)
+        return verdict
 
     def _timed(self, issue: Callable[[], None], n: int) -> float:
         self.start.record(self.stream)
@@ -311,7 +311,7 @@ class _CupyCandidate(Prepared):
             issue()
         self.end.record(self.stream)
         self.end.synchronize()
-        return self.b.cp.cuda.get_elapsed_time(self.start, self.end) / 1000.0 / n
+        return float(self.b.cp.cuda.get_elapsed_time(self.start, self.end)) / 1000.0 / n
 
     def _timing_unit(self) -> Callable[[], None]:
         if self._unit is not None:
@@ -355,7 +355,8 @@ class _CupyCandidate(Prepared):
     def fence(self) -> Callable[[], None]:
         event = self.b.cp.cuda.Event(disable_timing=True)
         event.record(self.stream)
-        return event.synchronize
+        wait: Callable[[], None] = event.synchronize
+        return wait
 
     def close(self) -> None:
         self.graph = self._unit = None

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Measurement", "STATUSES", "OK"]
+__all__ = ["OK", "STATUSES", "Measurement"]
 
 OK = "ok"
 #: Every status an evaluation can end with. Only "ok" carries scores the search ranks.

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import hashlib
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from compileiq_lab.exceptions import OptionalDependencyError
-from compileiq_lab.measure.compile import CompileOutcome, parse_ptxas_verbose
+from compileiq_lab.measure.build import CompileOutcome
+from compileiq_lab.measure.nvcc import parse_ptxas_verbose
 
 __all__ = ["NvrtcCompiler", "nvrtc_options"]
 
@@ -45,7 +47,7 @@ class NvrtcCompiler:
         self.arch = arch
         self.workdir = Path(workdir)
         (self.workdir / "cubin").mkdir(parents=True, exist_ok=True)
-        err, major, minor = self.nvrtc.nvrtcVersion()
+        _, major, minor = self.nvrtc.nvrtcVersion()
         self.version = f"NVRTC {major}.{minor}"
 
     def compile(self, source: Path, options: Sequence[str], entry: str | None = None) -> CompileOutcome:

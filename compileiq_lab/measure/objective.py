@@ -6,8 +6,9 @@ import math
 import numbers
 import time
 import traceback
+from collections.abc import Callable, Mapping
 from functools import partial
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from compileiq_lab.measure.measurement import Measurement
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 __all__ = ["PowerMeter", "PowerSampler", "nvml_unavailable_reason"]
 
@@ -131,7 +132,9 @@ class PowerMeter:
             driver = self._nvml.nvmlSystemGetDriverVersion()
         except self._nvml.NVMLError:
             driver = None
-        dec = (lambda v: v.decode() if isinstance(v, bytes) else v)
+        def dec(v: Any) -> Any:
+            return v.decode() if isinstance(v, bytes) else v
+
         return {"name": dec(name), "driver": dec(driver), "energy_counter": self.has_energy_counter,
                 "nvml": self.reason, **self.state()}
 
@@ -167,7 +170,7 @@ class PowerSampler:
                 self.samples.append(watts)
             self._stop.wait(self.interval_s)
 
-    def __enter__(self) -> "PowerSampler":
+    def __enter__(self) -> PowerSampler:
         self._thread.start()
         return self
 

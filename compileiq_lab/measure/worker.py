@@ -7,14 +7,15 @@ import os
 import subprocess
 import sys
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from compileiq_lab.exceptions import ConfigurationError
 from compileiq_lab.measure import _wire
 from compileiq_lab.measure.measurement import Measurement
 from compileiq_lab.toolchain.tools import kill_process_group
 
-__all__ = ["WorkerProcess", "WorkerTimeout", "WorkerDied", "WorkerObjective", "OBJECTIVE_BACKEND"]
+__all__ = ["OBJECTIVE_BACKEND", "WorkerDied", "WorkerObjective", "WorkerProcess", "WorkerTimeout"]
 
 log = logging.getLogger(__name__)
 _STARTUP_TIMEOUT_S = 120.0
@@ -178,7 +179,7 @@ class WorkerObjective:
 
         try:
             payload = cloudpickle.dumps(fn)
-        except Exception as exc:  # noqa: BLE001 - re-raised with the fix
+        except Exception as exc:
             raise ConfigurationError(
                 f"timeout_s needs the objective to be picklable (it runs in a worker process), but "
                 f"pickling {getattr(fn, '__name__', fn)!r} failed: {type(exc).__name__}: {exc}. "
@@ -206,7 +207,8 @@ class WorkerObjective:
         self.start()
         t0 = time.perf_counter()
         try:
-            return self._worker.call("call", config, self.timeout_s)
+            reply: Measurement = self._worker.call("call", config, self.timeout_s)
+            return reply
         except WorkerTimeout:
             return Measurement("timeout", error=f"objective did not return within timeout_s={self.timeout_s}",
                                elapsed_s=time.perf_counter() - t0)

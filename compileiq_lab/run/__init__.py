@@ -1,9 +1,22 @@
-"""Driving a search: the engine (ask, evaluate, tell, store) and the loops around it."""
+"""Driving a search: the engine (ask, tell, store), executors, the loop, typed events, the Search facade and Run."""
 
 from __future__ import annotations
 
-from compileiq_lab.run.engine import Candidate, Engine, prepare_store
-from compileiq_lab.run.loop import Event, drive
+from compileiq_lab.run.engine import Candidate, Engine
+from compileiq_lab.run.events import EvaluationEvent, FailedEvent, FinishedEvent, GenerationEvent, RunEvent
+from compileiq_lab.run.facade import Problem, Search
 from compileiq_lab.run.thread import RUN_STATES, Run
 
-__all__ = ["Candidate", "Engine", "Event", "Run", "RUN_STATES", "drive", "prepare_store"]
+__all__ = [
+           "RUN_STATES",
+           "Candidate",
+           "Engine",
+           "EvaluationEvent",
+           "FailedEvent",
+           "FinishedEvent",
+           "GenerationEvent",
+           "Problem",
+           "Run",
+           "RunEvent",
+           "Search",
+]

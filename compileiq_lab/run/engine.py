@@ -1,26 +1,30 @@
-"""Engine: ask -> evaluate -> tell -> store, with stored evaluations replayed on resume."""
+"""Engine: ask -> (evaluate) -> tell -> store, generation by generation; stored rows are replayed, never redone."""
 
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
-from compileiq_lab._version import __version__
-from compileiq_lab.search.config import TRAJECTORY_KEYS, SearchConfiguration
-from compileiq_lab.exceptions import StoreMismatchError
+from compileiq_lab.exceptions import SearchStateError
 from compileiq_lab.measure.measurement import Measurement
-from compileiq_lab.search import make_strategy
+from compileiq_lab.run.events import GenerationEvent
+from compileiq_lab.search.base import Strategy
+from compileiq_lab.search.config import SearchConfiguration
+from compileiq_lab.search.factory import make_strategy
+from compileiq_lab.space.objectives import Objective, signs
 from compileiq_lab.space.space import SearchSpace, config_key
-from compileiq_lab.store.sqlite import SCHEMA_VERSION, EvalRecord, RunStore
+from compileiq_lab.store.sqlite import EvalRecord, RunStore
 
-__all__ = ["Candidate", "Engine", "new_header", "prepare_store"]
+__all__ = ["Candidate", "Constraint", "Engine", "copy_config"]
 
 log = logging.getLogger(__name__)
-Evaluate = Callable[[dict[str, Any]], Measurement]
+#: Why a config is never worth evaluating (e.g. a flag combination the compiler rejects), or None.
+Constraint = Callable[[Mapping[str, Any]], "str | None"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -45,168 +49,202 @@ class Candidate:
         return self.genome is None
 
 
-def new_header(space: SearchSpace, config: SearchConfiguration, objective: str) -> dict[str, Any]:
-    """The header of a new run: schema version, space, configuration, objective, package version."""
-    resolved = config.resolve(space.n_genes)
-    return {"schema_version": SCHEMA_VERSION, "created_at": time.time(), "space": space.to_spec(),
-            "config": config.to_dict(), "objective": objective, "package_version": __version__,
-            "status": "running", "resolved": {"pool_size": resolved.pool_size, "strategy": resolved.strategy,
-                                              "mutate_rate": resolved.mutate_rate}}
-
-
-def prepare_store(store: RunStore, space: SearchSpace, config: SearchConfiguration,
-                  objective: str, metadata: dict[str, Any] | None = None) -> None:
-    """Write a new store's header, or check that an existing run matches and may continue.
-
-    Raises:
-        StoreMismatchError: If the stored run has another space or trajectory settings.
-    """
-    h = store.header()
-    if not h:
-        store.set_header(**new_header(space, config, objective))
-        return
-    stored_space = SearchSpace.from_spec(h["space"])
-    if stored_space != space:
-        raise StoreMismatchError(
-            f"run store {store.path!r} holds a run over a different search space "
-            f"(stored vs given: {stored_space.diff(space)}); stored space {stored_space!r}, "
-            f"given space {space!r}. Use a new store path, or resume with the stored space.")
-    stored_cfg = h["config"]
-    given = config.to_dict()
-    diff = [f"{k}: stored {stored_cfg.get(k)!r} vs given {given[k]!r}"
-            for k in TRAJECTORY_KEYS if stored_cfg.get(k) != given[k]]
-    if diff:
-        raise StoreMismatchError(
-            f"run store {store.path!r} was made with other search settings ({'; '.join(diff)}); "
-            "a resumed run must keep them (only generations and timeout_s may change). "
-            "Use a new store path to search with new settings.")
-    stored_meta = h.get("metadata")
-    if metadata is not None and stored_meta is not None and stored_meta != metadata:
-        keys = sorted(k for k in set(stored_meta) | set(metadata) if stored_meta.get(k) != metadata.get(k))
-        diff = "; ".join(f"{k}: stored {stored_meta.get(k)!r} vs given {metadata.get(k)!r}" for k in keys)
-        raise StoreMismatchError(
-            f"run store {store.path!r} holds a run of another setup ({diff}); its results would not compare. "
-            "Use a new store path.")
-    store.set_header(config=given, status="running")
-
-
 class Engine:
     """Drives one search over a store; knows nothing of threads, widgets or compilers.
+
+    ``ask`` hands out the candidates of the current generation that still need an evaluation
+    (configs already in the store are replayed from it) and opens the next generation once every
+    candidate of the current one has its outcome; ``tell`` commits an outcome. The strategy is
+    built here with its hooks (the constraint, the surrogate screen) and is never changed afterwards.
 
     Args:
         space: The search space.
         config: The search settings.
         store: Where evaluations are committed (its rows are replayed, never re-evaluated).
-        constraint: Returns a reason for configs never worth evaluating (None for valid ones).
+        constraint: Why a config is never worth evaluating (None for valid ones).
     """
 
     def __init__(self, space: SearchSpace, config: SearchConfiguration, store: RunStore,
-                 constraint: Callable[[dict[str, Any]], str | None] | None = None) -> None:
-        self.space = space
-        self.config = config
-        self.store = store
-        self.resolved = config.resolve(space.n_genes)
-        self.sign = np.array([1.0 if d == "min" else -1.0 for d in config.directions])
-        self.strategy = make_strategy(
-            self.resolved.strategy, space, n_objectives=config.num_objectives,
-            pool_size=self.resolved.pool_size, seed=config.seed,
-            mutate_rate=self.resolved.mutate_rate, crossover_rate=config.crossover_rate,
-            seeds=_encode_all(space, config.warm_start or []))
-        if config.surrogate and hasattr(self.strategy, "screen"):
-            from compileiq_lab.search.surrogate import SurrogateScreen
-
-            self.strategy.screen = SurrogateScreen(config.num_objectives, config.seed)
-        if constraint is not None:
-            self.strategy.reject = lambda x: constraint(space.decode(x)) is not None
-        self.generation = -1  # -1: nothing asked yet; 0: baseline; 1..: generations
-        self.pending: list[Candidate] = []
-        self.outcomes: dict[str, Measurement] = {}
-        self.done_reason = ""
+                 constraint: Constraint | None = None) -> None:
+        self._space, self._config, self._store = space, config, store
+        self.objectives: list[Objective] = config.objectives()
+        self._sign = signs(self.objectives)
+        self._strategy = _strategy(space, config, constraint)
+        self._generation = -1  # -1: nothing asked yet; 0: baseline; 1..: generations
+        self._pending: list[Candidate] = []
+        self._handed = 0  # candidates of the current generation given out by ask()
+        self._outcomes: dict[str, Measurement] = {}
+        self._left = 0  # distinct candidates of the current generation without an outcome
+        self._completed: list[GenerationEvent] = []
+        self._done_reason = ""
         if config.baseline:
             try:
-                self.strategy.mark_seen(space.encode({})[None, :])
+                self._strategy.mark_seen(space.encode({})[None, :])
             except ValueError:
                 pass  # the empty config is not a point of this space
 
-    # -- generations -------------------------------------------------------------------------
-    def unfinished(self) -> bool:
-        """Whether a candidate of the current generation still lacks an outcome."""
-        return any(c.key not in self.outcomes for c in self.pending)
+    # -- state -------------------------------------------------------------------------------
+    @property
+    def generation(self) -> int:
+        """The current generation (-1 before the first ask, 0 for the baseline)."""
+        return self._generation
 
-    def next_generation(self) -> list[Candidate]:
-        """Advance to the next generation and return its candidates ([] when the search is done)."""
-        if self.unfinished():
-            raise RuntimeError("next_generation() before every candidate has an outcome")
-        if self.pending and self.generation >= 1:
-            self._tell()
-        self.pending, self.outcomes = [], {}
-        if self.generation < 0 and self.config.baseline:
-            self.generation = 0
-            self.pending = [Candidate(0, {}, config_key({}))]
-            return self.pending
-        self.generation = max(self.generation, 0) + 1
-        if self.generation > self.config.generations:
-            self.done_reason = "finished"
-            return []
-        X = self.strategy.ask()
-        if len(X) == 0:
-            self.done_reason = "exhausted"
-            log.info("search space exhausted after %d evaluations", len(self.store))
-            return []
-        self.pending = [self._candidate(x) for x in X]
-        return self.pending
+    @property
+    def generations(self) -> int:
+        """The configured number of generations."""
+        return self._config.generations
 
-    def _candidate(self, x: np.ndarray) -> Candidate:
-        config = self.space.decode(x)
-        return Candidate(self.generation, config, config_key(config), x)
+    @property
+    def done_reason(self) -> str:
+        """"finished" or "exhausted" once the search has ended, else ""."""
+        return self._done_reason
 
-    def _tell(self) -> None:
-        k = self.config.num_objectives
-        F = np.zeros((len(self.pending), k))
-        feasible = np.zeros(len(self.pending), dtype=bool)
-        for i, c in enumerate(self.pending):
-            m = self.outcomes[c.key]
-            if m.ok and m.scores is not None:
-                F[i] = np.asarray(m.scores) * self.sign
-                feasible[i] = True
-        self.strategy.tell(F, feasible)
+    def awaiting(self) -> list[Candidate]:
+        """Candidates handed out by ``ask`` that have no outcome yet."""
+        return [c for c in self._pending[: self._handed] if c.key not in self._outcomes]
 
-    # -- evaluations -------------------------------------------------------------------------
-    def cached(self, c: Candidate) -> Measurement | None:
-        """The stored outcome of a candidate's config (replay and dedup), or None."""
-        rec = self.store.lookup(c.key)
-        if rec is None:
-            return None
-        m = _measurement(rec)
-        self.outcomes[c.key] = m
-        return m
+    def release(self) -> None:
+        """Take back every handed-out candidate without an outcome (a stopped loop); ``ask`` hands them out again."""
+        self._handed = 0
 
-    def record(self, c: Candidate, m: Measurement, started_at: float) -> EvalRecord:
-        """Commit a new outcome to the store (before anything else is evaluated)."""
-        rec = EvalRecord(eval_id=len(self.store), generation=c.generation, config_key=c.key,
+    def take_generations(self) -> list[GenerationEvent]:
+        """The generations completed since the last call, in order."""
+        done, self._completed = self._completed, []
+        return done
+
+    # -- ask / tell --------------------------------------------------------------------------
+    def ask(self, n: int | None = None) -> list[Candidate]:
+        """Up to ``n`` (all if None) candidates of the current generation that need an evaluation.
+
+        Returns [] once the search has ended (see ``done_reason``).
+
+        Raises:
+            SearchStateError: Every candidate of the generation was handed out and some await ``tell``.
+        """
+        while not self._done_reason:
+            if self._handed < len(self._pending):
+                end = len(self._pending) if n is None else min(len(self._pending), self._handed + n)
+                batch, self._handed = self._pending[self._handed:end], end
+                fresh = list({c.key: c for c in batch if not self._known(c)}.values())
+                if fresh:
+                    return fresh
+                continue
+            waiting = self.awaiting()
+            if waiting:
+                raise SearchStateError(
+                    f"all {len(self._pending)} candidates of generation {self._generation} were asked and "
+                    f"{len(waiting)} await tell(); tell their scores first")
+            self._advance()
+        return []
+
+    def check_awaiting(self, candidates: Sequence[Candidate]) -> None:
+        """Refuse (before anything is recorded) candidates that were not handed out or were told already.
+
+        Raises:
+            SearchStateError: A candidate appears twice, was told already, or is not awaiting a score.
+        """
+        keys = [c.key for c in candidates]
+        if len(set(keys)) != len(keys):
+            raise SearchStateError("tell() got the same candidate twice; give each candidate one score")
+        handed = {c.key: c for c in self._pending[: self._handed]}
+        for c in candidates:
+            if handed.get(c.key) is c and c.key in self._outcomes:
+                raise SearchStateError(f"candidate {c.config!r} was already told; each takes one score")
+            if handed.get(c.key) is not c:
+                raise SearchStateError(f"candidate {c.config!r} is not awaiting a score in generation "
+                                       f"{self._generation}; tell only what the last ask() returned")
+
+    def tell(self, c: Candidate, m: Measurement, started_at: float | None = None) -> EvalRecord:
+        """Commit the outcome of a handed-out candidate to the store (before anything else is evaluated)."""
+        rec = EvalRecord(eval_id=len(self._store), generation=c.generation, config_key=c.key,
                          params=c.config, status=m.status, error=m.error,
-                         scores=list(m.scores) if m.scores is not None else None,
-                         elapsed_s=m.elapsed_s, started_at=started_at, is_baseline=c.is_baseline,
-                         detail=m.detail)
-        self.store.append(rec)
-        self.outcomes[c.key] = m
+                         scores=list(m.scores) if m.scores is not None else None, elapsed_s=m.elapsed_s,
+                         started_at=time.time() if started_at is None else started_at,
+                         is_baseline=c.is_baseline, detail=m.detail)
+        self._store.append(rec)
+        self._record(c, m)
         return rec
 
-    def best_score(self) -> float | None:
-        """Best first-objective score stored so far (None if nothing succeeded)."""
-        scores = [r.scores[0] for r in self.store.records() if r.status == "ok" and r.scores]
-        if not scores:
-            return None
-        return min(scores) if self.sign[0] > 0 else max(scores)
+    # -- internals ---------------------------------------------------------------------------
+    def _known(self, c: Candidate) -> bool:
+        """Whether a candidate already has its outcome (told, or stored by an earlier run: replayed)."""
+        if c.key in self._outcomes:
+            return True
+        rec = self._store.lookup(c.key)
+        if rec is None:
+            return False
+        self._record(c, Measurement(rec.status, tuple(rec.scores) if rec.scores is not None else None,
+                                    rec.error, rec.elapsed_s, rec.detail))
+        return True
 
-    def run(self, c: Candidate, evaluate: Evaluate) -> EvalRecord:
-        """Evaluate a candidate the store does not know (see ``cached``) and record it."""
-        started = time.time()
-        m = evaluate(copy_config(c.config))  # the objective may change its copy freely
-        return self.record(c, m, started)
+    def _record(self, c: Candidate, m: Measurement) -> None:
+        new = c.key not in self._outcomes
+        self._outcomes[c.key] = m
+        if new:
+            self._left -= 1
+            if self._left == 0:
+                self._completed.append(self._summary())
+
+    def _summary(self) -> GenerationEvent:
+        failed = sum(not m.ok for m in self._outcomes.values())
+        scores = [r.scores[0] for r in self._store.records() if r.status == "ok" and r.scores]
+        best = (min(scores) if self._sign[0] > 0 else max(scores)) if scores else None
+        log.info("generation %d/%d: %d candidates, %d failed, best %s so far %s", self._generation,
+                 self._config.generations, len(self._outcomes), failed, self.objectives[0].name, best)
+        return GenerationEvent(self._generation, len(self._outcomes), failed, best, len(self._store))
+
+    def _advance(self) -> None:
+        """Tell the strategy the finished generation and open the next one (or end the search)."""
+        if self._pending and self._generation >= 1:
+            F = np.zeros((len(self._pending), len(self.objectives)))
+            feasible = np.zeros(len(self._pending), dtype=bool)
+            for i, c in enumerate(self._pending):
+                m = self._outcomes[c.key]
+                if m.ok and m.scores is not None:
+                    F[i], feasible[i] = np.asarray(m.scores) * self._sign, True
+            self._strategy.tell(F, feasible)
+        self._pending, self._outcomes, self._handed, self._left = [], {}, 0, 0
+        if self._generation < 0 and self._config.baseline:
+            self._generation = 0
+            self._open([Candidate(0, {}, config_key({}))])
+            return
+        self._generation = max(self._generation, 0) + 1
+        if self._generation > self._config.generations:
+            self._done_reason = "finished"
+            return
+        X = self._strategy.ask()
+        if len(X) == 0:
+            self._done_reason = "exhausted"
+            log.info("search space exhausted after %d evaluations", len(self._store))
+            return
+        self._open([self._candidate(x) for x in X])
+
+    def _open(self, candidates: list[Candidate]) -> None:
+        self._pending = candidates
+        self._left = len({c.key for c in candidates})
+
+    def _candidate(self, x: np.ndarray) -> Candidate:
+        config = self._space.decode(x)
+        return Candidate(self._generation, config, config_key(config), x)
 
 
-def _encode_all(space: SearchSpace, configs: list[dict[str, Any]]) -> np.ndarray:
+def _strategy(space: SearchSpace, config: SearchConfiguration, constraint: Constraint | None) -> Strategy:
+    """The configured strategy, with its hooks given at construction."""
+    resolved = config.resolve(space.n_genes)
+    hooks: dict[str, Any] = {}
+    if constraint is not None:
+        hooks["reject"] = lambda x: constraint(space.decode(x)) is not None
+    if config.surrogate:
+        from compileiq_lab.search.surrogate import SurrogateScreen
+
+        hooks["screen"] = SurrogateScreen(config.num_objectives, config.seed)
+    return make_strategy(resolved.strategy, space, n_objectives=config.num_objectives,
+                         pool_size=resolved.pool_size, seed=config.seed, mutate_rate=resolved.mutate_rate,
+                         crossover_rate=config.crossover_rate, seeds=_encode_all(space, config.warm_start or []),
+                         **hooks)
+
+
+def _encode_all(space: SearchSpace, configs: Sequence[dict[str, Any]]) -> np.ndarray:
     """Genomes of the configs that are points of the space (others are left out, with a log line)."""
     rows = []
     for c in configs:
@@ -221,8 +259,3 @@ def copy_config(config: dict[str, Any]) -> dict[str, Any]:
     """A copy of a config deep enough that changing it cannot reach the space or the store."""
     return {k: copy_config(v) if isinstance(v, dict) else list(v) if isinstance(v, list) else v
             for k, v in config.items()}
-
-
-def _measurement(rec: EvalRecord) -> Measurement:
-    return Measurement(rec.status, tuple(rec.scores) if rec.scores is not None else None,
-                       rec.error, rec.elapsed_s, rec.detail)

@@ -6,21 +6,42 @@ import logging
 import os
 import threading
 import time
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol
 
-from compileiq_lab.search.config import SearchConfiguration
-from compileiq_lab.exceptions import ConfigurationError, SearchStateError
+from compileiq_lab._version import __version__
+from compileiq_lab.exceptions import ConfigurationError, SearchStateError, StoreMismatchError
 from compileiq_lab.measure.objective import classify_return, make_evaluator
-from compileiq_lab.store.results import Results
-from compileiq_lab.run.engine import Candidate, Engine, new_header, prepare_store
-from compileiq_lab.run.loop import Event, drive
+from compileiq_lab.run.engine import Candidate, Constraint, Engine
+from compileiq_lab.run.events import FinishedEvent, RunEvent
+from compileiq_lab.run.executor import local_executor
+from compileiq_lab.run.loop import drive
+from compileiq_lab.search.config import TRAJECTORY_KEYS, SearchConfiguration
+from compileiq_lab.space.objectives import Objective
 from compileiq_lab.space.space import SearchSpace
+from compileiq_lab.store.header import RunHeader
+from compileiq_lab.store.results import Results
 from compileiq_lab.store.sqlite import EvalRecord, RunStore, new_store_path
 
-__all__ = ["Search", "Event"]
+__all__ = ["Problem", "Search"]
 
 log = logging.getLogger("compileiq_lab")
-Objective = Callable[[dict[str, Any]], Any]
+ObjectiveFunction = Callable[[dict[str, Any]], Any]
+
+
+class Problem(Protocol):
+    """An objective that describes itself (e.g. a ``compileiq_lab.kernels.KernelRun``): what ``Search.of`` takes."""
+
+    @property
+    def objectives(self) -> Sequence[Objective]: ...
+
+    def __call__(self, config: dict[str, Any]) -> Any: ...
+
+    def search_space(self) -> Mapping[str, Any]: ...
+
+    def constraint(self, config: Mapping[str, Any]) -> str | None: ...
+
+    def metadata(self) -> dict[str, Any]: ...
 
 
 class Search:
@@ -40,11 +61,10 @@ class Search:
         metadata: JSON-serialisable facts stored in a new run's header (kernel, toolchain, ...).
     """
 
-    def __init__(self, objective_function: Objective | None = None,
+    def __init__(self, objective_function: ObjectiveFunction | None = None,
                  search_space: Mapping[str, Any] | SearchSpace | None = None,
                  search_config: SearchConfiguration | Mapping[str, Any] | None = None,
-                 store: str | os.PathLike[str] | None = None,
-                 constraint: Callable[[dict[str, Any]], str | None] | None = None,
+                 store: str | os.PathLike[str] | None = None, constraint: Constraint | None = None,
                  metadata: Mapping[str, Any] | None = None) -> None:
         if search_space is None:
             raise ConfigurationError("Search needs search_space, e.g. {'x': ss.range(1, 10)}")
@@ -57,28 +77,41 @@ class Search:
         self.space = SearchSpace(search_space)
         self.config = (search_config if isinstance(search_config, SearchConfiguration)
                        else SearchConfiguration.from_dict(dict(search_config)))
-        path = new_store_path() if store is None else store
-        header = new_header(self.space, self.config, _name_of(objective_function))
-        if metadata:
-            header["metadata"] = dict(metadata)
-        self.store = RunStore(path, header=header)
+        self.objectives: list[Objective] = self.config.objectives()
+        header = new_header(self.space, self.config, _name_of(objective_function), metadata)
+        self.store = RunStore(new_store_path() if store is None else store, header=header)
         try:
-            prepare_store(self.store, self.space, self.config, _name_of(objective_function),
-                          dict(metadata) if metadata else None)
+            prepare_store(self.store, header)
             self.store.acquire()  # refuse at once a store another run is writing
             self.store.release()
         except BaseException:
             self.store.close()
             raise
-        self.engine = Engine(self.space, self.config, self.store, constraint)
-        self._stop = threading.Event()
-        self._handed: int = 0  # candidates of the current generation given out by ask()
+        self._engine = Engine(self.space, self.config, self.store, constraint)
+        self._stop = threading.Event()  # the one way to stop this search, from any thread
 
-    # -- construction from a stored run ------------------------------------------------------
+    # -- construction ------------------------------------------------------------------------
     @classmethod
-    def open(cls, path: str | os.PathLike[str], objective_function: Objective | None = None,
+    def of(cls, problem: Problem, store: str | os.PathLike[str] | None = None,
+           metadata: Mapping[str, Any] | None = None, **settings: Any) -> Search:
+        """A search of a problem that describes itself: its objective, space, objectives, constraint and metadata.
+
+        Args:
+            problem: E.g. a ``KernelRun``.
+            store: As for ``Search``.
+            metadata: Header facts to store instead of ``problem.metadata()``.
+            **settings: The other SearchConfiguration arguments (generations, pool_size, seed, warm_start, ...).
+        """
+        objectives = list(problem.objectives)
+        config = SearchConfiguration(num_objectives=len(objectives), problem_type=[o.direction for o in objectives],
+                                     objective_names=[o.name for o in objectives], **settings)
+        return cls(problem, problem.search_space(), config, store=store, constraint=problem.constraint,
+                   metadata=problem.metadata() if metadata is None else metadata)
+
+    @classmethod
+    def open(cls, path: str | os.PathLike[str], objective_function: ObjectiveFunction | None = None,
              generations: int | None = None, timeout_s: float | None = None,
-             constraint: Callable[[dict[str, Any]], str | None] | None = None) -> "Search":
+             constraint: Constraint | None = None) -> Search:
         """Reopen a stored run (space and settings come from its header) to continue it.
 
         Args:
@@ -91,20 +124,20 @@ class Search:
         store = RunStore(path, readonly=True)
         h = store.header()
         store.close()
-        if "space" not in h:
+        if h is None or not h.space:
             raise ConfigurationError(f"{str(path)!r} holds no run header; it was not written by a Search")
-        cfg = dict(h["config"])
+        cfg = dict(h.config)
         if generations is not None:
             cfg["generations"] = generations
         if timeout_s is not None:
             cfg["timeout_s"] = timeout_s
-        return cls(objective_function, SearchSpace.from_spec(h["space"]),
-                   SearchConfiguration.from_dict(cfg), store=path, constraint=constraint)
+        return cls(objective_function, SearchSpace.from_spec(h.space), SearchConfiguration.from_dict(cfg),
+                   store=path, constraint=constraint)
 
     @classmethod
-    def resume(cls, path: str | os.PathLike[str], objective_function: Objective,
-               generations: int | None = None, callback: Callable[[Event], None] | None = None,
-               constraint: Callable[[dict[str, Any]], str | None] | None = None, workers: int = 1) -> Results:
+    def resume(cls, path: str | os.PathLike[str], objective_function: ObjectiveFunction,
+               generations: int | None = None, callback: Callable[[RunEvent], None] | None = None,
+               constraint: Constraint | None = None, workers: int = 1) -> Results:
         """Continue a stopped or killed run to its configured generations and return its results.
 
         Stored evaluations are replayed (never re-evaluated), so the resumed run asks exactly
@@ -114,12 +147,12 @@ class Search:
         return search.start(callback=callback, workers=workers)
 
     # -- blocking run ------------------------------------------------------------------------
-    def start(self, callback: Callable[[Event], None] | None = None, workers: int = 1,
-              gate: Callable[[], None] | None = None) -> Results:
+    def start(self, callback: Callable[[RunEvent], None] | None = None, workers: int = 1,
+              gate: Callable[[], object] | None = None) -> Results:
         """Run the search to its end (or to Ctrl-C / ``stop()``) and return the results.
 
         Args:
-            callback: Called with each event (see ``Event``) in this thread.
+            callback: Called with each event (``compileiq_lab.run.events``) in this thread.
             workers: Objective calls run at once in threads (for objectives that wait on
                 compilers or other processes; the objective must be thread-safe). In-process only.
             gate: Called before each objective call in this process (it may block, e.g. to pause
@@ -128,16 +161,19 @@ class Search:
         Returns:
             The results; ``results.status`` says how the run ended.
         """
+        self._stop.clear()  # a stop() issued while nothing ran must not end this run at once
+        return self._run(callback, workers, gate)
+
+    def _run(self, callback: Callable[[RunEvent], None] | None, workers: int,
+             gate: Callable[[], object] | None) -> Results:
+        """``start`` without clearing an earlier ``stop()`` (a Run clears it when it starts)."""
         if self.objective_function is None:
             raise ConfigurationError("start() needs an objective_function; pass one to Search(...) "
                                      "or evaluate yourself with ask()/tell()")
-        engine = self.engine
-        awaiting = [c for c in engine.pending[: self._handed] if c.key not in engine.outcomes]
+        awaiting = self._engine.awaiting()
         if awaiting:
             raise SearchStateError(f"{len(awaiting)} asked candidates await tell(); tell their scores "
                                    "before start()")
-        self._handed = 0
-        self._stop.clear()  # a stop() issued while nothing ran must not end this run at once
         self.store.acquire()
         try:
             evaluate, closer = make_evaluator(self.objective_function, self.config.num_objectives,
@@ -145,27 +181,21 @@ class Search:
         except BaseException:
             self.store.release()
             raise
-        if gate is not None:
-            inner = evaluate
-
-            def evaluate(config: dict[str, Any]) -> Any:
-                gate()
-                return inner(config)
         emit = callback or (lambda event: None)
         status = "running"
+        executor = local_executor(workers if self.config.timeout_s is None else 1)
         try:
-            status = drive(self.engine, evaluate, emit, self._stop,
-                           workers=workers if self.config.timeout_s is None else 1)
+            status = drive(self._engine, evaluate, emit, self._stop, executor, gate)
         except KeyboardInterrupt:
             status = "interrupted"
             log.warning("search interrupted after %d evaluations; every finished one is kept in %s",
                         len(self.store), self.store.path)
-        finally:
+        finally:  # the stop stays set: evaluations still waiting at the gate must see it
             closer()
-            self.store.set_header(status=status, updated_at=time.time())
+            self.store.update_header(status=status, updated_at=time.time())
             self.store.release()
         results = self.results
-        emit({"type": "finished", "status": status, "n_evaluations": len(results)})
+        emit(FinishedEvent(status, len(results)))
         return results
 
     def stop(self) -> None:
@@ -183,27 +213,11 @@ class Search:
         if n is not None and (not isinstance(n, int) or isinstance(n, bool) or n < 1):
             raise ConfigurationError(f"ask(n): `n is None or an int >= 1` must hold, but got n={n!r}; "
                                      "pass a positive batch size or None for the whole generation")
-        engine = self.engine
         self.store.acquire()
-        while True:
-            if self._handed < len(engine.pending):
-                start = self._handed
-                end = len(engine.pending) if n is None else min(len(engine.pending), start + n)
-                batch = engine.pending[start:end]
-                self._handed = end
-                fresh = [c for c in batch if engine.cached(c) is None]
-                if fresh:
-                    return fresh
-                continue
-            if engine.unfinished():
-                waiting = sum(c.key not in engine.outcomes for c in engine.pending)
-                raise SearchStateError(
-                    f"all {len(engine.pending)} candidates of generation {engine.generation} were asked and "
-                    f"{waiting} await tell(); tell their scores first")
-            self._handed = 0
-            if not engine.next_generation():
-                self.store.set_header(status=engine.done_reason, updated_at=time.time())
-                return []
+        batch = self._engine.ask(n)
+        if not batch:
+            self.store.update_header(status=self._engine.done_reason, updated_at=time.time())
+        return batch
 
     def tell(self, candidates: Sequence[Candidate], scores: Sequence[Any],
              elapsed_s: Sequence[float] | None = None) -> list[EvalRecord]:
@@ -221,25 +235,21 @@ class Search:
         if len(candidates) != len(scores):
             raise ConfigurationError(f"tell() needs one score per candidate, but got {len(candidates)} "
                                      f"candidates and {len(scores)} scores")
-        pending = {c.key: c for c in self.engine.pending[: self._handed]}
-        keys = [c.key for c in candidates]
-        if len(set(keys)) != len(keys):
-            raise SearchStateError("tell() got the same candidate twice; give each candidate one score")
-        for c in candidates:  # check them all before recording any
-            if c.key in self.engine.outcomes and pending.get(c.key) is c:
-                raise SearchStateError(f"candidate {c.config!r} was already told; each takes one score")
-            if pending.get(c.key) is not c:
-                raise SearchStateError(f"candidate {c.config!r} is not awaiting a score in generation "
-                                       f"{self.engine.generation}; tell only what the last ask() returned")
+        self._engine.check_awaiting(candidates)  # all of them, before recording any
         records = []
         for i, (c, s) in enumerate(zip(candidates, scores)):
             m = classify_return(s, self.config.num_objectives)
             if elapsed_s is not None:
                 m.elapsed_s = float(elapsed_s[i])
-            records.append(self.engine.record(c, m, time.time()))
+            records.append(self._engine.tell(c, m))
         return records
 
     # -- state -------------------------------------------------------------------------------
+    @property
+    def engine(self) -> Engine:
+        """The engine driving this search."""
+        return self._engine
+
     @property
     def results(self) -> Results:
         """A snapshot of the results so far."""
@@ -254,17 +264,65 @@ class Search:
         """Close the store (results already returned stay usable)."""
         self.store.close()
 
-    def __enter__(self) -> "Search":
+    def __enter__(self) -> Search:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
 
 
-def _name_of(fn: Objective | None) -> str:
+def new_header(space: SearchSpace, config: SearchConfiguration, objective: str,
+               metadata: Mapping[str, Any] | None = None) -> RunHeader:
+    """The header of a new run: schema version, space, configuration, objective, package version, metadata."""
+    resolved = config.resolve(space.n_genes)
+    return RunHeader(created_at=time.time(), space=space.to_spec(), config=config.to_dict(), objective=objective,
+                     package_version=__version__, status="running",
+                     resolved={"pool_size": resolved.pool_size, "strategy": resolved.strategy,
+                               "mutate_rate": resolved.mutate_rate},
+                     metadata=dict(metadata) if metadata else {})
+
+
+def prepare_store(store: RunStore, new: RunHeader) -> None:
+    """Write a new store's header, or check that the stored run matches ``new`` and may continue.
+
+    Raises:
+        StoreMismatchError: If the stored run has another space, trajectory settings or setup.
+    """
+    h = store.header()
+    if h is None:
+        store.write_header(new)
+        return
+    stored_space, space = SearchSpace.from_spec(h.space), SearchSpace.from_spec(new.space)
+    if stored_space != space:
+        raise StoreMismatchError(
+            f"run store {store.path!r} holds a run over a different search space "
+            f"(stored vs given: {stored_space.diff(space)}); stored space {stored_space!r}, "
+            f"given space {space!r}. Use a new store path, or resume with the stored space.")
+    diff = [f"{k}: stored {h.config.get(k)!r} vs given {new.config[k]!r}"
+            for k in TRAJECTORY_KEYS if h.config.get(k) != new.config[k]]
+    if diff:
+        raise StoreMismatchError(
+            f"run store {store.path!r} was made with other search settings ({'; '.join(diff)}); "
+            "a resumed run must keep them (only generations and timeout_s may change). "
+            "Use a new store path to search with new settings.")
+    stored_meta, given_meta = _set_values(h.metadata), _set_values(new.metadata)
+    if new.metadata and h.metadata and stored_meta != given_meta:
+        keys = sorted(k for k in set(stored_meta) | set(given_meta) if stored_meta.get(k) != given_meta.get(k))
+        what = "; ".join(f"{k}: stored {stored_meta.get(k)!r} vs given {given_meta.get(k)!r}" for k in keys)
+        raise StoreMismatchError(
+            f"run store {store.path!r} holds a run of another setup ({what}); its results would not compare. "
+            "Use a new store path.")
+    store.write_header(h.replace(config=new.config, status="running"))
+
+
+def _set_values(meta: Mapping[str, Any]) -> dict[str, Any]:
+    """Metadata without its unset (None) entries: a missing fact and a None one are the same."""
+    return {k: v for k, v in meta.items() if v is not None}
+
+
+def _name_of(fn: ObjectiveFunction | None) -> str:
     if fn is None:
         return "(ask/tell)"
     if hasattr(fn, "__qualname__"):
         return f"{getattr(fn, '__module__', '?')}.{fn.__qualname__}"
     return repr(fn)  # a callable object: its own description
-

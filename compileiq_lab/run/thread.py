@@ -6,16 +6,18 @@ import logging
 import threading
 import time
 import traceback
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from compileiq_lab.exceptions import SearchStateError
-from compileiq_lab.run.loop import Event, StopRequested
+from compileiq_lab.run.engine import Constraint
+from compileiq_lab.run.events import EvaluationEvent, FailedEvent, GenerationEvent, RunEvent
+from compileiq_lab.run.facade import ObjectiveFunction, Search
 
 if TYPE_CHECKING:
     from compileiq_lab.store.results import Results
-    from compileiq_lab.run.facade import Search
 
-__all__ = ["Run", "RUN_STATES"]
+__all__ = ["RUN_STATES", "Run"]
 
 log = logging.getLogger("compileiq_lab")
 #: What ``Run.state`` can say.
@@ -25,8 +27,9 @@ RUN_STATES = ("idle", "running", "paused", "stopping", "finished", "exhausted", 
 class Run:
     """Drive a ``Search`` in a background thread so a notebook stays usable.
 
-    Events ("evaluation", "generation", "finished", and "failed" with the error) go to every
-    subscriber, called in the run thread: a subscriber must be quick and must not touch widgets
+    Events (``compileiq_lab.run.events``: EvaluationEvent, GenerationEvent, FinishedEvent, and
+    FailedEvent with the error) go to every subscriber, called in the run thread: a subscriber
+    must be quick and must not touch widgets
     (the lab's dashboard queues them). ``pause()`` holds the run before its next objective call,
     ``stop()`` ends it there; every finished evaluation is already in the run store, so a closed
     notebook loses nothing and ``Run.open(path, objective)`` continues it later. An exception in
@@ -37,33 +40,31 @@ class Run:
         workers: Objective calls at once (see ``Search.start``).
     """
 
-    def __init__(self, search: "Search", workers: int = 1) -> None:
+    def __init__(self, search: Search, workers: int = 1) -> None:
         if search.objective_function is None:
             raise SearchStateError("a Run needs a Search with an objective_function; ask()/tell() runs are "
                                    "driven by you, not by a thread")
         self.search, self.workers = search, workers
         self.error: BaseException | None = None
         self.error_text = ""
-        self.results_final: "Results | None" = None
-        self._subscribers: list[Callable[[Event], None]] = []
+        self.results_final: Results | None = None
+        self._subscribers: list[Callable[[RunEvent], None]] = []
         self._lock = threading.Lock()
         self._open = threading.Event()  # set = may evaluate; cleared by pause()
         self._open.set()
-        self._stop_requested = threading.Event()
         self._thread: threading.Thread | None = None
         self._state = "idle"
-        self._progress = {"generation": 0, "evaluations": 0, "statuses": {}, "started_at": None, "finished_at": None}
+        self._progress: dict[str, Any] = {"generation": 0, "evaluations": 0, "statuses": {}, "started_at": None,
+                                          "finished_at": None}
 
     @classmethod
-    def open(cls, path: str, objective_function: Callable[[dict[str, Any]], Any], workers: int = 1,
-             generations: int | None = None, constraint: Callable[[dict[str, Any]], str | None] | None = None) -> "Run":
+    def open(cls, path: str, objective_function: ObjectiveFunction, workers: int = 1,
+             generations: int | None = None, constraint: Constraint | None = None) -> Run:
         """A Run that continues the stored run at ``path`` (its evaluations are replayed, never redone)."""
-        from compileiq_lab.run.facade import Search
-
         return cls(Search.open(path, objective_function, generations=generations, constraint=constraint), workers)
 
     # -- control -----------------------------------------------------------------------------
-    def start(self) -> "Run":
+    def start(self) -> Run:
         """Start the run thread (once); returns self."""
         with self._lock:
             if self._thread is not None:
@@ -71,6 +72,7 @@ class Run:
                                        "(Run.open(path, objective) continues a stored one)")
             self._state = "running"
             self._progress["started_at"] = time.time()
+            self.search._stop.clear()  # from here on, stop() ends this run (even before its thread runs)
             self._thread = threading.Thread(target=self._main, name="compileiq-run", daemon=True)
         self._thread.start()
         return self
@@ -95,17 +97,10 @@ class Run:
         with self._lock:
             if self._state in ("running", "paused"):
                 self._state = "stopping"
-                self._stop_requested.set()
                 self.search.stop()
-                self._open.set()
+                self._open.set()  # a paused run wakes, sees the stop and makes no further call
 
-    def _gate(self) -> None:
-        """Before each objective call: wait while paused; refuse to start one once a stop was asked."""
-        self._open.wait()
-        if self._stop_requested.is_set():
-            raise StopRequested()
-
-    def join(self, timeout: float | None = None) -> "Results | None":
+    def join(self, timeout: float | None = None) -> Results | None:
         """Wait for the run to end; returns its results (None if still running after ``timeout``).
 
         Raises:
@@ -120,7 +115,7 @@ class Run:
         return self.results_final
 
     # -- events and snapshots ----------------------------------------------------------------
-    def subscribe(self, callback: Callable[[Event], None]) -> Callable[[], None]:
+    def subscribe(self, callback: Callable[[RunEvent], None]) -> Callable[[], None]:
         """Call ``callback(event)`` for each event (in the run thread); returns the function that unsubscribes."""
         with self._lock:
             self._subscribers.append(callback)
@@ -141,7 +136,7 @@ class Run:
         """Whether the run thread is alive."""
         return self._thread is not None and self._thread.is_alive()
 
-    def results(self) -> "Results":
+    def results(self) -> Results:
         """A snapshot of the results so far (read from the run store)."""
         return self.search.results
 
@@ -173,24 +168,24 @@ class Run:
                 f"{p['evaluations']} evaluations, store={self.store_path!r})")
 
     # -- the thread ----------------------------------------------------------------------------
-    def _emit(self, event: Event) -> None:
+    def _emit(self, event: RunEvent) -> None:
         with self._lock:
-            if event["type"] == "evaluation":
+            if isinstance(event, EvaluationEvent):
                 self._progress["evaluations"] += 1
                 st = self._progress["statuses"]
-                st[event["record"].status] = st.get(event["record"].status, 0) + 1
-            elif event["type"] == "generation":
-                self._progress["generation"] = event["generation"]
+                st[event.record.status] = st.get(event.record.status, 0) + 1
+            elif isinstance(event, GenerationEvent):
+                self._progress["generation"] = event.generation
             subscribers = list(self._subscribers)
         for callback in subscribers:
             try:
                 callback(event)
-            except Exception:  # noqa: BLE001 - a broken subscriber must not end the run
+            except Exception:
                 log.exception("run event subscriber %r failed", callback)
 
     def _main(self) -> None:
         try:
-            self.results_final = self.search.start(callback=self._emit, workers=self.workers, gate=self._gate)
+            self.results_final = self.search._run(self._emit, self.workers, self._open.wait)
             final = self.results_final.status
         except BaseException as exc:  # noqa: BLE001 - kept and raised again by join()
             self.error, final = exc, "failed"
@@ -200,5 +195,4 @@ class Run:
             self._state = final if final in RUN_STATES else "finished"
             self._progress["finished_at"] = time.time()
         if final == "failed":
-            self._emit({"type": "failed", "error": f"{type(self.error).__name__}: {self.error}",
-                        "traceback": self.error_text})
+            self._emit(FailedEvent(f"{type(self.error).__name__}: {self.error}", self.error_text))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
@@ -23,13 +23,16 @@ class Strategy(ABC):
         seed: Seed of the strategy's own random generator (the same seed gives the same asks).
         mutate_rate: Per-gene mutation probability.
         crossover_rate: Probability that a mating uses crossover.
+        seeds: Genomes that open the first generation (warm start), in order.
+        reject: Test of a genome; rejected configs are never asked (e.g. known compiler conflicts).
     """
 
     name = "base"
     max_draw_rounds = 50
 
     def __init__(self, space: SearchSpace, *, n_objectives: int, pool_size: int, seed: int,
-                 mutate_rate: float, crossover_rate: float, seeds: np.ndarray | None = None) -> None:
+                 mutate_rate: float, crossover_rate: float, seeds: np.ndarray | None = None,
+                 reject: Callable[[np.ndarray], bool] | None = None) -> None:
         self.space = space
         self.n_objectives = n_objectives
         self.pool_size = pool_size
@@ -40,9 +43,7 @@ class Strategy(ABC):
         self._asked: np.ndarray | None = None
         self.exhausted = False
         self._space_size = space.size
-        #: Optional test of a genome; rejected configs are never asked (e.g. known compiler conflicts).
-        self.reject: Callable[[np.ndarray], bool] | None = None
-        #: Genomes that open the first generation (warm start), in order.
+        self._reject = reject
         self.seeds = (np.zeros((0, space.n_genes), dtype=np.int64) if seeds is None
                       else np.asarray(seeds, dtype=np.int64).reshape(len(seeds), space.n_genes))
 
@@ -50,7 +51,7 @@ class Strategy(ABC):
         """Whether a config was asked before or is rejected (rejected ones are remembered as seen)."""
         if key in self.seen:
             return True
-        if self.reject is not None and self.reject(x):
+        if self._reject is not None and self._reject(x):
             self.seen.add(key)
             return True
         return False
@@ -100,7 +101,9 @@ class Strategy(ABC):
 
     def take_seeds(self, n: int) -> np.ndarray:
         """Up to ``n`` warm-start genomes not asked before (each given out once)."""
-        rows, keep, taken = [], [], set()
+        rows: list[np.ndarray] = []
+        keep: list[np.ndarray] = []
+        taken: set[bytes] = set()
         for x, k in zip(self.seeds, self.space.keys(self.seeds)):
             if len(rows) >= n:
                 keep.append(x)

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 from compileiq_lab.exceptions import ConfigurationError
-from compileiq_lab.search import STRATEGIES
+from compileiq_lab.search.factory import STRATEGIES
+from compileiq_lab.space.objectives import Objective, objectives_from_settings
 
-__all__ = ["SearchConfiguration", "ResolvedConfiguration", "default_pool_size"]
+__all__ = ["TRAJECTORY_KEYS", "ResolvedConfiguration", "SearchConfiguration", "default_pool_size"]
 
 _DIRECTIONS = ("min", "max")
 # settings that change which candidates the strategy asks for: a resumed run must keep them
@@ -127,8 +129,11 @@ class SearchConfiguration:
     @property
     def directions(self) -> list[str]:
         """One "min"/"max" per objective."""
-        pt = self.problem_type
-        return [pt] * self.num_objectives if isinstance(pt, str) else list(pt)
+        return [o.direction for o in self.objectives()]
+
+    def objectives(self) -> list[Objective]:
+        """The objectives these settings describe (names default to score_1..score_k)."""
+        return objectives_from_settings(self.num_objectives, self.problem_type, self.objective_names)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-serialisable settings."""
@@ -137,7 +142,7 @@ class SearchConfiguration:
         return d
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "SearchConfiguration":
+    def from_dict(cls, data: dict[str, Any]) -> SearchConfiguration:
         """Rebuild from ``to_dict()`` output (unknown keys are rejected)."""
         known = set(cls.__dataclass_fields__)
         extra = set(data) - known
@@ -145,7 +150,7 @@ class SearchConfiguration:
             raise ConfigurationError(f"unknown SearchConfiguration keys {sorted(extra)}; valid keys: {sorted(known)}")
         return cls(**data)
 
-    def resolve(self, n_genes: int) -> "ResolvedConfiguration":
+    def resolve(self, n_genes: int) -> ResolvedConfiguration:
         """Fill the automatic settings for a space with ``n_genes`` genes."""
         strategy = self.strategy
         if strategy == "auto":

@@ -12,14 +12,20 @@ from pymoo.problems.static import StaticProblem
 
 from compileiq_lab.search.base import Strategy
 from compileiq_lab.search.operators import GeneMutation, GeneUniformCrossover, HistoryDedup, PriorSampling
+from compileiq_lab.search.surrogate import SurrogateScreen
 
 __all__ = ["GAStrategy", "NSGA2Strategy", "PymooStrategy"]
 
 
 class PymooStrategy(Strategy):
-    """Shared ask/tell plumbing for pymoo genetic algorithms with compileiq-lab's operators."""
+    """Shared ask/tell plumbing for pymoo genetic algorithms with compileiq-lab's operators.
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    Args:
+        screen: Optional surrogate screen (``compileiq_lab.search.surrogate.SurrogateScreen``): more offspring
+            are proposed and it keeps the most promising. Other arguments as for ``Strategy``.
+    """
+
+    def __init__(self, *args: Any, screen: SurrogateScreen | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         space = self.space
         self.problem = Problem(n_var=space.n_genes, n_obj=self.n_objectives, n_ieq_constr=1,
@@ -35,23 +41,24 @@ class PymooStrategy(Strategy):
         if space.n_genes:
             self.algorithm.setup(self.problem, termination=NoTermination(), seed=self.seed, verbose=False)
         self._pop: Any = None
-        self.screen: Any = None  # a SurrogateScreen, set by the engine when surrogate screening is on
+        self.screen = screen
 
     def _make_algorithm(self, **kwargs: Any) -> Any:
         raise NotImplementedError
 
     def _ask(self) -> np.ndarray:
-        screening = self.screen is not None and self.screen.ready and self.algorithm.pop is not None
-        if screening:  # propose more offspring than we evaluate; the surrogate keeps the promising ones
-            self.algorithm.n_offsprings = self.pool_size * self.screen.factor
+        screen = self.screen if self.screen is not None and self.screen.ready and self.algorithm.pop is not None \
+            else None
+        if screen is not None:  # propose more offspring than we evaluate; the surrogate keeps the promising ones
+            self.algorithm.n_offsprings = self.pool_size * screen.factor
         try:
             pop = self.algorithm.ask()
         finally:
             self.algorithm.n_offsprings = self.pool_size
         if pop is None:
             pop = Population.empty()
-        if screening and len(pop) > self.pool_size:
-            pop = pop[self.screen.select(np.asarray(pop.get("X")), self.pool_size)]
+        if screen is not None and len(pop) > self.pool_size:
+            pop = pop[screen.select(np.asarray(pop.get("X")), self.pool_size)]
         if len(pop) < self.pool_size:
             # mating found too few unseen offspring (a crowded corner of the space): fill the
             # generation with unseen prior samples rather than end the search early

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 from pymoo.core.crossover import Crossover
@@ -10,16 +11,25 @@ from pymoo.core.duplicate import DuplicateElimination
 from pymoo.core.mutation import Mutation
 from pymoo.core.sampling import Sampling
 
+from compileiq_lab.exceptions import SearchStateError
 from compileiq_lab.space.space import GENE_CATEGORICAL, GENE_KNOCKOUT, GENE_ORDINAL, SearchSpace
 
-__all__ = ["PriorSampling", "GeneUniformCrossover", "GeneMutation", "HistoryDedup", "mutate_genomes"]
+__all__ = ["GeneMutation", "GeneUniformCrossover", "HistoryDedup", "PriorSampling", "mutate_genomes"]
+
+
+def _rng(random_state: np.random.Generator | None) -> np.random.Generator:
+    """pymoo hands its seeded generator to every operator; without one a result would not be reproducible."""
+    if random_state is None:
+        raise SearchStateError("a pymoo operator was called without the algorithm's random_state; run it through "
+                               "a strategy (make_strategy), which seeds it")
+    return random_state
 
 
 class PriorSampling(Sampling):
     """Initial population from the space's prior (seed bounds, knockout probabilities), opened by
     warm-start genomes when a ``take_seeds(n)`` function is given."""
 
-    def __init__(self, space: SearchSpace, take_seeds: Any = None) -> None:
+    def __init__(self, space: SearchSpace, take_seeds: Callable[[int], np.ndarray] | None = None) -> None:
         super().__init__()
         self.space = space
         self.take_seeds = take_seeds
@@ -27,8 +37,8 @@ class PriorSampling(Sampling):
     def _do(self, problem: Any, n_samples: int, *args: Any, random_state: np.random.Generator | None = None,
             **kwargs: Any) -> np.ndarray:
         seeds = self.take_seeds(n_samples) if self.take_seeds is not None else np.zeros((0, self.space.n_genes))
-        rest = self.space.sample(random_state, n_samples - len(seeds), stratified=True) if n_samples > len(seeds) \
-            else np.zeros((0, self.space.n_genes), dtype=np.int64)
+        rest = self.space.sample(_rng(random_state), n_samples - len(seeds), stratified=True) \
+            if n_samples > len(seeds) else np.zeros((0, self.space.n_genes), dtype=np.int64)
         return np.vstack([np.asarray(seeds, dtype=np.int64), rest])
 
 
@@ -41,7 +51,7 @@ class GeneUniformCrossover(Crossover):
     def _do(self, problem: Any, X: np.ndarray, *args: Any, random_state: np.random.Generator | None = None,
             **kwargs: Any) -> np.ndarray:
         _, n_matings, n_var = X.shape
-        swap = random_state.random((n_matings, n_var)) < 0.5
+        swap = _rng(random_state).random((n_matings, n_var)) < 0.5
         a, b = X[0].copy(), X[1].copy()
         a[swap], b[swap] = X[1][swap], X[0][swap]
         return np.stack([a, b])
@@ -100,7 +110,7 @@ class GeneMutation(Mutation):
 
     def _do(self, problem: Any, X: np.ndarray, *args: Any, random_state: np.random.Generator | None = None,
             **kwargs: Any) -> np.ndarray:
-        return mutate_genomes(self.space, X, self.rate, random_state)
+        return mutate_genomes(self.space, X, self.rate, _rng(random_state))
 
 
 class HistoryDedup(DuplicateElimination):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["pareto_mask", "dominates", "hypervolume"]
+__all__ = ["dominates", "hypervolume", "pareto_mask"]
 
 
 def dominates(a: np.ndarray, b: np.ndarray) -> bool:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from compileiq_lab.search.base import Strategy
@@ -14,8 +16,8 @@ class RandomStrategy(Strategy):
 
     name = "random"
 
-    def __init__(self, *args: object, **kwargs: object) -> None:
-        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+    def __init__(self, *args: Any, screen: object = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)  # a surrogate screen has nothing to rank here: every draw is random
         self.rng = np.random.default_rng(self.seed)
 
     def _ask(self) -> np.ndarray:

@@ -1,4 +1,4 @@
-"""Surrogate pre-screening: rank a larger batch of offspring with a random forest of the scores so far, keep the best."""
+"""Surrogate pre-screening: rank more offspring with a random forest of the scores so far and keep the best."""
 
 from __future__ import annotations
 
@@ -69,7 +69,7 @@ class SurrogateScreen:
         model = RandomForestRegressor(n_estimators=60, min_samples_leaf=1, random_state=int(self.rng.integers(2**31)),
                                       n_jobs=1).fit(X, y if self.n_objectives > 1 else y[:, 0])
         pred = model.predict(np.asarray(candidates, dtype=float)).reshape(n, self.n_objectives)
-        n_model = max(1, int(round(k * (1 - self.explore))))
+        n_model = max(1, round(k * (1 - self.explore)))
         order = self._rank(pred)
         chosen = list(order[:n_model])
         rest = order[n_model:]

@@ -5,19 +5,20 @@ from __future__ import annotations
 import builtins
 import json
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 from compileiq_lab.exceptions import SpaceDefinitionError
 
 __all__ = [
     "Param",
-    "range",
     "choice",
+    "flag",
     "literal",
     "log_sampling",
-    "flag",
     "param_from_spec",
+    "range",
 ]
 
 ORDINAL = "ordinal"
@@ -132,7 +133,7 @@ def _preview(values: Sequence[Any], limit: int = 8) -> str:
 
 
 def _grid(start: float, end: float, step: float) -> list[float | int]:
-    n = int(math.floor((end - start) / step + 1e-9)) + 1
+    n = math.floor((end - start) / step + 1e-9) + 1
     if all(isinstance(v, int) for v in (start, end, step)):
         return [start + i * step for i in builtins.range(n)]
     # 12 significant digits hide float noise (0.1 * 3 -> 0.3); the ends stay exact
@@ -278,7 +279,7 @@ def log_sampling(start: float, end: float, total: int, knockout_prob: float | No
     raw = [start * ratio**i for i in builtins.range(total)]
     raw[-1] = end
     if isinstance(start, int) and isinstance(end, int):
-        values: list[Any] = sorted({int(round(v)) for v in raw})
+        values: list[Any] = sorted({round(v) for v in raw})
     else:
         rounded = [start] + [float(f"{v:.12g}") for v in raw[1:-1]] + [end]
         values = list(dict.fromkeys(rounded))  # drop duplicates, keep order
@@ -308,7 +309,7 @@ def flag(name_or_value: Any, knockout_prob: float = 0.5) -> Param:
                  args={"name_or_value": name_or_value, "knockout_prob": knockout_prob})
 
 
-_FACTORIES = {"range": range, "choice": choice, "literal": literal,
+_FACTORIES: dict[str, Callable[..., Param]] = {"range": range, "choice": choice, "literal": literal,
               "log_sampling": log_sampling, "flag": flag}
 
 

@@ -5,14 +5,15 @@ from __future__ import annotations
 import copy
 import json
 import math
-from typing import Any, Iterator, Mapping
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 import numpy as np
 
 from compileiq_lab.exceptions import SpaceDefinitionError
 from compileiq_lab.space.params import ORDINAL, Param, param_from_spec
 
-__all__ = ["SearchSpace", "GENE_ORDINAL", "GENE_CATEGORICAL", "GENE_KNOCKOUT", "config_key"]
+__all__ = ["GENE_CATEGORICAL", "GENE_KNOCKOUT", "GENE_ORDINAL", "SearchSpace", "config_key", "flatten_params"]
 
 GENE_ORDINAL = 0
 GENE_CATEGORICAL = 1
@@ -23,6 +24,26 @@ _DSL = "ss.range / ss.choice / ss.literal / ss.log_sampling / ss.flag"
 def config_key(config: Mapping[str, Any]) -> str:
     """Canonical text identity of a config dict (sorted-key JSON)."""
     return json.dumps(config, sort_keys=True, separators=(",", ":"))
+
+
+def flatten_params(params: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Flatten nested params to dotted names, e.g. ``{"ptxas": {"O": 3}}`` -> ``{"ptxas.O": 3}``.
+
+    Args:
+        params: A config dict, possibly nested.
+        prefix: Name prefix for recursion.
+
+    Returns:
+        A flat dict of dotted name -> value.
+    """
+    flat: dict[str, Any] = {}
+    for key, value in params.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            flat.update(flatten_params(value, prefix=f"{name}."))
+        else:
+            flat[name] = value
+    return flat
 
 
 def _flatten(definition: Mapping[str, Any], prefix: tuple[str, ...]) -> Iterator[tuple[tuple[str, ...], Param]]:
@@ -60,32 +81,26 @@ class SearchSpace:
         definition: A dict mapping names to parameters or to nested dicts of parameters.
     """
 
-    def __init__(self, definition: Mapping[str, Any]) -> None:
-        if isinstance(definition, SearchSpace):
-            definition = definition.definition
-        self.params: list[tuple[tuple[str, ...], Param]] = list(_flatten(definition, ()))
-        self.definition = _unflatten({p: prm for p, prm in self.params})
-        kinds, owner, lows, highs, init_low, init_high, kprob = [], [], [], [], [], [], []
+    def __init__(self, definition: Mapping[str, Any] | SearchSpace) -> None:
+        source = definition.definition if isinstance(definition, SearchSpace) else definition
+        self.params: list[tuple[tuple[str, ...], Param]] = list(_flatten(source, ()))
+        self.definition: dict[str, Any] = _unflatten(dict(self.params))
+        # per gene: kind, owning parameter, low, high, initial low and high, knockout prior
+        genes: list[tuple[int, int, int, int, int, int, float]] = []
         self.value_gene = np.full(len(self.params), -1, dtype=np.int64)
         self.knock_gene = np.full(len(self.params), -1, dtype=np.int64)
         for i, (_, prm) in enumerate(self.params):
             if prm.n_values > 1:
-                self.value_gene[i] = len(kinds)
-                kinds.append(GENE_ORDINAL if prm.encoding == ORDINAL else GENE_CATEGORICAL)
-                owner.append(i), lows.append(0), highs.append(prm.n_values - 1)
-                init_low.append(prm.init_low), init_high.append(prm.init_high), kprob.append(0.0)
-            if prm.can_knockout:
-                self.knock_gene[i] = len(kinds)
-                kinds.append(GENE_KNOCKOUT)
-                owner.append(i), lows.append(0), highs.append(1)
-                init_low.append(0), init_high.append(1), kprob.append(prm.knockout_prob)
-        self.gene_kind = np.array(kinds, dtype=np.int64)
-        self.gene_owner = np.array(owner, dtype=np.int64)
-        self.xl = np.array(lows, dtype=np.int64)
-        self.xu = np.array(highs, dtype=np.int64)
-        self.init_low = np.array(init_low, dtype=np.int64)
-        self.init_high = np.array(init_high, dtype=np.int64)
-        self.knockout_prob = np.array(kprob, dtype=float)
+                self.value_gene[i] = len(genes)
+                kind = GENE_ORDINAL if prm.encoding == ORDINAL else GENE_CATEGORICAL
+                genes.append((kind, i, 0, prm.n_values - 1, prm.init_low, prm.init_high, 0.0))
+            if prm.knockout_prob is not None:
+                self.knock_gene[i] = len(genes)
+                genes.append((GENE_KNOCKOUT, i, 0, 1, 0, 1, prm.knockout_prob))
+        columns = list(zip(*genes)) if genes else [()] * 7
+        self.gene_kind, self.gene_owner, self.xl, self.xu, self.init_low, self.init_high = (
+            np.array(col, dtype=np.int64) for col in columns[:6])
+        self.knockout_prob = np.array(columns[6], dtype=float)
         # value genes of knock-out-able params, paired with their knockout gene (for canonical keys)
         both = (self.value_gene >= 0) & (self.knock_gene >= 0)
         self._masked_value = self.value_gene[both]
@@ -128,14 +143,14 @@ class SearchSpace:
         return _unflatten({p: prm.to_spec() for p, prm in self.params})
 
     @classmethod
-    def from_spec(cls, spec: Mapping[str, Any]) -> "SearchSpace":
+    def from_spec(cls, spec: Mapping[str, Any]) -> SearchSpace:
         """Rebuild a space from ``to_spec()`` output."""
         def build(node: Mapping[str, Any]) -> dict[str, Any]:
             return {k: param_from_spec(v) if "kind" in v and isinstance(v.get("kind"), str)
                     else build(v) for k, v in node.items()}
         return cls(build(spec))
 
-    def diff(self, other: "SearchSpace") -> str:
+    def diff(self, other: SearchSpace) -> str:
         """One line per parameter that differs between two spaces (for error messages)."""
         mine = {n: json.dumps(p.to_spec()) for n, (_, p) in zip(self.names, self.params)}
         theirs = {n: json.dumps(p.to_spec()) for n, (_, p) in zip(other.names, other.params)}

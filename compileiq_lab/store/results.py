@@ -1,16 +1,19 @@
-"""Results: the evaluations of a run as a table, its best point and its exact Pareto front."""
+"""Results: a snapshot of a run's evaluations as a table, its best point and its exact Pareto front."""
 
 from __future__ import annotations
 
 import logging
 import math
 import numbers
-from typing import TYPE_CHECKING, Any, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from compileiq_lab.search.pareto import pareto_mask
-from compileiq_lab.store.sqlite import EvalRecord, RunStore
+from compileiq_lab.space.objectives import Objective, objectives_from_settings, signs
+from compileiq_lab.store.header import RunHeader, Validation
+from compileiq_lab.store.sqlite import MEMORY, EvalRecord, RunStore
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -21,40 +24,58 @@ log = logging.getLogger(__name__)
 
 
 class Results:
-    """Evaluations of one run, in call order.
+    """Evaluations of one run, in call order: plain data; plots, influence and validation are functions over it
+    (``compileiq_lab.viz``, ``compileiq_lab.analysis``).
 
     Args:
         records: The stored evaluations.
-        directions: "min"/"max" per objective.
-        objective_names: Display names per objective (defaults to score_1..score_k).
-        status: How the run ended ("finished", "interrupted", "exhausted", "running", ...).
+        directions: "min"/"max" per objective (or give ``objectives``).
+        objective_names: Names per objective (defaults to score_1..score_k).
+        objectives: The objectives (name, direction, unit); wins over ``directions``/``objective_names``.
+        status: How the run ended ("finished", "interrupted", "exhausted", "running", ...); default: the header's.
         store_path: Where the run is stored (":memory:" if nowhere).
-        header: The store header (space, configuration, seed, ...).
+        header: The run's header (space, configuration, seed, ...).
     """
 
-    def __init__(self, records: Sequence[EvalRecord], *, directions: Sequence[str],
-                 objective_names: Sequence[str] | None = None, status: str = "finished",
-                 store_path: str = ":memory:", header: dict[str, Any] | None = None) -> None:
+    def __init__(self, records: Sequence[EvalRecord], directions: Sequence[str] | None = None, *,
+                 objective_names: Sequence[str] | None = None, objectives: Sequence[Objective] | None = None,
+                 status: str | None = None, store_path: str = MEMORY, header: RunHeader | None = None) -> None:
         self.records = list(records)
-        self.directions = list(directions)
-        self.n_objectives = len(self.directions)
-        self.objective_names = list(objective_names) if objective_names else [
-            f"score_{i + 1}" for i in range(self.n_objectives)]
-        self.status = status
+        self.header = header if header is not None else RunHeader()
+        if objectives is None:
+            objectives = (objectives_from_settings(len(directions), directions, objective_names)
+                          if directions is not None else self.header.objectives)
+        self.objectives: list[Objective] = list(objectives)
+        self.status = status if status is not None else (self.header.status if header is not None else "finished")
         self.store_path = store_path
-        self.header = header or {}
-        self._sign = np.array([1.0 if d == "min" else -1.0 for d in self.directions])
+        self._sign = signs(self.objectives)
 
     @classmethod
-    def from_store(cls, store: RunStore) -> "Results":
-        """Build from a run store's header and rows."""
-        h = store.header()
-        cfg = h.get("config", {})
-        n = cfg.get("num_objectives", 1)
-        pt = cfg.get("problem_type", "min")
-        directions = [pt] * n if isinstance(pt, str) else list(pt)
-        return cls(store.records(), directions=directions, objective_names=cfg.get("objective_names"),
-                   status=h.get("status", "unknown"), store_path=store.path, header=h)
+    def from_store(cls, store: RunStore) -> Results:
+        """A snapshot of a run store's header and rows."""
+        header = store.header() or RunHeader()
+        return cls(store.records(), header=header, status=header.status, store_path=store.path)
+
+    # -- what was measured -------------------------------------------------------------------
+    @property
+    def directions(self) -> list[str]:
+        """"min"/"max" per objective."""
+        return [o.direction for o in self.objectives]
+
+    @property
+    def objective_names(self) -> list[str]:
+        """Objective names, in score order."""
+        return [o.name for o in self.objectives]
+
+    @property
+    def n_objectives(self) -> int:
+        """How many objectives the run has."""
+        return len(self.objectives)
+
+    @property
+    def validation(self) -> Validation | None:
+        """The latest interleaved re-measurement of a GPU run (see ``compileiq_lab.analysis.validation``), or None."""
+        return self.header.validation
 
     # -- tables ------------------------------------------------------------------------------
     def _row(self, r: EvalRecord) -> dict[str, Any]:
@@ -66,7 +87,7 @@ class Results:
                    started_at=r.started_at, detail=r.detail)
         return row
 
-    def get_results(self, normalize: bool = False, detail: bool = False) -> "pd.DataFrame":
+    def get_results(self, normalize: bool = False, detail: bool = False) -> pd.DataFrame:
         """One row per objective call, in call order.
 
         Args:
@@ -87,30 +108,42 @@ class Results:
         df["eval_id"] = df["eval_id"].astype("int64")
         df["generation"] = df["generation"].astype("int64")
         if normalize:
-            base = self.baseline
+            base = self.baseline_record
             for i in range(self.n_objectives):
-                b = base[f"score_{i + 1}"] if base and base["status"] == "ok" else math.nan
+                b = base.scores[i] if base is not None and base.status == "ok" and base.scores else math.nan
                 if not (isinstance(b, numbers.Real) and math.isfinite(b) and b != 0):
                     if base is not None:
                         log.warning("baseline has no usable score_%d (%s); normalised scores are NaN",
-                                    i + 1, base["status"] if base else "missing")
+                                    i + 1, base.status)
                     b = math.nan
                 df[f"norm_score_{i + 1}"] = df[f"score_{i + 1}"] / b
         return df
 
     @property
+    def baseline_record(self) -> EvalRecord | None:
+        """The stored evaluation of the baseline (compiler defaults), if the run made one."""
+        return next((r for r in self.records if r.is_baseline), None)
+
+    @property
     def baseline(self) -> dict[str, Any] | None:
-        """The evaluation of the empty config (compiler defaults), if the run made one."""
-        for r in self.records:
-            if r.is_baseline:
-                return self._row(r)
-        return None
+        """The evaluation of the baseline (compiler defaults) as a row, if the run made one."""
+        rec = self.baseline_record
+        return self._row(rec) if rec is not None else None
+
+    def record(self, eval_id: int) -> EvalRecord | None:
+        """The stored evaluation with this id, or None."""
+        return next((r for r in self.records if r.eval_id == eval_id), None)
 
     # -- best and front ----------------------------------------------------------------------
     def _ok(self) -> tuple[list[EvalRecord], np.ndarray]:
         ok = [r for r in self.records if r.status == "ok" and r.scores is not None]
         F = np.array([r.scores for r in ok], dtype=float).reshape(len(ok), self.n_objectives)
         return ok, F * self._sign
+
+    def front_records(self) -> list[EvalRecord]:
+        """The records on the exact Pareto front, in call order (see ``pareto_front``)."""
+        ok, F = self._ok()
+        return [r for r, keep in zip(ok, pareto_mask(F)) if keep]
 
     def pareto_front(self) -> list[dict[str, Any]]:
         """Every successful evaluation that no other one dominates, in call order.
@@ -119,8 +152,7 @@ class Results:
         left out; points with identical scores are all kept. With one objective this is every
         evaluation that reached the best score.
         """
-        ok, F = self._ok()
-        return [self._row(r) for r, keep in zip(ok, pareto_mask(F)) if keep]
+        return [self._row(r) for r in self.front_records()]
 
     def get_best_result(self) -> dict[str, Any] | list[dict[str, Any]] | None:
         """The best row (one objective; earliest on ties) or the Pareto front (several); None if nothing succeeded."""
@@ -130,34 +162,6 @@ class Results:
         if not ok:
             return None
         return self._row(ok[int(np.argmin(F[:, 0]))])
-
-    @property
-    def validation(self) -> Any:
-        """The latest interleaved re-measurement of a GPU run (``compileiq_lab.analysis.validation.Validation``), or None."""
-        from compileiq_lab.analysis.validation import HEADER_KEY, Validation
-
-        stored = self.header.get(HEADER_KEY)
-        return Validation.from_dict(stored) if stored else None
-
-    # -- static figures (plotly) ----------------------------------------------------------------
-    def plot_pareto(self, x: int | str = 0, y: int | str = 1) -> Any:
-        """The Pareto scatter of objective ``x`` against ``y`` as a plotly Figure (the dashboard's view, static)."""
-        from compileiq_lab.viz.figures import pareto_figure
-
-        return pareto_figure(self, x, y)
-
-    def plot_history(self) -> Any:
-        """Best-so-far and median per generation per objective, and failures, as a plotly Figure."""
-        from compileiq_lab.viz.figures import history_figure
-
-        return history_figure(self)
-
-    def control_influence(self, objective: int | str = 0, **options: Any) -> "pd.DataFrame":
-        """Per-control influence on an objective with uncertainty ("not explored" where a control never
-        varied); see ``compileiq_lab.analysis.influence.control_influence`` (needs scikit-learn)."""
-        from compileiq_lab.analysis.influence import control_influence
-
-        return control_influence(self, objective, **options)
 
     # -- summaries ---------------------------------------------------------------------------
     def status_counts(self) -> dict[str, int]:

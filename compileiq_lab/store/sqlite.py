@@ -8,20 +8,21 @@ import sqlite3
 import threading
 import time
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from compileiq_lab.exceptions import StoreError
+from compileiq_lab.store.header import SCHEMA_VERSION, RunHeader
 
 try:
     import fcntl
 except ImportError:  # pragma: no cover - Windows: no writer lock
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["RunStore", "EvalRecord", "SCHEMA_VERSION", "DEFAULT_DIR", "new_store_path"]
+__all__ = ["DEFAULT_DIR", "MEMORY", "SCHEMA_VERSION", "EvalRecord", "RunStore", "new_store_path"]
 
-SCHEMA_VERSION = 1
 DEFAULT_DIR = "compileiq_runs"
 MEMORY = ":memory:"
 
@@ -67,7 +68,7 @@ class EvalRecord:
                 self.elapsed_s, self.started_at, int(self.is_baseline), json.dumps(self.detail, default=str))
 
     @classmethod
-    def from_row(cls, row: Iterable[Any]) -> "EvalRecord":
+    def from_row(cls, row: Iterable[Any]) -> EvalRecord:
         d = dict(zip(_COLUMNS, row))
         d["params"] = json.loads(d["params"])
         d["scores"] = None if d["scores"] is None else json.loads(d["scores"])
@@ -93,13 +94,13 @@ class RunStore:
     Args:
         path: A file path, or ":memory:" for a store that lives only in this process.
         readonly: Open an existing file without the right to change it.
-        header: Header values for a store that does not exist yet. A new file is built under a
+        header: The header of a store that does not exist yet. A new file is built under a
             temporary name and renamed into place with its header, so a store file that exists
             always holds a header, whenever the process dies.
     """
 
     def __init__(self, path: str | os.PathLike[str] = MEMORY, *, readonly: bool = False,
-                 header: dict[str, Any] | None = None) -> None:
+                 header: RunHeader | None = None) -> None:
         self.path = str(path)
         self.readonly = readonly
         self._lock = threading.RLock()
@@ -115,7 +116,7 @@ class RunStore:
             f"SELECT {', '.join(_COLUMNS)} FROM evals ORDER BY eval_id")]
         self._by_key = {r.config_key: r for r in self._records}
 
-    def _create(self, header: dict[str, Any]) -> None:
+    def _create(self, header: RunHeader) -> None:
         target = Path(self.path)
         target.parent.mkdir(parents=True, exist_ok=True)
         tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
@@ -124,7 +125,7 @@ class RunStore:
             conn.execute("PRAGMA journal_mode=WAL")
             conn.executescript(_SCHEMA)
             conn.executemany("INSERT INTO meta(key, value) VALUES (?, ?)",
-                             [(k, json.dumps(v)) for k, v in header.items()])
+                             [(k, json.dumps(v)) for k, v in header.to_values().items()])
         finally:
             conn.close()
         os.replace(tmp, target)
@@ -156,17 +157,31 @@ class RunStore:
                              f"reads version {SCHEMA_VERSION}; open it with the version that wrote it")
 
     # -- header ------------------------------------------------------------------------------
-    def header(self) -> dict[str, Any]:
-        """All header values (empty for a new store)."""
+    def header(self) -> RunHeader | None:
+        """The run's header (None for a store no run has written yet)."""
         with self._lock:
-            return {k: json.loads(v) for k, v in self._conn.execute("SELECT key, value FROM meta")}
+            values = {k: json.loads(v) for k, v in self._conn.execute("SELECT key, value FROM meta")}
+        return RunHeader.from_values(values) if values else None
 
-    def set_header(self, **values: Any) -> None:
-        """Write header values (JSON-serialisable), committed at once."""
+    def write_header(self, header: RunHeader) -> None:
+        """Store a header (committed at once). Only the writer of the run (see ``acquire``) should call this."""
         self._require_writable()
         with self._lock:
             self._conn.executemany("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
-                                   [(k, json.dumps(v)) for k, v in values.items()])
+                                   [(k, json.dumps(v)) for k, v in header.to_values().items()])
+
+    def update_header(self, **changes: Any) -> RunHeader:
+        """Change some header fields (see ``RunHeader``); returns the new header.
+
+        Raises:
+            StoreError: The store has no header yet.
+        """
+        current = self.header()
+        if current is None:
+            raise StoreError(f"run store {self.path!r} has no header to update; write one first")
+        new = current.replace(**changes)
+        self.write_header(new)
+        return new
 
     # -- rows --------------------------------------------------------------------------------
     def append(self, record: EvalRecord) -> None:

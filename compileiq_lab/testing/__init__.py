@@ -8,4 +8,4 @@ from compileiq_lab.testing.objectives import (
     toy_space,
 )
 
-__all__ = ["toy_objective", "toy_space", "FlagProblem"]
+__all__ = ["FlagProblem", "toy_objective", "toy_space"]

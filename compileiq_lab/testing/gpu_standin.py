@@ -2,8 +2,8 @@
 
 A "cubin" given to it is either a JSON script or any other file. A script may ask for real process
 trouble ("sleep_s": hang, "exit": die with that code, "raise": fail with that message, "fatal":
-fail as a sticky CUDA error would, "refused": fail as a launch the GPU refuses), a wrong output ("wrong": true), or a timing
-("time_s": median seconds per launch, "noise": relative spread). Any other file gets a time
+fail as a sticky CUDA error would, "refused": fail as a launch the GPU refuses), a wrong output
+("wrong": true), or a timing ("time_s": median seconds per launch, "noise": relative spread). Any other file gets a time
 proportional to its size (1 ns per byte), so bigger code is slower: a static stand-in for runtime. On a
 workload named "inverted" the order flips (time = 1e8 / size ns: every speedup becomes its inverse), to
 stand for flags that win on one input size and lose on another.
@@ -24,7 +24,7 @@ import numpy as np
 
 from compileiq_lab.measure.gpu_backend import GpuBackend, Prepared
 
-__all__ = ["StandInBackend", "NoNvmlStandIn", "StandInMeter", "STANDIN_BACKEND", "script"]
+__all__ = ["STANDIN_BACKEND", "NoNvmlStandIn", "StandInBackend", "StandInMeter", "script"]
 
 #: Pass as ``backend=`` to GpuRunner / KernelEvaluator(gpu_backend=...).
 STANDIN_BACKEND = "compileiq_lab.testing.gpu_standin:StandInBackend"

@@ -9,7 +9,7 @@ import numpy as np
 
 from compileiq_lab import space as ss
 
-__all__ = ["toy_objective", "toy_space", "FlagProblem"]
+__all__ = ["FlagProblem", "toy_objective", "toy_space"]
 
 
 def toy_space() -> dict[str, Any]:
@@ -20,7 +20,7 @@ def toy_space() -> dict[str, Any]:
 
 def toy_objective(config: dict[str, Any]) -> float:
     """``x**2 + y``; raises KeyError on the empty (baseline) config, as the documented example does."""
-    return config["x"] ** 2 + config["y"]
+    return float(config["x"] ** 2 + config["y"])
 
 
 @dataclass

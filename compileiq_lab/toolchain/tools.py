@@ -1,17 +1,23 @@
-"""Finding compiler executables (PATH, then the pinned CUDA wheels) and ending the processes we start."""
+"""Compiler executables: finding them (PATH, then the pinned CUDA wheels), running them safely, their versions."""
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import subprocess
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from compileiq_lab.exceptions import ConfigurationError
 
-__all__ = ["find_tool", "kill_process_group"]
+__all__ = ["ToolResult", "find_tool", "kill_process_group", "run_tool", "tool_version"]
+
+_TAIL = 2000
 
 
 def _wheel_tool(name: str) -> str | None:
@@ -36,9 +42,58 @@ def find_tool(name: str) -> str:
     return path
 
 
-def kill_process_group(proc: "subprocess.Popen[Any]") -> None:
+def kill_process_group(proc: subprocess.Popen[Any]) -> None:
     """SIGKILL a child started with ``start_new_session=True`` together with everything it started."""
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         proc.kill()
+
+
+@dataclass
+class ToolResult:
+    """Outcome of one compiler process."""
+
+    returncode: int | None  # None: killed on timeout
+    stdout: str
+    stderr: str
+    elapsed_s: float
+
+    @property
+    def timed_out(self) -> bool:
+        return self.returncode is None
+
+    def tail(self) -> str:
+        """The last lines of the compiler's output (for error rows)."""
+        text = (self.stderr + ("\n" + self.stdout if self.stdout.strip() else "")).strip()
+        return text[-_TAIL:]
+
+
+def run_tool(argv: Sequence[str], timeout_s: float, cwd: str | Path | None = None) -> ToolResult:
+    """Run a command (never through a shell) in its own process group; kill the group on timeout."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                            cwd=cwd, start_new_session=True, text=True, errors="replace")
+    try:
+        out, err = proc.communicate(timeout=timeout_s)
+        return ToolResult(proc.returncode, out, err, time.perf_counter() - t0)
+    except subprocess.TimeoutExpired:
+        kill_process_group(proc)
+        out, err = proc.communicate()
+        return ToolResult(None, out, err, time.perf_counter() - t0)
+    except BaseException:
+        kill_process_group(proc)
+        proc.wait()
+        raise
+
+
+_VERSION_CACHE: dict[str, str] = {}
+
+
+def tool_version(exe: str) -> str:
+    """The first version-looking line of ``exe --version`` (cached)."""
+    if exe not in _VERSION_CACHE:
+        res = run_tool([exe, "--version"], 30)
+        lines = [ln for ln in (res.stdout + res.stderr).splitlines() if re.search(r"\d+\.\d+", ln)]
+        _VERSION_CACHE[exe] = lines[-1].strip() if lines else "unknown"
+    return _VERSION_CACHE[exe]

@@ -9,17 +9,17 @@ import statistics
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from compileiq_lab.analysis.table import control_columns, ok_records
 from compileiq_lab.exceptions import ConfigurationError
+from compileiq_lab.space.space import flatten_params
 
 if TYPE_CHECKING:
     from compileiq_lab.store.results import Results
     from compileiq_lab.store.sqlite import EvalRecord
 
 __all__ = [
-    "DEFAULT_LABEL",
     "failure_summary",
     "failure_text",
-    "flatten_params",
     "front_table",
     "history_data",
     "hover_text",
@@ -29,31 +29,10 @@ __all__ = [
     "speedup",
 ]
 
-DEFAULT_LABEL = "default"
 _MAX_EXAMPLES = 3
 
 
 # -- helpers ---------------------------------------------------------------------------------
-def flatten_params(params: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    """Flatten nested params to dotted names, e.g. ``{"ptxas": {"O": 3}}`` -> ``{"ptxas.O": 3}``.
-
-    Args:
-        params: A config dict, possibly nested.
-        prefix: Name prefix for recursion.
-
-    Returns:
-        A flat dict of dotted name -> value.
-    """
-    flat: dict[str, Any] = {}
-    for key, value in params.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, Mapping):
-            flat.update(flatten_params(value, prefix=f"{name}."))
-        else:
-            flat[name] = value
-    return flat
-
-
 def params_text(params: Mapping[str, Any], sep: str = "<br>") -> str:
     """Params as HTML-escaped ``name=value`` lines (``(compiler defaults)`` for an empty config).
 
@@ -88,10 +67,6 @@ def _fmt(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.6g}"
     return value if isinstance(value, str) else json.dumps(value, default=str)
-
-
-def _ok(results: Results) -> list[EvalRecord]:
-    return [r for r in results.records if r.status == "ok" and r.scores is not None]
 
 
 def _front_ids(results: Results) -> set[int]:
@@ -156,7 +131,7 @@ def pareto_data(results: Results, x: int | str = 0, y: int | str = 1) -> dict[st
     def yval(r: EvalRecord) -> float:
         return float(r.eval_id) if yi is None else float(r.scores[yi])  # type: ignore[index]
 
-    ok = _ok(results)
+    ok = ok_records(results)
     points: dict[str, list[Any]] = {
         "x": [float(r.scores[xi]) for r in ok], "y": [yval(r) for r in ok],  # type: ignore[index]
         "eval_id": [r.eval_id for r in ok], "generation": [r.generation for r in ok],
@@ -255,53 +230,15 @@ def parallel_data(results: Results) -> dict[str, Any]:
         A dict with ``eval_id``, ``generation`` and ``on_front`` lists and ``columns``: a list of
         {name, kind ("control"/"objective"), type, values, labels (categorical only), raw}.
     """
-    ok = _ok(results)
+    ok = ok_records(results)
     front = _front_ids(results)
-    flat = [flatten_params(r.params) for r in ok]
-    names = _control_names(results, flat)
-    columns = [_control_column(name, [f.get(name, DEFAULT_LABEL) for f in flat]) for name in names]
+    columns = control_columns(results)
     for k, obj in enumerate(results.objective_names):
         columns.append({"name": obj, "kind": "objective", "type": "numeric",
                         "direction": results.directions[k],
                         "values": [float(r.scores[k]) for r in ok], "raw": None})  # type: ignore[index]
     return {"eval_id": [r.eval_id for r in ok], "generation": [r.generation for r in ok],
             "on_front": [r.eval_id in front for r in ok], "columns": columns}
-
-
-def _control_names(results: Results, flat: list[dict[str, Any]]) -> list[str]:
-    names: list[str] = []
-
-    def walk(space: Mapping[str, Any], prefix: str) -> None:
-        for key, spec in space.items():
-            if isinstance(spec, Mapping) and isinstance(spec.get("kind"), str):
-                names.append(f"{prefix}{key}")
-            elif isinstance(spec, Mapping):
-                walk(spec, f"{prefix}{key}.")
-
-    space = results.header.get("space")
-    if isinstance(space, Mapping):
-        walk(space, "")
-    seen = set(names)
-    extra = sorted({k for f in flat for k in f} - seen)
-    return names + extra
-
-
-def _is_number(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
-
-
-def _control_column(name: str, raw: list[Any]) -> dict[str, Any]:
-    if raw and all(_is_number(v) for v in raw):
-        return {"name": name, "kind": "control", "type": "numeric",
-                "values": [float(v) for v in raw], "raw": raw}
-    keyed = {_fmt(v): v for v in raw if not (isinstance(v, str) and v == DEFAULT_LABEL)}
-    nums = sorted(k for k, v in keyed.items() if _is_number(v))
-    nums.sort(key=lambda k: float(keyed[k]))
-    others = sorted(k for k, v in keyed.items() if not _is_number(v))
-    labels = [DEFAULT_LABEL, *nums, *others]
-    code = {lab: i for i, lab in enumerate(labels)}
-    return {"name": name, "kind": "control", "type": "categorical",
-            "values": [code[_fmt(v)] for v in raw], "labels": labels, "raw": raw}
 
 
 # -- tables ----------------------------------------------------------------------------------
@@ -347,7 +284,7 @@ def failure_summary(results: Results) -> list[dict[str, Any]]:
     for r in results.records:
         if r.status != "ok":
             groups.setdefault(r.status, []).append(r)
-    rows = [{"status": status, "count": len(recs),
+    rows: list[dict[str, Any]] = [{"status": status, "count": len(recs),
              "examples": [{"eval_id": r.eval_id, "error": _first_line(r.error)} for r in recs[:_MAX_EXAMPLES]]}
             for status, recs in groups.items()]
     rows.sort(key=lambda row: (-row["count"], row["status"]))

@@ -9,6 +9,7 @@ from compileiq_lab.exceptions import OptionalDependencyError
 from compileiq_lab.viz.data import history_data, parallel_data, pareto_data
 
 if TYPE_CHECKING:
+    import pandas as pd
     import plotly.graph_objects as go
 
     from compileiq_lab.store.results import Results
@@ -158,7 +159,7 @@ def parallel_figure(results: Results) -> go.Figure:
     return fig
 
 
-def influence_figure(influence: Any) -> go.Figure:
+def influence_figure(influence: pd.DataFrame) -> go.Figure:
     """Horizontal bars of per-control influence (a ``control_influence`` DataFrame) with 10-90 % whiskers;
     controls that never varied are listed as "not explored" with no bar.
 

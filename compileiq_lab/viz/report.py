@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-import logging
-
 import datetime as _dt
 import html
 import json
+import logging
 import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from compileiq_lab.viz.data import failure_summary, flatten_params, front_table
+from compileiq_lab.space.space import flatten_params
+from compileiq_lab.viz.data import failure_summary, front_table
 
 if TYPE_CHECKING:
     from compileiq_lab.store.results import Results
@@ -47,8 +47,7 @@ def _kv_table(rows: list[tuple[str, Any]]) -> str:
 
 
 def _meta(results: Results) -> dict[str, Any]:
-    meta = results.header.get("metadata")
-    return dict(meta) if isinstance(meta, Mapping) else {}
+    return dict(results.header.metadata)
 
 
 def _title(results: Results) -> str:
@@ -64,8 +63,7 @@ def _when(ts: Any) -> str:
 
 
 def _summary(results: Results) -> str:
-    cfg = results.header.get("config", {}) if isinstance(results.header.get("config"), Mapping) else {}
-    resolved = results.header.get("resolved", {}) if isinstance(results.header.get("resolved"), Mapping) else {}
+    cfg, resolved = results.header.config, results.header.resolved
     gens = {r.generation for r in results.records}
     statuses = ", ".join(f"{s}: {n}" for s, n in sorted(results.status_counts().items()))
     objectives = ", ".join(f"{n} ({d})" for n, d in zip(results.objective_names, results.directions))
@@ -76,9 +74,9 @@ def _summary(results: Results) -> str:
         ("pool size", resolved.get("pool_size", cfg.get("pool_size", "?"))),
         ("strategy", resolved.get("strategy", cfg.get("strategy", "?"))),
         ("seed", cfg.get("seed", "?")), ("store", results.store_path),
-        ("objective function", results.header.get("objective", "?")),
-        ("created", _when(results.header.get("created_at"))),
-        ("compileiq-lab version", results.header.get("package_version", "?"))]
+        ("objective function", results.header.objective or "?"),
+        ("created", _when(results.header.created_at or None)),
+        ("compileiq-lab version", results.header.package_version or "?")]
     return "<h2>Run summary</h2>" + _kv_table(rows)
 
 
@@ -99,13 +97,14 @@ def _figures(results: Results) -> str:
 
 def _influence_figures(results: Results) -> list[tuple[str, Any]]:
     """Per-objective influence bars, where scikit-learn is installed and the run has enough evaluations."""
+    from compileiq_lab.analysis.influence import control_influence
     from compileiq_lab.exceptions import ConfigurationError, OptionalDependencyError
     from compileiq_lab.viz.figures import influence_figure
 
     out = []
     for k in range(results.n_objectives):
         try:
-            df = results.control_influence(k, rounds=5, n_trees=60)
+            df = control_influence(results, k, rounds=5, n_trees=60)
         except (ConfigurationError, OptionalDependencyError) as exc:
             log.info("no influence chart: %s", exc)
             return []

@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+
+from compileiq_lab.run.events import RunEvent
 
 __all__ = ["EventBridge"]
 
@@ -26,7 +28,7 @@ class EventBridge:
         loop: The loop to flush on (default: the running loop of this thread, if any).
     """
 
-    def __init__(self, on_flush: Callable[[list[dict[str, Any]]], None], interval_s: float = 0.25,
+    def __init__(self, on_flush: Callable[[list[RunEvent]], None], interval_s: float = 0.25,
                  loop: asyncio.AbstractEventLoop | None = None) -> None:
         self.on_flush, self.interval_s = on_flush, interval_s
         if loop is None:
@@ -35,12 +37,12 @@ class EventBridge:
             except RuntimeError:
                 loop = None
         self.loop = loop if loop is not None and loop.is_running() else None
-        self._queue: list[dict[str, Any]] = []
+        self._queue: list[RunEvent] = []
         self._lock = threading.Lock()
         self._scheduled = False
         self.flushes = 0
 
-    def push(self, event: dict[str, Any]) -> None:
+    def push(self, event: RunEvent) -> None:
         """Queue an event (any thread) and make sure a flush is scheduled."""
         with self._lock:
             self._queue.append(event)
@@ -66,7 +68,7 @@ class EventBridge:
             self.flushes += 1
             try:
                 self.on_flush(events)
-            except Exception:  # noqa: BLE001 - a display error must not stop later updates
+            except Exception:
                 log.exception("dashboard update failed")
         return len(events)
 

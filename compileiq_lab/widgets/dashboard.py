@@ -10,14 +10,19 @@ from typing import TYPE_CHECKING, Any
 
 import ipywidgets as w
 
+from compileiq_lab.exceptions import ConfigurationError
+from compileiq_lab.kernels import KernelRun
+from compileiq_lab.run import Run
+from compileiq_lab.run.events import EvaluationEvent, FailedEvent, FinishedEvent, RunEvent
+from compileiq_lab.store import Results, load_results
 from compileiq_lab.widgets.bridge import EventBridge
 from compileiq_lab.widgets.detail import DetailPanel, export_point
 from compileiq_lab.widgets.live import LivePlots
-from compileiq_lab.widgets.setup import RunContext, RunForm
+from compileiq_lab.widgets.setup import RunForm
 
 if TYPE_CHECKING:
-    from compileiq_lab.store.results import Results
-    from compileiq_lab.run.thread import Run
+    from compileiq_lab.store.header import RunHeader
+    from compileiq_lab.store.sqlite import EvalRecord
 
 __all__ = ["Dashboard"]
 
@@ -34,12 +39,14 @@ class Dashboard:
 
     Args:
         run: An existing, not yet started Run to watch (its Start button starts it); None shows the form.
-        context: The kernel/catalog/evaluator behind ``run`` (for ACF export and argv in the detail panel).
+        kernel_run: The KernelRun behind ``run`` (for ACF export and argv in the detail panel).
         store: Run store path for runs built from the form (default: a new file under ./compileiq_runs/).
     """
 
-    def __init__(self, run: "Run | None" = None, context: RunContext | None = None, store: str | None = None) -> None:
-        self.run, self.context, self.store = run, context or RunContext(), store
+    def __init__(self, run: Run | None = None, kernel_run: KernelRun | None = None, store: str | None = None) -> None:
+        self.run, self.kernel_run, self.store = run, kernel_run, store
+        self._records: list[EvalRecord] = []
+        self._header: RunHeader | None = None
         self.form = None if run is not None else RunForm()
         self.start_button = w.Button(description="Start", button_style="success", icon="play")
         self.pause_button = w.Button(description="Pause", icon="pause", disabled=True)
@@ -66,7 +73,8 @@ class Dashboard:
             self._attach(run)
 
     @classmethod
-    def open(cls, path: str, objective: Any = None, generations: int | None = None, workers: int = 1) -> "Dashboard":
+    def open(cls, path: str, objective: Any = None, generations: int | None = None,
+             workers: int | None = None) -> Dashboard:
         """A dashboard over a stored run (after a closed notebook or a restarted kernel): its points are shown
         at once, and Start continues it (to ``generations`` if given) without redoing any evaluation.
 
@@ -76,34 +84,24 @@ class Dashboard:
         Raises:
             ConfigurationError: A Python-objective run opened without its objective.
         """
-        from compileiq_lab import Run, load_results
-        from compileiq_lab.exceptions import ConfigurationError
-
         header = load_results(path).header
-        meta = header.get("metadata") or {}
-        if "kernel" not in meta:
+        if header.kernel is None:
             if objective is None:
-                raise ConfigurationError(f"run {path!r} was made with a Python objective ({header.get('objective')}); "
+                raise ConfigurationError(f"run {path!r} was made with a Python objective ({header.objective}); "
                                          "pass it again: Dashboard.open(path, objective=fn)")
-            return cls(Run.open(path, objective, workers=workers, generations=generations))
-        from compileiq_lab.kernels import load_kernel
-        from compileiq_lab.measure.evaluator import KernelEvaluator
-        from compileiq_lab.space.catalogs import get_catalog
-
-        kernel = load_kernel(meta["kernel"])
-        catalog = get_catalog(meta["catalog"]).select(names=[k for k in header["space"] if k != "defines"])
-        compiler = meta["catalog"] if meta["catalog"] in ("gcc", "clang", "nvrtc") else "gcc"
-        ev = KernelEvaluator(kernel, catalog, meta["objectives"], arch=meta.get("arch") or "sm_90", compiler=compiler)
-        run = Run.open(path, ev, workers=workers, generations=generations, constraint=ev.constraint)
-        return cls(run, RunContext(kernel, catalog, ev, meta))
+            return cls(Run.open(path, objective, workers=workers or 1, generations=generations))
+        kernel_run = KernelRun.from_header(header)
+        run = Run.open(path, kernel_run, workers=workers or kernel_run.workers, generations=generations,
+                       constraint=kernel_run.constraint)
+        return cls(run, kernel_run)
 
     def _ipython_display_(self) -> None:
         from IPython.display import display
 
-        display(self.widget)
+        display(self.widget)  # type: ignore[no-untyped-call]
 
     # -- control ---------------------------------------------------------------------------------
-    def start(self) -> "Run | None":
+    def start(self) -> Run | None:
         """Build the run from the form if needed, and start it. Returns the run (None if it could not be built)."""
         if self.run is not None and self.run.running:
             self.error.value = "<span style='color:#b00'>a run is still going; stop it and wait for it to end</span>"
@@ -114,7 +112,7 @@ class Dashboard:
                 return None
             self._release_evaluator()
             try:
-                run, self.context = self.form.build(self.store)
+                run, self.kernel_run = self.form.build(self.store)
             except Exception as exc:  # noqa: BLE001 - shown in the UI with its fix
                 self.error.value = f"<span style='color:#b00'>{html.escape(str(exc))}</span>"
                 return None
@@ -139,7 +137,7 @@ class Dashboard:
             self.run.stop()
             self._buttons()
 
-    def wait(self, timeout: float | None = None) -> "Results | None":
+    def wait(self, timeout: float | None = None) -> Results | None:
         """Block until the run ends (or ``timeout``), then show its final state (for scripts and headless notebooks)."""
         try:
             return self.run.join(timeout) if self.run is not None else None
@@ -155,55 +153,70 @@ class Dashboard:
     def select(self, eval_id: int) -> None:
         """Show one evaluation in the detail panel (what clicking its point does)."""
         if self.run is not None:
-            self.detail.show(self.run.results(), eval_id, self.context)
+            self.detail.show(self.run.results(), eval_id, self.kernel_run)
 
     def export(self, eval_id: int | None = None, path: str | Path | None = None) -> Path:
         """Write the selected (or given) evaluation as an ACF (kernel runs) or JSON; returns the path."""
-        from compileiq_lab.exceptions import ConfigurationError
-
         eval_id = self.detail.eval_id if eval_id is None else eval_id
         if self.run is None or eval_id is None:
             raise ConfigurationError("select a point first (click it, or Dashboard.select(eval_id))")
-        return export_point(self.run.results(), eval_id, self.context, path)
+        return export_point(self.run.results(), eval_id, self.kernel_run, path)
 
     # -- internals -------------------------------------------------------------------------------
-    def _attach(self, run: "Run") -> None:
+    def _attach(self, run: Run) -> None:
         if self._unsubscribe is not None:
             self._unsubscribe()
         self.run = run
         self._unsubscribe = run.subscribe(self.bridge.push)
-        self.plots = LivePlots(run.search.config.objective_names or
-                               [f"score_{i + 1}" for i in range(run.search.config.num_objectives)],
-                               on_select=self.select)
+        self.plots = LivePlots([o.name for o in run.search.objectives], on_select=self.select)
         self.plot_area.children = (self.plots.box,)
         self.progress_bar.max = run.search.config.generations
         self.refresh()
         self._buttons()
 
     def refresh(self) -> None:
-        """Redraw everything from a snapshot of the run's results."""
+        """Redraw everything from a fresh snapshot of the run's store."""
         assert self.run is not None and self.plots is not None
-        self.plots.update(self.run.results())
+        snapshot = self.run.results()
+        self._records, self._header = list(snapshot.records), snapshot.header
+        self.plots.update(snapshot)
         self._show_progress()
 
-    def _apply(self, events: list[dict[str, Any]]) -> None:
+    def _snapshot(self) -> Results:
+        """The run as the dashboard knows it: the rows the events carried, no store read."""
+        assert self.run is not None
+        return Results(self._records, objectives=self.run.search.objectives, header=self._header,
+                       status=self.run.state, store_path=self.run.store_path)
+
+    def _apply(self, events: list[RunEvent]) -> None:
         t0 = time.perf_counter()
-        self.refresh()
-        failed = [e for e in events if e["type"] == "failed"]
+        gap = False
+        for e in events:
+            if isinstance(e, EvaluationEvent):  # rows are committed in eval-id order: append the next one
+                gap |= e.record.eval_id > len(self._records)
+                if e.record.eval_id == len(self._records):
+                    self._records.append(e.record)
+        if self.run is not None and self.plots is not None:
+            if gap:
+                self.refresh()  # a row went missing on the way: read the store once
+            else:
+                self.plots.update(self._snapshot())
+                self._show_progress()
+        failed = [e for e in events if isinstance(e, FailedEvent)]
         if failed:
-            self.error.value = (f"<b style='color:#b00'>the run failed: {html.escape(failed[-1]['error'])}</b>"
-                                f"<pre>{html.escape(failed[-1].get('traceback', ''))}</pre>")
-        if any(e["type"] in ("finished", "failed") for e in events):
+            self.error.value = (f"<b style='color:#b00'>the run failed: {html.escape(failed[-1].error)}</b>"
+                                f"<pre>{html.escape(failed[-1].traceback)}</pre>")
+        if any(isinstance(e, (FinishedEvent, FailedEvent)) for e in events):
             self._buttons()
             if self.form is not None:  # built here: stop its GPU worker (the results stay in the store)
                 self._release_evaluator()
-        if any(e["type"] == "finished" for e in events) and self.plots is not None:
+        if any(isinstance(e, FinishedEvent) for e in events) and self.plots is not None:
             self.plots.show_influence()
         log.debug("dashboard update of %d events took %.1f ms", len(events), 1e3 * (time.perf_counter() - t0))
 
     def _release_evaluator(self) -> None:
-        if self.context.evaluator is not None:
-            self.context.evaluator.close()
+        if self.kernel_run is not None:
+            self.kernel_run.close()
 
     def _show_progress(self) -> None:
         assert self.run is not None

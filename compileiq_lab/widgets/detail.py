@@ -10,11 +10,14 @@ from typing import TYPE_CHECKING, Any
 
 import ipywidgets as w
 
-from compileiq_lab.viz.data import flatten_params, speedup
+from compileiq_lab.acf.export import point_acf
+from compileiq_lab.exceptions import ConfigurationError
+from compileiq_lab.space.space import flatten_params
+from compileiq_lab.viz.data import speedup
 
 if TYPE_CHECKING:
+    from compileiq_lab.kernels.run import KernelRun
     from compileiq_lab.store.results import Results
-    from compileiq_lab.widgets.setup import RunContext
 
 __all__ = ["DetailPanel", "describe", "export_point"]
 
@@ -23,21 +26,23 @@ def _fmt(v: Any) -> str:
     return f"{v:.6g}" if isinstance(v, float) else html.escape(json.dumps(v) if not isinstance(v, str) else v)
 
 
-def describe(results: "Results", eval_id: int, context: "RunContext | None" = None) -> str:
+def describe(results: Results, eval_id: int, kernel_run: KernelRun | None = None) -> str:
     """HTML for one evaluation: status, controls set (everything else is the compiler default),
     the argv for kernel runs, objectives with speedups over the baseline, metrics, and the error of a failure."""
-    rec = next((r for r in results.records if r.eval_id == eval_id), None)
+    rec = results.record(eval_id)
     if rec is None:
         return f"<i>no evaluation {eval_id} in this run</i>"
-    base = next((r for r in results.records if r.is_baseline and r.status == "ok"), None)
+    base = results.baseline_record
+    base = base if base is not None and base.status == "ok" else None
     parts = [f"<b>eval {rec.eval_id}</b> (generation {rec.generation}{', baseline' if rec.is_baseline else ''}): "
              f"<b>{html.escape(rec.status)}</b>"]
     flat = flatten_params(rec.params)
-    rows = "".join(f"<tr><td><code>{html.escape(k)}</code></td><td>{_fmt(v)}</td></tr>" for k, v in sorted(flat.items()))
+    rows = "".join(f"<tr><td><code>{html.escape(k)}</code></td><td>{_fmt(v)}</td></tr>"
+                   for k, v in sorted(flat.items()))
     parts.append("<div>controls changed from the defaults:</div>" + (f"<table>{rows}</table>" if rows
                                                                      else "<div><i>none (compiler defaults)</i></div>"))
-    if context is not None and context.evaluator is not None:
-        argv = context.evaluator.argv(rec.params)
+    if kernel_run is not None:
+        argv = kernel_run.argv(rec.params)
         parts.append("<div>arguments: " + " ".join(f"<code>{html.escape(a)}</code>" for v in argv.values() for a in v)
                      + "</div>")
     if rec.scores is not None:
@@ -58,11 +63,11 @@ def describe(results: "Results", eval_id: int, context: "RunContext | None" = No
     return "".join(parts)
 
 
-def _validation_html(results: "Results", eval_id: int) -> str:
+def _validation_html(results: Results, eval_id: int) -> str:
     """The point's re-measured speedup (and per workload), with a warning when it loses somewhere."""
     v = results.validation
     row = v.row(eval_id) if v is not None else None
-    if row is None:
+    if v is None or row is None:
         return ""
     lines = [f"re-measured: {row['speedup']:.4f}x [{row['low']:.4f}, {row['high']:.4f}] "
              f"({'a win' if row['win'] else 'not a win'}, {v.rounds} interleaved rounds)"]
@@ -74,24 +79,21 @@ def _validation_html(results: "Results", eval_id: int) -> str:
     return warn + "<div>" + "<br>".join(lines) + "</div>"
 
 
-def export_point(results: "Results", eval_id: int, context: "RunContext | None" = None,
+def export_point(results: Results, eval_id: int, kernel_run: KernelRun | None = None,
                  path: str | Path | None = None) -> Path:
     """Write one successful evaluation: an ACF for kernel runs, else the point as JSON. Returns the path.
 
     Raises:
         ConfigurationError: The evaluation does not exist or failed.
     """
-    from compileiq_lab.exceptions import ConfigurationError
-
-    rec = next((r for r in results.records if r.eval_id == eval_id), None)
+    rec = results.record(eval_id)
     if rec is None or rec.status != "ok":
         raise ConfigurationError(f"export needs a successful evaluation, but eval {eval_id} is "
                                  f"{rec.status if rec else 'not in this run'}; click a point that succeeded")
-    if context is not None and context.kernel is not None:
-        from compileiq_lab.acf.export import point_acf
-
-        out = Path(path or f"{context.kernel.name}-eval{eval_id}.acf")
-        point_acf(results, rec, context.kernel, context.catalog, context.meta).write(out)
+    if kernel_run is not None:
+        out = Path(path or f"{kernel_run.kernel.name}-eval{eval_id}.acf")
+        meta = results.header.kernel or kernel_run.metadata()
+        point_acf(results, rec, kernel_run.kernel, kernel_run.catalog, meta).write(out)
         return out
     out = Path(path or f"point-eval{eval_id}.json")
     out.write_text(json.dumps({"eval_id": eval_id, "params": rec.params, "status": rec.status,
@@ -113,10 +115,10 @@ class DetailPanel:
         self.box = w.VBox([self.html, w.HBox([self.export_button, self.path]), self.message],
                           layout={"border": "1px solid #ddd", "padding": "6px"})
 
-    def show(self, results: "Results", eval_id: int, context: "RunContext | None") -> None:
+    def show(self, results: Results, eval_id: int, kernel_run: KernelRun | None) -> None:
         self.eval_id = eval_id
-        self.html.value = describe(results, eval_id, context)
-        rec = next((r for r in results.records if r.eval_id == eval_id), None)
+        self.html.value = describe(results, eval_id, kernel_run)
+        rec = results.record(eval_id)
         self.export_button.disabled = rec is None or rec.status != "ok"
-        self.export_button.description = "Export ACF" if context and context.kernel is not None else "Export JSON"
+        self.export_button.description = "Export ACF" if kernel_run is not None else "Export JSON"
         self.message.value = ""

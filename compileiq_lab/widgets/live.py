@@ -2,16 +2,24 @@
 
 from __future__ import annotations
 
+import asyncio
 import html
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import ipywidgets as w
 import numpy as np
 
+from compileiq_lab.analysis.influence import control_influence
+from compileiq_lab.exceptions import ConfigurationError, OptionalDependencyError
+from compileiq_lab.run.background import in_background
 from compileiq_lab.search.pareto import pareto_mask
+from compileiq_lab.space.objectives import signs
 from compileiq_lab.viz.data import failure_text, history_data, hover_text
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from compileiq_lab.store.results import Results
 
 __all__ = ["LivePlots"]
@@ -71,7 +79,7 @@ class LivePlots:
         self.x.observe(self._axes_changed, names="value")
         self.y.observe(self._axes_changed, names="value")
         self.view.observe(self._view_changed, names="value")
-        self._results: "Results | None" = None
+        self._results: Results | None = None
         self._directions: list[str] = ["min"] * k
         self._cache = _PointCache(self.names)
         self.explain = w.Button(description="Explain", icon="question", tooltip="fit a model of the objective on x "
@@ -82,7 +90,7 @@ class LivePlots:
         self.box = w.VBox([w.HBox([self.x, self.y, self.view]), w.HBox([self.pareto, self.side]), self.history])
 
     # -- updates (notebook thread only) ----------------------------------------------------------
-    def update(self, results: "Results") -> None:
+    def update(self, results: Results) -> None:
         """Show ``results`` (a snapshot): Pareto traces, 3-D view and history, one batch per figure."""
         self._results = results
         self._directions = list(results.directions)
@@ -91,7 +99,7 @@ class LivePlots:
             self._update_3d(results)
         self._update_history(results)
 
-    def _update_pareto(self, results: "Results") -> None:
+    def _update_pareto(self, results: Results) -> None:
         c = self._cache.add(results)
         if self.x.value not in self.names:
             return
@@ -146,10 +154,10 @@ class LivePlots:
             self.side.children = (self.influence, *self.side.children)
         return self.influence
 
-    def _update_3d(self, results: "Results") -> None:
+    def _update_3d(self, results: Results) -> None:
         self._make_3d()
         ok = [r for r in results.records if r.status == "ok" and r.scores is not None]
-        a = np.array([r.scores[:3] for r in ok], dtype=float).reshape(len(ok), 3)
+        a = np.array([(r.scores or [])[:3] for r in ok], dtype=float).reshape(len(ok), 3)
         with self.pareto3d.batch_update():
             self.pareto3d.data[0].update(x=a[:, 0], y=a[:, 1], z=a[:, 2], text=[f"eval {r.eval_id}" for r in ok],
                                          customdata=[r.eval_id for r in ok],
@@ -158,13 +166,13 @@ class LivePlots:
                                           "yaxis": {"title": {"text": self.names[1]}},
                                           "zaxis": {"title": {"text": self.names[2]}}}
 
-    def _update_history(self, results: "Results") -> None:
+    def _update_history(self, results: Results) -> None:
         d = history_data(results)
         with self.history.batch_update():
             for k, obj in enumerate(d["objectives"]):
                 ref = next((v for v in obj["best_so_far"] if v), None)  # normalise: objectives differ in scale
 
-                def norm(values: list[float | None]) -> list[float | None]:
+                def norm(values: list[float | None], ref: float | None = ref) -> list[float | None]:
                     return [None if v is None or not ref else v / ref for v in values]
                 self.history.data[2 * k].update(x=d["generations"], y=norm(obj["best_so_far"]))
                 self.history.data[2 * k + 1].update(x=d["generations"], y=norm(obj["median"]))
@@ -183,7 +191,7 @@ class LivePlots:
         if self._results is not None:
             self._update_pareto(self._results)
 
-    def show_influence(self, loop: Any = None) -> None:
+    def show_influence(self, loop: asyncio.AbstractEventLoop | None = None) -> None:
         """Fit the influence model for the x objective on the results shown and draw its bars.
 
         The fit takes a few seconds: with a running event loop (a notebook kernel; or ``loop``) it runs in a
@@ -191,9 +199,6 @@ class LivePlots:
         """
         if self._results is None:
             return
-        import asyncio
-        import threading
-
         if loop is None:
             try:
                 loop = asyncio.get_event_loop()
@@ -204,29 +209,25 @@ class LivePlots:
         try:  # import here, never in two threads at once (a concurrent first import can see a half-made module)
             import pandas  # noqa: F401
             import sklearn.ensemble  # noqa: F401
-
-            import compileiq_lab.analysis.influence  # noqa: F401
         except ImportError:
             loop = None  # the fit reports the missing package at once
         if loop is None or not loop.is_running():
             self._draw_influence(*self._fit_influence(results, objective))
             return
+        running = loop
 
-        def work() -> None:
-            outcome = self._fit_influence(results, objective)
-            loop.call_soon_threadsafe(lambda: self._draw_influence(*outcome))
-        threading.Thread(target=work, name="compileiq-influence", daemon=True).start()
+        def draw_later(outcome: tuple[pd.DataFrame | None, str, str]) -> None:
+            running.call_soon_threadsafe(lambda: self._draw_influence(*outcome))
+        in_background(lambda: self._fit_influence(results, objective), draw_later, name="compileiq-influence")
 
     @staticmethod
-    def _fit_influence(results: "Results", objective: str) -> tuple[Any, str, str]:
-        from compileiq_lab.exceptions import ConfigurationError, OptionalDependencyError
-
+    def _fit_influence(results: Results, objective: str) -> tuple[pd.DataFrame | None, str, str]:
         try:
-            return results.control_influence(objective, rounds=4, n_trees=50), objective, ""
+            return control_influence(results, objective, rounds=4, n_trees=50), objective, ""
         except (ConfigurationError, OptionalDependencyError) as exc:
             return None, objective, str(exc)
 
-    def _draw_influence(self, df: Any, objective: str, error: str) -> None:
+    def _draw_influence(self, df: pd.DataFrame | None, objective: str, error: str) -> None:
         if df is None:
             self.explain_note.value = html.escape(error)
             return
@@ -260,7 +261,7 @@ class _PointCache:
         self.reset()
 
     def reset(self) -> None:
-        self.n, self.last_id = 0, None
+        self.n, self.last_id = 0, -1
         self.ok_ids: list[int] = []
         self.ok_gen: list[int] = []
         self.ok_text: list[str] = []
@@ -277,12 +278,12 @@ class _PointCache:
             self._rows = []
         return self._scores
 
-    def add(self, results: "Results") -> "_PointCache":
+    def add(self, results: Results) -> _PointCache:
         recs = results.records
         if len(recs) < self.n or (self.n and recs[self.n - 1].eval_id != self.last_id):
             self.reset()  # another run, or a reopened one
         new = recs[self.n:]
-        sign = np.array([1.0 if d == "min" else -1.0 for d in results.directions])
+        sign = signs(results.objectives)
         fresh: dict[int, np.ndarray] = {}
         for r in new:
             if r.status == "ok" and r.scores is not None:

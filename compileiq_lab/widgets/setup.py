@@ -2,64 +2,29 @@
 
 from __future__ import annotations
 
-import functools
 import html
-import os
-from dataclasses import dataclass, field
 from typing import Any
 
 import ipywidgets as w
 
-__all__ = ["RunForm", "RunContext", "TOY"]
+from compileiq_lab.exceptions import ConfigurationError
+from compileiq_lab.kernels import KernelRun, KernelSpec, list_kernels, load_kernel
+from compileiq_lab.kernels.choices import CATALOGS, active_catalog, default_objectives, gpu_reason, objective_choices
+from compileiq_lab.kernels.choices import targets as kernel_targets
+from compileiq_lab.run import Run, Search
+from compileiq_lab.search import SearchConfiguration
+from compileiq_lab.testing import toy_objective, toy_space
+
+__all__ = ["TOY", "RunForm"]
 
 TOY = "toy (quickstart example)"
-_CATALOGS = {"cuda": ["nvcc", "ptxas", "nvrtc"], "c": ["gcc", "clang"]}
-_DEFAULTS = {"gpu": ["runtime", "energy"], "cpu": ["runtime", "text_bytes"], "static-cuda": ["sass_instructions", "registers"],
-             "static-c": ["text_bytes", "compile_time"]}
-
-
-@dataclass
-class RunContext:
-    """What a dashboard needs besides the Run: the kernel, catalog, evaluator and run metadata (None for the toy)."""
-
-    kernel: Any = None
-    catalog: Any = None
-    evaluator: Any = None
-    meta: dict[str, Any] = field(default_factory=dict)
-
-
-@functools.lru_cache(maxsize=None)
-def _active(name: str) -> Any:
-    from compileiq_lab.space.catalogs import active, get_catalog
-
-    try:
-        return active(get_catalog(name))[0]
-    except Exception:  # noqa: BLE001 - no compiler to check against: the curated catalog as is
-        return get_catalog(name)
-
-
-@functools.lru_cache(maxsize=1)
-def gpu_reason() -> str | None:
-    """Why no GPU runs here (cached; probed in a subprocess), or None."""
-    from compileiq_lab.measure.gpu import gpu_unavailable_reason
-
-    return gpu_unavailable_reason()
-
-
-@functools.lru_cache(maxsize=1)
-def gpu_arch() -> str | None:
-    """The first GPU's target (e.g. "sm_90"), probed in a subprocess; None without a GPU."""
-    from compileiq_lab.measure.gpu import gpu_target
-
-    return gpu_target()
+_FORM_CATALOGS = {lang: [c for c in names if c != "nvcc_frontend"] for lang, names in CATALOGS.items()}
 
 
 class RunForm:
-    """The setup half of the dashboard. ``build()`` returns (Run, RunContext) for the current choices."""
+    """The setup half of the dashboard. ``build()`` returns (Run, KernelRun or None) for the current choices."""
 
     def __init__(self) -> None:
-        from compileiq_lab.kernels import list_kernels
-
         kernels = [TOY, *list_kernels()]
         self.kernel = w.Dropdown(options=kernels, value=TOY, description="kernel")
         self.path = w.Text(placeholder="or a kernel folder / .cu / .c file", description="path")
@@ -72,7 +37,7 @@ class RunForm:
         self.pool = w.BoundedIntText(value=0, min=0, max=10_000, description="pool (0=auto)")
         self.seed = w.IntText(value=0, description="seed")
         self.note = w.HTML()
-        self._spec: Any = None
+        self._spec: KernelSpec | None = None
         for widget, handler in ((self.kernel, self._kernel_changed), (self.path, self._kernel_changed),
                                 (self.target, self._target_changed), (self.catalog, self._catalog_changed),
                                 (self.categories, self._categories_changed)):
@@ -83,10 +48,8 @@ class RunForm:
                            w.HBox([self.generations, self.pool, self.seed]), self.note])
 
     # -- choices follow each other ---------------------------------------------------------------
-    def spec(self) -> Any:
+    def spec(self) -> KernelSpec | None:
         """The chosen kernel spec (None for the toy)."""
-        from compileiq_lab.kernels import load_kernel
-
         if self.path.value.strip():
             return load_kernel(self.path.value.strip())
         return None if self.kernel.value == TOY else load_kernel(self.kernel.value)
@@ -102,41 +65,29 @@ class RunForm:
         if spec is None:
             targets, catalogs = ["python"], ["(toy space)"]
         else:
-            runnable = not spec.static_only
-            if spec.language == "cuda":
-                targets = (["gpu"] if runnable and gpu_reason() is None else []) + ["static"]
-                if runnable and gpu_reason() is not None:
-                    self.note.value = f"no GPU runs here ({html.escape(gpu_reason() or '')}): static metrics only"
-            else:
-                targets = (["cpu"] if runnable else []) + ["static"]
-            catalogs = _CATALOGS[spec.language]
+            targets, catalogs = kernel_targets(spec), _FORM_CATALOGS[spec.language]
+            reason = gpu_reason() if spec.language == "cuda" and not spec.static_only else None
+            if reason is not None:
+                self.note.value = f"no GPU runs here ({html.escape(reason)}): static metrics only"
         self.target.options, self.catalog.options = targets, catalogs
         self.target.value, self.catalog.value = targets[0], catalogs[0]  # options= alone leaves value None
         self._target_changed()
         self._catalog_changed()
 
     def _target_changed(self, change: Any = None) -> None:
-        from compileiq_lab.measure.evaluator import CPU_RUN_OBJECTIVES, GPU_OBJECTIVES, STATIC_OBJECTIVES
-
         spec = self._spec
         if spec is None:
             self.objectives.options, self.objectives.value = ["toy objective"], ("toy objective",)
             return
-        target = self.target.value
-        if spec.language == "cuda":
-            names = list(GPU_OBJECTIVES) * (target == "gpu") + list(STATIC_OBJECTIVES)
-            default = _DEFAULTS["gpu" if target == "gpu" else "static-cuda"]
-        else:
-            names = list(CPU_RUN_OBJECTIVES) * (target == "cpu") + ["text_bytes", "binary_size", "compile_time"]
-            default = _DEFAULTS["cpu" if target == "cpu" else "static-c"]
+        names = objective_choices(spec.language, self.target.value)
         self.objectives.options = names
-        self.objectives.value = tuple(d for d in default if d in names)
+        self.objectives.value = tuple(d for d in default_objectives(spec.language, self.target.value) if d in names)
 
     def _catalog_changed(self, change: Any = None) -> None:
         if self.catalog.value in (None, "(toy space)"):
             self.categories.options, self.docs.value = [], ""
             return
-        cats = sorted({c.category for c in _active(self.catalog.value).controls})
+        cats = sorted({c.category for c in active_catalog(self.catalog.value)[0].controls})
         self.categories.options = cats
         self.categories.value = tuple(cats)
 
@@ -146,51 +97,33 @@ class RunForm:
         chosen = set(self.categories.value)
         rows = "".join(f"<tr><td><code>{html.escape(c.name)}</code></td><td>{html.escape(c.category)}</td>"
                        f"<td>{html.escape(c.tier)}</td><td>{html.escape(c.doc)}</td></tr>"
-                       for c in _active(self.catalog.value).controls if c.category in chosen and not c.unsafe_math)
+                       for c in active_catalog(self.catalog.value)[0].controls
+                       if c.category in chosen and not c.unsafe_math)
         self.docs.value = ("<details><summary>controls searched</summary><table style='font-size:12px'>"
                            f"<tr><th>control</th><th>category</th><th>tier</th><th>what it does</th></tr>{rows}"
                            "</table></details>")
 
     # -- build -----------------------------------------------------------------------------------
-    def build(self, store: str | None = None) -> tuple[Any, RunContext]:
-        """The Run (not started) and its context for the current choices.
+    def build(self, store: str | None = None) -> tuple[Run, KernelRun | None]:
+        """The Run (not started) and its kernel run (None for the toy) for the current choices.
 
         Raises:
             ConfigurationError: A choice that cannot run (no objective, no GPU, ...), with the fix.
         """
-        from compileiq_lab import Run, Search, SearchConfiguration
-        from compileiq_lab.exceptions import ConfigurationError
-
-        gens, pool, seed = self.generations.value, self.pool.value or None, self.seed.value
+        settings = {"generations": self.generations.value, "pool_size": self.pool.value or None,
+                    "seed": self.seed.value}
         spec = self.spec()
         if spec is None:
-            from compileiq_lab.testing import toy_objective, toy_space
-
-            cfg = SearchConfiguration(generations=gens, pool_size=pool, seed=seed)
-            return Run(Search(toy_objective, toy_space(), cfg, store=store)), RunContext()
-        from compileiq_lab.measure.evaluator import KernelEvaluator
-
-        objectives = list(self.objectives.value)
-        if not objectives:
+            return Run(Search(toy_objective, toy_space(), SearchConfiguration(**settings), store=store)), None
+        if not self.objectives.value:
             raise ConfigurationError("pick at least one objective")
         if not self.categories.value:
             raise ConfigurationError("pick at least one category of controls to search")
-        catalog = _active(self.catalog.value).select(categories=list(self.categories.value))
-        compiler = self.catalog.value if self.catalog.value in ("gcc", "clang", "nvrtc") else "gcc"
-        arch = gpu_arch() if spec.language == "cuda" and self.target.value == "gpu" else "sm_90"
-        ev = KernelEvaluator(spec, catalog, objectives, compiler=compiler, arch=arch or "sm_90")
-        meta = {"kernel": spec.name, "language": spec.language, "source_sha256": spec.source_sha256(),
-                "catalog": self.catalog.value, "arch": (arch or "sm_90") if spec.language == "cuda" else None,
-                "objectives": objectives, "toolchain": ev.toolchain()}
-        if ev.gpu is not None:
-            meta["gpu"] = ev.gpu_info
-        cfg = SearchConfiguration(generations=gens, pool_size=pool, seed=seed, num_objectives=len(objectives),
-                                  problem_type=ev.directions, objective_names=objectives)
+        kernel_run = KernelRun(spec, self.catalog.value, list(self.objectives.value), target=self.target.value,
+                               categories=list(self.categories.value))
         try:
-            search = Search(ev, ev.space(), cfg, store=store, constraint=ev.constraint, metadata=meta)
+            search = Search.of(kernel_run, store=store, **settings)
         except BaseException:
-            ev.close()
+            kernel_run.close()
             raise
-        cpu_timed = spec.language == "c" and self.target.value == "cpu"
-        workers = 1 if cpu_timed else min(8, os.cpu_count() or 1)
-        return Run(search, workers=workers), RunContext(spec, catalog, ev, meta)
+        return Run(search, workers=kernel_run.workers), kernel_run

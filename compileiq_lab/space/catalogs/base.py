@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 from compileiq_lab.exceptions import SpaceDefinitionError
 from compileiq_lab.space.params import Param
 
-__all__ = ["Control", "Catalog", "Conflict", "CATEGORIES", "STAGES", "TIERS"]
+__all__ = ["CATEGORIES", "CUDA_COMPILERS", "STAGES", "TIERS", "Catalog", "Conflict", "Control"]
 
 log = logging.getLogger(__name__)
 
@@ -20,6 +21,8 @@ CATEGORIES = ("register_allocation", "scheduling", "math_precision", "memory_cac
 STAGES = ("frontend", "backend", "c")
 #: From controls every user should try to ones that rarely pay off.
 TIERS = ("common", "advanced", "exotic")
+#: Compilers whose arguments come in two stages (front end, then ptxas).
+CUDA_COMPILERS = ("nvcc", "ptxas", "nvrtc")
 
 
 @dataclass(frozen=True)
@@ -115,7 +118,7 @@ class Catalog:
         return [c.name for c in self.controls]
 
     def select(self, names: Iterable[str] | None = None, categories: Iterable[str] | None = None,
-               tiers: Iterable[str] | None = None, include_unsafe: bool = False) -> "Catalog":
+               tiers: Iterable[str] | None = None, include_unsafe: bool = False) -> Catalog:
         """A catalog restricted to some controls.
 
         Args:
@@ -145,6 +148,24 @@ class Catalog:
     def base_argv_list(self) -> list[str]:
         """The arguments every compile gets."""
         return list(self.base_argv)
+
+    @property
+    def stages(self) -> tuple[str, ...]:
+        """The argument stages of a build: ("frontend", "backend") for CUDA compilers, ("c",) for C ones."""
+        cuda = self.compiler in CUDA_COMPILERS or any(c.stage != "c" for c in self.controls)
+        return ("frontend", "backend") if cuda else ("c",)
+
+    def stage_argv(self, config: Mapping[str, Any], defines: Sequence[str] = ()) -> dict[str, list[str]]:
+        """The arguments of a build per stage: the first stage gets the ``-D`` knobs and the base arguments.
+
+        Args:
+            config: Flat config {control name: value} (without the ``defines`` group).
+            defines: The kernel's ``-DNAME=value`` arguments.
+        """
+        first, *rest = self.stages
+        out = {first: [*defines, *self.base_argv, *self.argv(config, first if rest else None)]}
+        out.update({stage: self.argv(config, stage) for stage in rest})
+        return out
 
     def space(self) -> dict[str, Param]:
         """The search space of these controls (name -> parameter)."""

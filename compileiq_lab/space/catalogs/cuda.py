@@ -5,7 +5,7 @@ from __future__ import annotations
 from compileiq_lab import space as ss
 from compileiq_lab.space.catalogs.base import Catalog, Conflict, Control
 
-__all__ = ["PTXAS", "NVCC_FRONTEND", "NVCC", "NVRTC"]
+__all__ = ["NVCC", "NVCC_FRONTEND", "NVRTC", "PTXAS"]
 
 _BOOL = [True, False]
 
@@ -49,7 +49,8 @@ _PTXAS_CONTROLS = (
     Control("split_compile", "--split-compile", ss.choice([0, 2, 4], knockout_prob=0.8),
             "--split-compile={value}", "backend", "compile_speed",
             "threads used by ptxas optimisations (0: all CPUs); compile time only", tier="exotic"),
-    Control("disable_optimizer_constants", "--disable-optimizer-constants", ss.flag("--disable-optimizer-constants", 0.8),
+    Control("disable_optimizer_constants", "--disable-optimizer-constants",
+            ss.flag("--disable-optimizer-constants", 0.8),
             "{value}", "backend", "code_generation", "do not use the optimizer constant bank", tier="exotic"),
     Control("optimize_float_atomics", "--optimize-float-atomics", ss.flag("--optimize-float-atomics", 0.7),
             "{value}", "backend", "math_precision", "faster floating-point atomics that may change results",

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import logging
 import platform
-from typing import Iterable
+from collections.abc import Iterable
 
 from compileiq_lab import space as ss
 from compileiq_lab.space.catalogs.base import Catalog, Control
 
-__all__ = ["GCC", "CLANG", "cpu_flags", "march_levels"]
+__all__ = ["CLANG", "GCC", "cpu_flags", "march_levels"]
 
 log = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ import logging
 import os
 import re
 import subprocess
-from typing import Mapping
+from collections.abc import Mapping
 
 from compileiq_lab.exceptions import ConfigurationError
 from compileiq_lab.space.catalogs.base import Catalog, Control
@@ -208,7 +208,7 @@ def _executables(catalog: Catalog, exe: str | Mapping[str, str] | None) -> dict[
                 f"exe must name one compiler per stage for catalog {catalog.compiler!r}, which spans "
                 f"stages {stages}, but got the single executable {exe!r}; fix: pass a mapping such as "
                 f"{ {s: STAGE_EXECUTABLES.get(s, catalog.compiler) for s in stages} }")
-        return {s: exe for s in stages}
+        return dict.fromkeys(stages, exe)
     given = dict(exe or {})
     return {s: given.get(s) or STAGE_EXECUTABLES.get(s) or catalog.compiler for s in stages}
 

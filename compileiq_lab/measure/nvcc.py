@@ -1,75 +1,21 @@
-"""Compiler calls that are fast and safe: argv only, timeouts that kill the process group, caches."""
+"""nvcc and ptxas: the two-stage CUDA compile (PTX cached once per front-end set, then ptxas), ptxas -v metrics."""
 
 from __future__ import annotations
 
 import hashlib
 import logging
-import os
 import re
-import subprocess
 import threading
-import time
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Callable, Sequence
 
 from compileiq_lab.exceptions import ConfigurationError
-from compileiq_lab.toolchain.tools import find_tool, kill_process_group
+from compileiq_lab.measure.build import CompileOutcome, build, build_cached
+from compileiq_lab.toolchain.tools import find_tool, run_tool, tool_version
 
-__all__ = ["ToolResult", "run_tool", "find_tool", "tool_version", "CudaCompiler", "parse_ptxas_verbose",
-           "CompileOutcome", "write_atomic", "build", "build_cached"]
+__all__ = ["CudaCompiler", "parse_ptxas_verbose", "supported_archs"]
 
 log = logging.getLogger(__name__)
-_TAIL = 2000
-
-
-@dataclass
-class ToolResult:
-    """Outcome of one compiler process."""
-
-    returncode: int | None  # None: killed on timeout
-    stdout: str
-    stderr: str
-    elapsed_s: float
-
-    @property
-    def timed_out(self) -> bool:
-        return self.returncode is None
-
-    def tail(self) -> str:
-        """The last lines of the compiler's output (for error rows)."""
-        text = (self.stderr + ("\n" + self.stdout if self.stdout.strip() else "")).strip()
-        return text[-_TAIL:]
-
-
-def run_tool(argv: Sequence[str], timeout_s: float, cwd: str | Path | None = None) -> ToolResult:
-    """Run a command (never through a shell) in its own process group; kill the group on timeout."""
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
-                            cwd=cwd, start_new_session=True, text=True, errors="replace")
-    try:
-        out, err = proc.communicate(timeout=timeout_s)
-        return ToolResult(proc.returncode, out, err, time.perf_counter() - t0)
-    except subprocess.TimeoutExpired:
-        kill_process_group(proc)
-        out, err = proc.communicate()
-        return ToolResult(None, out, err, time.perf_counter() - t0)
-    except BaseException:
-        kill_process_group(proc)
-        proc.wait()
-        raise
-
-
-_VERSION_CACHE: dict[str, str] = {}
-
-
-def tool_version(exe: str) -> str:
-    """The first version-looking line of ``exe --version`` (cached)."""
-    if exe not in _VERSION_CACHE:
-        res = run_tool([exe, "--version"], 30)
-        lines = [ln for ln in (res.stdout + res.stderr).splitlines() if re.search(r"\d+\.\d+", ln)]
-        _VERSION_CACHE[exe] = lines[-1].strip() if lines else "unknown"
-    return _VERSION_CACHE[exe]
 
 
 _PTXAS_PATTERNS = {
@@ -115,22 +61,6 @@ def parse_ptxas_verbose(text: str, entry: str | None = None) -> dict[str, float]
     if times:
         metrics["ptxas_time_ms"] = sum(times)
     return metrics
-
-
-@dataclass
-class CompileOutcome:
-    """A compile: status ("ok", "compile_error", "compile_timeout"), output file and metrics."""
-
-    status: str
-    path: Path | None = None
-    error: str = ""
-    metrics: dict[str, float] = field(default_factory=dict)
-    argv: list[list[str]] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        """Whether the compile produced its output."""
-        return self.status == "ok"
 
 
 class CudaCompiler:
@@ -209,48 +139,6 @@ class CudaCompiler:
         return outcome
 
 
-def build(argv_for: Callable[[Path], list[str]], out: Path, timeout_s: float,
-          cwd: Path | None = None) -> tuple[ToolResult, CompileOutcome]:
-    """Run ``argv_for(temp file)``, then move the result to ``out``: a reader never sees half a file.
-
-    Args:
-        argv_for: The compiler command writing its output to the given path.
-        out: The final output path.
-        timeout_s: Limit of the compiler process.
-        cwd: Working folder of the compiler.
-
-    Returns:
-        The compiler's result and the outcome ("ok" with ``out``, or the failure).
-    """
-    tmp = _tmp_name(out)
-    res = run_tool(argv_for(tmp), timeout_s, cwd=cwd)
-    if res.timed_out or res.returncode != 0:
-        tmp.unlink(missing_ok=True)
-        return res, _failed(res, timeout_s, argv_for(out))
-    os.replace(tmp, out)
-    return res, CompileOutcome("ok", out, argv=[argv_for(out)])
-
-
-def build_cached(argv_for: Callable[[Path], list[str]], out: Path, metric: str, timeout_s: float,
-                 cwd: Path | None = None) -> tuple[CompileOutcome, bool]:
-    """``build`` unless an earlier build of ``out`` is complete; the build time is kept beside it.
-
-    The ``<out>.time`` file is written last, so its presence marks a complete build; cache hits
-    report the time the build took (as ``metrics[metric]``), not zero.
-
-    Returns:
-        The outcome and whether it came from the cache.
-    """
-    timing = out.with_name(out.name + ".time")
-    if out.exists() and timing.exists():
-        return CompileOutcome("ok", out, metrics={metric: float(timing.read_text())}, argv=[argv_for(out)]), True
-    res, outcome = build(argv_for, out, timeout_s, cwd)
-    if outcome.ok:
-        write_atomic(timing, f"{res.elapsed_s:.6f}")
-        outcome.metrics = {metric: res.elapsed_s}
-    return outcome, False
-
-
 _HEADERS = (".h", ".cuh", ".hpp", ".hh", ".inc", ".inl")
 
 
@@ -263,25 +151,7 @@ def _source_digest(source: Path) -> str:
     return h.hexdigest()
 
 
-def _tmp_name(out: Path) -> Path:
-    return out.with_name(f".{out.stem}.{os.getpid()}.{threading.get_ident()}{out.suffix}")
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write a small file so that readers see the old or the new content, never a partial one."""
-    tmp = _tmp_name(path)
-    tmp.write_text(text)
-    os.replace(tmp, path)
-
-
 def supported_archs(nvcc: str) -> list[str]:
     """Real GPU targets of an nvcc (``--list-gpu-arch``, compute_XX turned into sm_XX)."""
     res = run_tool([nvcc, "--list-gpu-arch"], 30)
     return sorted({a.replace("compute_", "sm_") for a in re.findall(r"compute_\d+[a-z]?", res.stdout)})
-
-
-def _failed(res: ToolResult, timeout_s: float, argv: list[str]) -> CompileOutcome:
-    if res.timed_out:
-        return CompileOutcome("compile_timeout", error=f"compiler exceeded {timeout_s} s: {' '.join(argv[:6])} ...",
-                              argv=[argv])
-    return CompileOutcome("compile_error", error=res.tail() or f"exit code {res.returncode}", argv=[argv])

@@ -1,0 +1,94 @@
+"""What can be tuned and how by default: catalogs per language, objectives per target, the targets a machine offers."""
+
+from __future__ import annotations
+
+import functools
+import logging
+
+from compileiq_lab.exceptions import ConfigurationError
+from compileiq_lab.kernels.spec import KernelSpec
+from compileiq_lab.measure.backends.base import CUBIN_METRICS, HOST_METRICS
+from compileiq_lab.measure.cpu import CPU_METRICS
+from compileiq_lab.measure.gpu import GPU_METRICS, gpu_target, gpu_unavailable_reason
+from compileiq_lab.space.catalogs import Catalog, active, get_catalog
+from compileiq_lab.space.objectives import METRICS
+
+__all__ = ["CATALOGS", "DEFAULT_ARCH", "TARGETS", "active_catalog", "default_objectives", "gpu_arch", "gpu_reason",
+           "objective_choices", "run_metrics", "static_metrics", "targets"]
+
+log = logging.getLogger(__name__)
+
+#: The CUDA target when none is given and no GPU decides it.
+DEFAULT_ARCH = "sm_90"
+#: Catalogs per kernel language; the first is the default.
+CATALOGS = {"cuda": ("nvcc", "ptxas", "nvrtc", "nvcc_frontend"), "c": ("gcc", "clang")}
+#: Where a kernel can be measured: on a GPU, on this CPU, or from its build alone.
+TARGETS = ("gpu", "cpu", "static")
+_DEFAULT_OBJECTIVES = {("cuda", "gpu"): ("runtime", "energy"), ("cuda", "static"): ("sass_instructions", "registers"),
+                       ("c", "cpu"): ("runtime", "text_bytes"), ("c", "static"): ("text_bytes", "compile_time")}
+_RUN_TARGET = {"cuda": "gpu", "c": "cpu"}
+
+
+def static_metrics(language: str) -> frozenset[str]:
+    """Objectives a build of a kernel in ``language`` reports without running it."""
+    return CUBIN_METRICS if language == "cuda" else HOST_METRICS
+
+
+def run_metrics(language: str) -> frozenset[str]:
+    """Objectives a run of a kernel in ``language`` measures."""
+    return GPU_METRICS if language == "cuda" else CPU_METRICS
+
+
+def objective_choices(language: str, target: str) -> list[str]:
+    """The objectives to offer for a target, run ones first, in the order of ``METRICS``."""
+    names = (run_metrics(language) if target != "static" else frozenset()) | static_metrics(language)
+    return [n for n in METRICS if n in names]
+
+
+def default_objectives(language: str, target: str) -> list[str]:
+    """The objectives a run gets when none are chosen (the CLI and the lab alike)."""
+    return list(_DEFAULT_OBJECTIVES[(language, "static" if target == "static" else _RUN_TARGET[language])])
+
+
+@functools.lru_cache(maxsize=1)
+def gpu_reason() -> str | None:
+    """Why no GPU runs here (probed once, in a subprocess: this process never opens a CUDA context), or None."""
+    return gpu_unavailable_reason()
+
+
+@functools.lru_cache(maxsize=1)
+def gpu_arch() -> str | None:
+    """The first GPU's target (e.g. "sm_90"), probed once in a subprocess; None without a GPU."""
+    return gpu_target()
+
+
+def targets(kernel: KernelSpec) -> list[str]:
+    """Where this kernel can be measured here, the first being the default: its runs when it can run and the
+    machine can run it (a GPU for CUDA), then static metrics."""
+    if kernel.static_only:
+        return ["static"]
+    if kernel.language == "cuda" and gpu_reason() is not None:
+        return ["static"]
+    return [_RUN_TARGET[kernel.language], "static"]
+
+
+@functools.cache
+def active_catalog(name: str) -> tuple[Catalog, tuple[tuple[str, str], ...]]:
+    """A catalog restricted to what the installed compiler supports, and (control, reason) per control left out.
+
+    NVRTC options are checked against nvcc/ptxas where they exist; without them the curated
+    catalog is used as it is (with a warning).
+
+    Raises:
+        SpaceDefinitionError: For an unknown catalog name.
+        ConfigurationError: If the compiler is not installed (NVRTC excepted).
+    """
+    catalog = get_catalog(name)
+    try:
+        kept, left_out = active(catalog)
+    except ConfigurationError:
+        if name != "nvrtc":
+            raise
+        log.warning("no nvcc/ptxas to check NVRTC options against; using the whole curated nvrtc catalog")
+        return catalog, ()
+    return kept, tuple(left_out)

@@ -1,0 +1,316 @@
+"""KernelRun: the one place a kernel run is composed (spec, catalog, objectives, arch, backend, runner, header)."""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import shutil
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from compileiq_lab.exceptions import ConfigurationError, SearchStateError
+from compileiq_lab.kernels.choices import (
+    CATALOGS,
+    DEFAULT_ARCH,
+    active_catalog,
+    default_objectives,
+    gpu_arch,
+    run_metrics,
+    static_metrics,
+    targets,
+)
+from compileiq_lab.kernels.load import kernels_root, load_kernel
+from compileiq_lab.kernels.spec import SPEC_FILE, KernelSpec
+from compileiq_lab.measure.backends.base import Backend
+from compileiq_lab.measure.backends.c import CHost
+from compileiq_lab.measure.backends.cuda import CudaFull, CudaTwoStage
+from compileiq_lab.measure.cpu import CpuRunner
+from compileiq_lab.measure.evaluator import KernelEvaluator
+from compileiq_lab.measure.gpu import GpuOptions, GpuRunner, start_gpu_runner
+from compileiq_lab.measure.measurement import Measurement
+from compileiq_lab.measure.runner import Runner
+from compileiq_lab.space.catalogs import Catalog, get_catalog
+from compileiq_lab.space.objectives import METRICS, Objective
+from compileiq_lab.store.header import KernelMeta, RunHeader
+
+if TYPE_CHECKING:
+    from compileiq_lab.acf.format import ACF
+
+__all__ = ["KernelRun"]
+
+log = logging.getLogger(__name__)
+
+
+class KernelRun:
+    """A kernel to tune: its spec, the catalog controls searched, the objectives, the target and the build.
+
+    It picks the compile backend (CUDA two-stage, full nvcc, NVRTC or a C host build) and, for run
+    objectives, the runner (a GPU worker, or timed CPU runs), and builds the evaluator from them. It
+    is the objective of a search (``Search.of(kernel_run, generations=...)``) and rebuilds itself
+    from a stored run's header (``from_header``) or an ACF (``from_acf``).
+
+    Args:
+        kernel: A bundled kernel name, a kernel folder (kernel.toml), a .cu/.c file, or a loaded KernelSpec.
+        catalog: A catalog name (restricted to what the installed compiler supports) or a Catalog used as
+            it is; default: nvcc for CUDA kernels, gcc for C kernels.
+        objectives: Objective names (see ``compileiq_lab.space.METRICS``); default: by target
+            (GPU: runtime, energy; CPU: runtime, text_bytes; static CUDA: sass_instructions, registers;
+            static C: text_bytes, compile_time).
+        target: "gpu", "cpu" or "static"; default: from the objectives, else the first this machine offers
+            for the kernel (a GPU for a runnable CUDA kernel where one is usable, the CPU for a runnable C one).
+        arch: CUDA target; default: the GPU's own for GPU runs, else sm_90.
+        controls, categories, tiers: Keep only these controls of the catalog (names, categories, tiers).
+        unsafe_math: Also search precision-changing controls (named ones are always kept).
+        two_stage: CUDA: nvcc -ptx once per front-end set, then ptxas (else one full nvcc call each).
+        timeout_s: Limit per compiler call and per run.
+        workdir: Scratch folder (a temporary one, removed at exit, if None).
+        workers: Evaluations at once; default: 1 when CPU runs are timed, else the CPU count.
+        gpu_options: How GPU candidates are timed.
+        gpu_backend: The GPU worker's backend (``"module:Class"``; a stand-in for tests without a GPU).
+        catalog_name: The name stored in the header for a Catalog object (default: its compiler).
+        measure: False for a build-only run (argv, build, ACF export, verify): no runner is started, and the
+            build is made the way a measuring run would make it (an executable with the timing harness when
+            CPU runs are among the objectives).
+
+    Raises:
+        ConfigurationError: A kernel, catalog, objective or target that cannot work here (the message says
+            which and what to do instead).
+    """
+
+    def __init__(self, kernel: str | os.PathLike[str] | KernelSpec, catalog: str | Catalog | None = None,
+                 objectives: Sequence[str] | None = None, *, target: str | None = None, arch: str | None = None,
+                 controls: Sequence[str] | None = None, categories: Sequence[str] | None = None,
+                 tiers: Sequence[str] | None = None, unsafe_math: bool = False, two_stage: bool = True,
+                 timeout_s: float = 120.0, workdir: str | os.PathLike[str] | None = None, workers: int | None = None,
+                 gpu_options: GpuOptions | None = None, gpu_backend: str | None = None,
+                 catalog_name: str | None = None, measure: bool = True) -> None:
+        self.kernel = kernel if isinstance(kernel, KernelSpec) else load_kernel(kernel)
+        language = self.kernel.language
+        self.catalog_name, self.catalog, self.left_out = _catalog(language, catalog, catalog_name, controls,
+                                                                  categories, tiers, unsafe_math)
+        self.target = _target(self.kernel, objectives, target)
+        names = list(objectives) if objectives else default_objectives(language, self.target)
+        _check_objectives(self.kernel, names)
+        self.objectives: list[Objective] = [METRICS[n] for n in names]
+        runs = set(names) & run_metrics(language)
+        if language == "cuda":
+            self.arch: str | None = arch or (gpu_arch() if runs else None) or DEFAULT_ARCH
+        else:
+            self.arch = None
+        self.workdir = Path(workdir) if workdir is not None else _scratch()
+        self.timeout_s = timeout_s
+        self.backend = self._backend(two_stage, link=bool(runs))
+        self.measures = measure
+        runner: Runner | None = None
+        if runs and measure and language == "cuda":
+            runner = start_gpu_runner(self.kernel, self.arch or DEFAULT_ARCH, names, timeout_s, gpu_options,
+                                      gpu_backend)
+        elif runs and measure:
+            runner = CpuRunner(self.kernel, self.workdir, names, timeout_s=timeout_s)
+        built = names if measure else [n for n in names if n in self.backend.metrics()] or ["text_bytes"]
+        self.evaluator = KernelEvaluator(self.kernel, self.catalog, built, self.backend, runner)
+        timed_cpu = language == "c" and bool(runs & {"runtime", "runtime_median"})
+        # timed CPU runs must not share the CPU with compiles unless asked; GPU runs are serialised, compiles overlap
+        self.workers = workers or (1 if timed_cpu else (os.cpu_count() or 1))
+
+    # -- rebuilding ------------------------------------------------------------------------------
+    @classmethod
+    def from_header(cls, header: RunHeader, kernel: str | None = None, **options: Any) -> KernelRun:
+        """The kernel run a stored run was made with (kernel, catalog and its controls, objectives, arch).
+
+        Args:
+            header: The run's header (``load_results(path).header``).
+            kernel: Another kernel name or path to load instead of the recorded one.
+            **options: Other KernelRun arguments (workdir, timeout_s, gpu_backend, ...).
+
+        Raises:
+            ConfigurationError: The run was not made by a KernelRun (its header names no kernel).
+        """
+        meta = header.kernel
+        if meta is None:
+            raise ConfigurationError("this run was not made by `compileiq-lab tune` (nor by the lab's form or a "
+                                     "KernelRun): its header names no kernel and catalog, so its points cannot be "
+                                     "turned into compiler arguments")
+        names = [k for k in header.space if k != "defines"]
+        return cls(kernel or meta.extra.get("kernel_path") or meta.kernel,
+                   get_catalog(meta.catalog).select(names=names), list(meta.objectives),
+                   arch=meta.arch, catalog_name=meta.catalog, **options)
+
+    @classmethod
+    def from_acf(cls, acf: ACF, kernel: str | None = None, **options: Any) -> KernelRun:
+        """A build-only kernel run (``measure=False``) that compiles an ACF's point the way its tuning run did.
+
+        Args:
+            acf: The ACF.
+            kernel: Another kernel name or path to load instead of the one the ACF names.
+            **options: Other KernelRun arguments (workdir, timeout_s, ...).
+
+        Raises:
+            ConfigurationError: A CUDA ACF without arch, or a kernel that cannot be loaded.
+        """
+        spec = load_kernel(kernel or acf.kernel)
+        if spec.language == "cuda" and not acf.arch:
+            raise ConfigurationError(f"the ACF of CUDA kernel {acf.kernel!r} records no arch; it cannot be rebuilt")
+        # built as the tune built it: an executable with the timing harness where CPU runs were measured
+        names = [n for n in acf.objectives if n in METRICS] or None
+        return cls(spec, get_catalog(acf.compiler), names, arch=acf.arch, catalog_name=acf.compiler,
+                   **{"measure": False, **options})
+
+    # -- what a search needs (the Problem protocol of ``compileiq_lab.run``) ----------------------
+    def __call__(self, config: dict[str, Any]) -> Measurement:
+        """Compile (and for run objectives, run) one config.
+
+        Raises:
+            SearchStateError: This is a build-only run (``measure=False``).
+        """
+        if not self.measures:
+            raise SearchStateError("this KernelRun builds only (measure=False); make one with measure=True to "
+                                   "evaluate configs")
+        return self.evaluator(config)
+
+    def search_space(self) -> dict[str, Any]:
+        """The searched controls plus a ``defines`` group for the kernel's -D knobs."""
+        return self.evaluator.space()
+
+    def constraint(self, config: Mapping[str, Any]) -> str | None:
+        """Why the compiler would reject a config (a known conflict), or None."""
+        return self.evaluator.constraint(config)
+
+    def metadata(self, **extra: Any) -> dict[str, Any]:
+        """The run header's facts of this kernel run (``extra``: more facts, e.g. warm-start sources)."""
+        ref = _kernel_ref(self.kernel)
+        if ref != self.kernel.name:
+            extra = {"kernel_path": ref, **extra}
+        gpu = self.gpu
+        return KernelMeta(kernel=self.kernel.name, catalog=self.catalog_name,
+                          objectives=tuple(self.objective_names), language=self.kernel.language,
+                          source_sha256=self.kernel.source_sha256(), arch=self.arch, toolchain=self.toolchain(),
+                          gpu=gpu.info if gpu is not None else None, extra=extra).to_dict()
+
+    # -- the build and the measurement -------------------------------------------------------------
+    @property
+    def objective_names(self) -> list[str]:
+        """Objective names, in score order."""
+        return [o.name for o in self.objectives]
+
+    @property
+    def stats(self) -> dict[str, int]:
+        """Compiles, distinct codes, runs, runs saved by code-hash dedup and conflicts skipped so far."""
+        return self.evaluator.stats
+
+    @property
+    def code_hashes(self) -> set[str]:
+        """Distinct machine codes seen so far."""
+        return self.evaluator.code_hashes
+
+    @property
+    def gpu_info(self) -> dict[str, Any]:
+        """The GPU's facts (name, arch, driver, NVML state) when GPU objectives are measured, else {}."""
+        return self.evaluator.gpu_info
+
+    @property
+    def gpu(self) -> GpuRunner | None:
+        """The GPU worker measuring this run's GPU objectives, if any."""
+        runner = self.evaluator.runner
+        return runner if isinstance(runner, GpuRunner) else None
+
+    def argv(self, config: Mapping[str, Any]) -> dict[str, list[str]]:
+        """The compiler arguments of a config, per stage."""
+        return self.evaluator.argv(config)
+
+    def build(self, config: Mapping[str, Any]) -> tuple[Path, str]:
+        """Compile one config (cached); returns (binary path, machine-code hash)."""
+        return self.evaluator.build(config)
+
+    def toolchain(self) -> dict[str, str]:
+        """Compiler versions used."""
+        return self.evaluator.toolchain()
+
+    def close(self) -> None:
+        """Stop the GPU worker, if any (it also ends with this process)."""
+        self.evaluator.close()
+
+    def __repr__(self) -> str:
+        return (f"KernelRun(kernel={self.kernel.name!r}, catalog={self.catalog_name!r}, "
+                f"objectives={self.objective_names!r}, target={self.target!r}, arch={self.arch!r})")
+
+    def _backend(self, two_stage: bool, link: bool) -> Backend:
+        k = self.kernel
+        if k.language == "c":
+            return CHost(k, self.workdir, compiler=self.catalog.compiler, timeout_s=self.timeout_s, link_harness=link)
+        arch = self.arch or DEFAULT_ARCH
+        if self.catalog.compiler == "nvrtc":
+            from compileiq_lab.measure.backends.nvrtc import Nvrtc
+
+            return Nvrtc(k.source_path, k.entry, arch, self.workdir)
+        kind = CudaTwoStage if two_stage else CudaFull
+        return kind(k.source_path, k.entry, arch, self.workdir, self.timeout_s)
+
+
+def _catalog(language: str, catalog: str | Catalog | None, name: str | None, controls: Sequence[str] | None,
+             categories: Sequence[str] | None, tiers: Sequence[str] | None,
+             unsafe_math: bool) -> tuple[str, Catalog, tuple[tuple[str, str], ...]]:
+    """(header name, the catalog searched, controls left out with why) of a kernel run."""
+    if catalog is None:
+        catalog = CATALOGS[language][0]
+    left_out: tuple[tuple[str, str], ...] = ()
+    if isinstance(catalog, str):
+        name, (full, left_out) = catalog, active_catalog(catalog)
+        chosen = full.select(names=controls, categories=categories, tiers=tiers, include_unsafe=unsafe_math)
+    else:
+        name = name or catalog.compiler
+        subset = controls is not None or categories is not None or tiers is not None
+        chosen = catalog.select(names=controls, categories=categories, tiers=tiers,
+                                include_unsafe=unsafe_math) if subset else catalog
+    fits = {"frontend", "backend"} if language == "cuda" else {"c"}
+    stages = {c.stage for c in chosen.controls} | set(chosen.stages)
+    if stages - fits or (language == "c") != (chosen.compiler in ("gcc", "clang")):
+        raise ConfigurationError(
+            f"catalog {chosen.compiler!r} controls stages {sorted(stages)}, but a {language} kernel takes "
+            f"{sorted(fits)}; use {'nvcc, ptxas or nvrtc' if language == 'cuda' else 'gcc or clang'}")
+    return name, chosen, left_out
+
+
+def _target(kernel: KernelSpec, objectives: Sequence[str] | None, target: str | None) -> str:
+    """Where the run measures: as given, else from the objectives, else the first target this machine offers."""
+    if target is not None:
+        offered = ("gpu", "static") if kernel.language == "cuda" else ("cpu", "static")
+        if target not in offered:
+            raise ConfigurationError(f"target for a {kernel.language} kernel must be one of {list(offered)}, but got "
+                                     f"{target!r}")
+        return target
+    if objectives:
+        return ("gpu" if kernel.language == "cuda" else "cpu") if set(objectives) & run_metrics(kernel.language) \
+            else "static"
+    return targets(kernel)[0]
+
+
+def _check_objectives(kernel: KernelSpec, names: Sequence[str]) -> None:
+    allowed = static_metrics(kernel.language) | run_metrics(kernel.language)
+    bad = [o for o in names if o not in allowed]
+    if not names or bad:
+        raise ConfigurationError(f"objectives for a {kernel.language} kernel must be among {sorted(allowed)}, but got "
+                                 f"{list(names)}; pick from those")
+    runs = set(names) & run_metrics(kernel.language)
+    if runs and (kernel.static_only or not kernel.inputs):
+        raise ConfigurationError(
+            f"kernel {kernel.name!r} cannot run (it needs an entry, inputs, outputs and a reference in kernel.toml), "
+            f"so objectives {sorted(runs)} cannot be measured; use static objectives "
+            f"{sorted(static_metrics(kernel.language))}")
+
+
+def _kernel_ref(kernel: KernelSpec) -> str:
+    """How to load the kernel again: its bundled name, else its folder (with kernel.toml) or its source file."""
+    bundled = kernels_root() / kernel.name
+    if (bundled / SPEC_FILE).is_file() and bundled.resolve() == kernel.folder.resolve():
+        return kernel.name
+    return str(kernel.folder if (kernel.folder / SPEC_FILE).is_file() else kernel.source_path)
+
+
+def _scratch() -> Path:
+    path = tempfile.mkdtemp(prefix="compileiq-")
+    atexit.register(shutil.rmtree, path, True)  # scratch only: results live in the run store
+    return Path(path)

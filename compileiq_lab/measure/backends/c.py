@@ -1,0 +1,63 @@
+"""C kernels through gcc or clang: the kernel alone (an object file) or linked with the timing harness."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from importlib import resources
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from compileiq_lab.measure.backends.base import HOST_METRICS
+from compileiq_lab.measure.build import CompileOutcome, build_cached
+from compileiq_lab.toolchain.tools import find_tool, tool_version
+
+if TYPE_CHECKING:
+    from compileiq_lab.kernels.spec import KernelSpec
+
+__all__ = ["CHost"]
+
+
+class CHost:
+    """Build one C kernel under candidate flags; cached by argument set.
+
+    Args:
+        kernel: The kernel spec (language "c").
+        workdir: Scratch folder for the harness and binaries.
+        compiler: "gcc" or "clang".
+        timeout_s: Limit per compile.
+        link_harness: Link an executable with the timing harness (to run it); else only the kernel's object file.
+    """
+
+    name: str = "c"
+    stages: tuple[str, ...] = ("c",)
+    binary_kind: str = "host"
+
+    def __init__(self, kernel: KernelSpec, workdir: Path, compiler: str = "gcc", timeout_s: float = 60.0,
+                 link_harness: bool = True) -> None:
+        self.kernel, self.compiler, self.timeout_s, self.link = kernel, compiler, timeout_s, link_harness
+        self.cc = find_tool(compiler)
+        self.workdir = Path(workdir)
+        (self.workdir / "bin").mkdir(parents=True, exist_ok=True)
+        self.harness = self.workdir / "harness.c"
+        if link_harness:
+            self.harness.write_text(resources.files("compileiq_lab.measure").joinpath("harness.c").read_text())
+
+    def compile(self, argv: Mapping[str, Sequence[str]]) -> CompileOutcome:
+        flags = list(argv["c"])
+        key = hashlib.sha256("\0".join([self.kernel.source_sha256(), self.compiler, str(self.link), *flags]).encode())
+        out = self.workdir / "bin" / (f"k-{key.hexdigest()[:20]}" + ("" if self.link else ".o"))
+        source = str(self.kernel.source_path)
+
+        def argv_for(target: Path) -> list[str]:
+            if self.link:
+                return [self.cc, "-std=c11", *flags, source, str(self.harness), "-o", str(target), "-lm"]
+            return [self.cc, "-std=c11", *flags, "-c", source, "-o", str(target)]
+
+        return build_cached(argv_for, out, "compile_time_s", self.timeout_s, cwd=self.workdir)[0]
+
+    def metrics(self) -> frozenset[str]:
+        return HOST_METRICS
+
+    def toolchain(self) -> dict[str, str]:
+        return {self.compiler: tool_version(self.cc)}

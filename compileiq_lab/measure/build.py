@@ -1,0 +1,89 @@
+"""Builds a reader never sees half of: a compile into a temporary file renamed into place, cached by its output."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from compileiq_lab.toolchain.tools import ToolResult, run_tool
+
+__all__ = ["CompileOutcome", "build", "build_cached", "write_atomic"]
+
+
+@dataclass
+class CompileOutcome:
+    """A compile: status ("ok", "compile_error", "compile_timeout"), output file and metrics."""
+
+    status: str
+    path: Path | None = None
+    error: str = ""
+    metrics: dict[str, float] = field(default_factory=dict)
+    argv: list[list[str]] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """Whether the compile produced its output."""
+        return self.status == "ok"
+
+
+def build(argv_for: Callable[[Path], list[str]], out: Path, timeout_s: float,
+          cwd: Path | None = None) -> tuple[ToolResult, CompileOutcome]:
+    """Run ``argv_for(temp file)``, then move the result to ``out``: a reader never sees half a file.
+
+    Args:
+        argv_for: The compiler command writing its output to the given path.
+        out: The final output path.
+        timeout_s: Limit of the compiler process.
+        cwd: Working folder of the compiler.
+
+    Returns:
+        The compiler's result and the outcome ("ok" with ``out``, or the failure).
+    """
+    tmp = _tmp_name(out)
+    res = run_tool(argv_for(tmp), timeout_s, cwd=cwd)
+    if res.timed_out or res.returncode != 0:
+        tmp.unlink(missing_ok=True)
+        return res, _failed(res, timeout_s, argv_for(out))
+    os.replace(tmp, out)
+    return res, CompileOutcome("ok", out, argv=[argv_for(out)])
+
+
+def build_cached(argv_for: Callable[[Path], list[str]], out: Path, metric: str, timeout_s: float,
+                 cwd: Path | None = None) -> tuple[CompileOutcome, bool]:
+    """``build`` unless an earlier build of ``out`` is complete; the build time is kept beside it.
+
+    The ``<out>.time`` file is written last, so its presence marks a complete build; cache hits
+    report the time the build took (as ``metrics[metric]``), not zero.
+
+    Returns:
+        The outcome and whether it came from the cache.
+    """
+    timing = out.with_name(out.name + ".time")
+    if out.exists() and timing.exists():
+        return CompileOutcome("ok", out, metrics={metric: float(timing.read_text())}, argv=[argv_for(out)]), True
+    res, outcome = build(argv_for, out, timeout_s, cwd)
+    if outcome.ok:
+        write_atomic(timing, f"{res.elapsed_s:.6f}")
+        outcome.metrics = {metric: res.elapsed_s}
+    return outcome, False
+
+
+def _tmp_name(out: Path) -> Path:
+    return out.with_name(f".{out.stem}.{os.getpid()}.{threading.get_ident()}{out.suffix}")
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write a small file so that readers see the old or the new content, never a partial one."""
+    tmp = _tmp_name(path)
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def _failed(res: ToolResult, timeout_s: float, argv: list[str]) -> CompileOutcome:
+    if res.timed_out:
+        return CompileOutcome("compile_timeout", error=f"compiler exceeded {timeout_s} s: {' '.join(argv[:6])} ...",
+                              argv=[argv])
+    return CompileOutcome("compile_error", error=res.tail() or f"exit code {res.returncode}", argv=[argv])

@@ -1,0 +1,55 @@
+"""What a run tells its subscribers, as frozen dataclasses: an evaluation, a finished generation, the run's end."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from compileiq_lab.store.sqlite import EvalRecord
+
+__all__ = ["EvaluationEvent", "FailedEvent", "FinishedEvent", "GenerationEvent", "RunEvent"]
+
+
+@dataclass(frozen=True)
+class EvaluationEvent:
+    """A new evaluation, committed to the run store (``record`` is the stored row)."""
+
+    record: EvalRecord
+
+
+@dataclass(frozen=True)
+class GenerationEvent:
+    """Every candidate of a generation has its outcome (0 is the baseline; replayed generations too).
+
+    Attributes:
+        generation: The generation.
+        n_candidates: Distinct candidates it had.
+        n_failed: How many of them failed.
+        best_score: The best first-objective score stored so far (None while nothing succeeded).
+        n_evaluations: Evaluations in the store so far.
+    """
+
+    generation: int
+    n_candidates: int
+    n_failed: int
+    best_score: float | None
+    n_evaluations: int
+
+
+@dataclass(frozen=True)
+class FinishedEvent:
+    """The run ended: ``status`` is "finished", "exhausted", "stopped" or "interrupted"."""
+
+    status: str
+    n_evaluations: int
+
+
+@dataclass(frozen=True)
+class FailedEvent:
+    """The run thread ended with an exception (kept by the Run and raised again by ``join``)."""
+
+    error: str
+    traceback: str
+
+
+#: Any event of a run.
+RunEvent = EvaluationEvent | GenerationEvent | FinishedEvent | FailedEvent

@@ -1,0 +1,89 @@
+"""The objective space: what a search ranks by (Objective: name, direction, unit) and the standard kernel metrics."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from compileiq_lab.exceptions import ConfigurationError
+
+__all__ = ["DIRECTIONS", "METRICS", "Objective", "objectives_from_settings", "signs"]
+
+#: The two senses an objective can have.
+DIRECTIONS = ("min", "max")
+
+
+@dataclass(frozen=True)
+class Objective:
+    """One objective of a search.
+
+    Attributes:
+        name: Its name (a column of results, an axis of plots, a key of ACF objectives).
+        direction: "min" (lower is better) or "max".
+        unit: Unit of its values ("s", "W", "J", "bytes", "count"; "" when unknown).
+        doc: One line on what it measures.
+    """
+
+    name: str
+    direction: str = "min"
+    unit: str = ""
+    doc: str = ""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise ConfigurationError(f"Objective: `name is a non-empty string` must hold, but got {self.name!r}. "
+                                     "Name the objective, e.g. Objective('runtime').")
+        if self.direction not in DIRECTIONS:
+            raise ConfigurationError(f"Objective {self.name!r}: `direction in ['min', 'max']` must hold, but got "
+                                     f"{self.direction!r}. Use 'min' (lower is better) or 'max'.")
+
+    @property
+    def sign(self) -> float:
+        """+1 for "min", -1 for "max": multiplying by it turns every objective into one to minimise."""
+        return 1.0 if self.direction == "min" else -1.0
+
+
+def signs(objectives: Sequence[Objective]) -> np.ndarray:
+    """The minimisation sign of each objective, as an array (scores * signs are minimised)."""
+    return np.array([o.sign for o in objectives], dtype=float)
+
+
+def _metric(name: str, direction: str, unit: str, doc: str) -> tuple[str, Objective]:
+    return name, Objective(name, direction, unit, doc)
+
+
+#: The objectives a kernel run can measure, by name.
+METRICS: Mapping[str, Objective] = dict([
+    _metric("registers", "min", "count", "registers per thread (ptxas -v)"),
+    _metric("spill_bytes", "min", "bytes", "spill stores + loads in bytes (ptxas -v)"),
+    _metric("stack_bytes", "min", "bytes", "stack frame bytes (ptxas -v)"),
+    _metric("smem_bytes", "min", "bytes", "static shared memory bytes (ptxas -v)"),
+    _metric("sass_instructions", "min", "count", "SASS instructions in the cubin's .text sections"),
+    _metric("text_bytes", "min", "bytes", "bytes of machine code (.text sections)"),
+    _metric("binary_size", "min", "bytes", "bytes of the whole compiled file"),
+    _metric("compile_time", "min", "s", "wall seconds to compile (front end + back end; C: whole build)"),
+    _metric("runtime", "min", "s",
+            "seconds per call: fastest timed call (CPU kernels); median per launch (GPU kernels)"),
+    _metric("runtime_median", "min", "s", "median seconds per call"),
+    _metric("instructions", "min", "count", "instructions executed by one call (valgrind callgrind, CPU kernels)"),
+    _metric("power", "min", "W", "mean board power in W while the kernel runs back to back (NVML)"),
+    _metric("energy", "min", "J", "energy per launch in J (NVML total-energy counter)"),
+])
+
+
+def objectives_from_settings(num_objectives: int, problem_type: str | Sequence[str] = "min",
+                             names: Sequence[str] | None = None,
+                             units: Mapping[str, str] | None = None) -> list[Objective]:
+    """The objectives that CompileIQ-style settings describe (the one place they are converted).
+
+    Args:
+        num_objectives: How many values the objective returns.
+        problem_type: "min"/"max", or one per objective.
+        names: Names per objective (default score_1..score_k).
+        units: Unit by objective name, where known.
+    """
+    directions = [problem_type] * num_objectives if isinstance(problem_type, str) else list(problem_type)
+    labels = list(names) if names else [f"score_{i + 1}" for i in range(num_objectives)]
+    return [Objective(n, d, (units or {}).get(n, "")) for n, d in zip(labels, directions)]

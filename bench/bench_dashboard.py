@@ -94,8 +94,9 @@ def main() -> int:
     table = markdown_table(["points", "one generation's update, median ms", "best ms",
                             "all points at once (reopened run), median ms"], rows)
     big = data[str(SIZES[1])]["median_ms"]
-    notes = (f"One generation's update (50 new points) = read a snapshot of the run store, add the new points "
-             f"(hover text, incremental front), send the Pareto traces and the per-generation chart inside "
+    notes = (f"One generation's update (50 new points) = apply the rows the run's events carry (no store read), "
+             f"add the new points (hover text, incremental front), send the Pareto traces and the per-generation "
+             f"chart inside "
              f"`batch_update()`, and the progress line; measured in a Jupyter kernel (nbclient), median of "
              f"{REPEATS}. "
              f"Goal: at most 100 ms at 5,000 points: {'met' if big <= 100 else 'NOT met'} ({big:.0f} ms). "

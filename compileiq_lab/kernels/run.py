@@ -9,7 +9,7 @@ import shutil
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from compileiq_lab.exceptions import ConfigurationError, SearchStateError
 from compileiq_lab.kernels.choices import (
@@ -36,12 +36,25 @@ from compileiq_lab.space.catalogs import Catalog, get_catalog
 from compileiq_lab.space.objectives import METRICS, Objective
 from compileiq_lab.store.header import KernelMeta, RunHeader
 
-if TYPE_CHECKING:
-    from compileiq_lab.acf.format import ACF
-
-__all__ = ["KernelRun"]
+__all__ = ["KernelRun", "RecordedPoint"]
 
 log = logging.getLogger(__name__)
+
+
+class RecordedPoint(Protocol):
+    """What ``KernelRun.from_acf`` reads of a recorded point (an ``compileiq_lab.acf.ACF``)."""
+
+    @property
+    def kernel(self) -> str: ...
+
+    @property
+    def compiler(self) -> str: ...
+
+    @property
+    def arch(self) -> str | None: ...
+
+    @property
+    def objectives(self) -> Mapping[str, float]: ...
 
 
 class KernelRun:
@@ -140,7 +153,7 @@ class KernelRun:
                    arch=meta.arch, catalog_name=meta.catalog, **options)
 
     @classmethod
-    def from_acf(cls, acf: ACF, kernel: str | None = None, **options: Any) -> KernelRun:
+    def from_acf(cls, acf: RecordedPoint, kernel: str | None = None, **options: Any) -> KernelRun:
         """A build-only kernel run (``measure=False``) that compiles an ACF's point the way its tuning run did.
 
         Args:

@@ -7,15 +7,13 @@ import re
 import shutil
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
+from compileiq_lab.measure.kernel import Kernel
 from compileiq_lab.measure.runner import RunOutcome
 from compileiq_lab.toolchain.tools import run_tool
-
-if TYPE_CHECKING:
-    from compileiq_lab.kernels.spec import KernelSpec
 
 __all__ = ["CPU_METRICS", "CpuRunner", "parse_callgrind_total", "timing_summary"]
 
@@ -57,7 +55,7 @@ class CpuRunner:
         min_seconds: Keep timing until this much time was measured.
     """
 
-    def __init__(self, kernel: KernelSpec, workdir: str | Path, objectives: Iterable[str], timeout_s: float = 60.0,
+    def __init__(self, kernel: Kernel, workdir: str | Path, objectives: Iterable[str], timeout_s: float = 60.0,
                  min_repeats: int | None = None, min_seconds: float = TRUSTED_TOTAL_S) -> None:
         wanted = set(objectives)
         self.kernel = kernel

@@ -6,26 +6,24 @@ import logging
 import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from compileiq_lab.exceptions import ConfigurationError
 from compileiq_lab.measure.backends.base import Backend
 from compileiq_lab.measure.binary import inspect_elf
 from compileiq_lab.measure.build import CompileOutcome
+from compileiq_lab.measure.kernel import Kernel
 from compileiq_lab.measure.measurement import Measurement
 from compileiq_lab.measure.runner import Runner
 from compileiq_lab.space import params as ss
 from compileiq_lab.space.catalogs.base import Catalog
-
-if TYPE_CHECKING:
-    from compileiq_lab.kernels.spec import KernelSpec
 
 __all__ = ["KernelEvaluator", "config_argv"]
 
 log = logging.getLogger(__name__)
 
 
-def config_argv(kernel: KernelSpec, catalog: Catalog, config: Mapping[str, Any]) -> dict[str, list[str]]:
+def config_argv(kernel: Kernel, catalog: Catalog, config: Mapping[str, Any]) -> dict[str, list[str]]:
     """The compiler arguments of a config (controls + ``defines`` group) per stage of the catalog.
 
     CUDA: {"frontend": -D knobs + front-end controls, "backend": ptxas controls};
@@ -55,7 +53,7 @@ class KernelEvaluator:
         ConfigurationError: An objective neither the backend nor the runner measures.
     """
 
-    def __init__(self, kernel: KernelSpec, catalog: Catalog, objectives: Sequence[str], backend: Backend,
+    def __init__(self, kernel: Kernel, catalog: Catalog, objectives: Sequence[str], backend: Backend,
                  runner: Runner | None = None) -> None:
         self.kernel, self.catalog, self.objectives = kernel, catalog, list(objectives)
         self.backend, self.runner = backend, runner

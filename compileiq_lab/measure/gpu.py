@@ -8,15 +8,13 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from compileiq_lab.exceptions import ConfigurationError
 from compileiq_lab.measure.backends.base import CUBIN_METRICS
+from compileiq_lab.measure.kernel import Kernel
 from compileiq_lab.measure.runner import RunOutcome
 from compileiq_lab.measure.worker import WorkerDied, WorkerProcess, WorkerTimeout
-
-if TYPE_CHECKING:
-    from compileiq_lab.kernels.spec import KernelSpec
 
 __all__ = [
     "CUPY_BACKEND",
@@ -126,7 +124,7 @@ class GpuRunner:
         workload: One of the kernel's ``[[workloads]]`` (other input sizes), None for its default params.
     """
 
-    def __init__(self, kernel: KernelSpec, options: GpuOptions | None = None, timeout_s: float = 60.0,
+    def __init__(self, kernel: Kernel, options: GpuOptions | None = None, timeout_s: float = 60.0,
                  backend: str = CUPY_BACKEND, workload: str | None = None) -> None:
         if kernel.language != "cuda" or kernel.static_only or kernel.grid is None:
             raise ConfigurationError(f"kernel {kernel.name!r} cannot run on a GPU: it needs language cuda, an entry, "
@@ -231,7 +229,7 @@ class GpuRunner:
             PowerMeter(index=self.options.device).unlock_clocks()
 
 
-def start_gpu_runner(kernel: KernelSpec, arch: str, objectives: Sequence[str], timeout_s: float,
+def start_gpu_runner(kernel: Kernel, arch: str, objectives: Sequence[str], timeout_s: float,
                      options: GpuOptions | None = None, backend: str | None = None) -> GpuRunner:
     """Start the GPU worker that measures ``objectives`` of ``kernel`` built for ``arch``, or say why it cannot.
 

@@ -241,7 +241,7 @@ class CupyBackend(GpuBackend):
         self.cp = cp
         dev = cp.cuda.Device(int(self.opts.get("device", 0)))
         dev.use()
-        self.kernel = kernel = init["kernel"]  # the KernelSpec (its workload applied), sent by the parent
+        self.kernel = kernel = init["kernel"]  # the kernel spec (its workload applied), sent by the parent
         inputs = kernel.make_inputs()
         self.expected = kernel.reference_outputs(inputs)
         self.pristine = {k: cp.asarray(v) for k, v in inputs.items()}

@@ -6,14 +6,11 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from compileiq_lab.measure.backends.base import HOST_METRICS
 from compileiq_lab.measure.build import CompileOutcome, build_cached
+from compileiq_lab.measure.kernel import Kernel
 from compileiq_lab.toolchain.tools import find_tool, tool_version
-
-if TYPE_CHECKING:
-    from compileiq_lab.kernels.spec import KernelSpec
 
 __all__ = ["CHost"]
 
@@ -33,7 +30,7 @@ class CHost:
     stages: tuple[str, ...] = ("c",)
     binary_kind: str = "host"
 
-    def __init__(self, kernel: KernelSpec, workdir: Path, compiler: str = "gcc", timeout_s: float = 60.0,
+    def __init__(self, kernel: Kernel, workdir: Path, compiler: str = "gcc", timeout_s: float = 60.0,
                  link_harness: bool = True) -> None:
         self.kernel, self.compiler, self.timeout_s, self.link = kernel, compiler, timeout_s, link_harness
         self.cc = find_tool(compiler)

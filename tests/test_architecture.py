@@ -179,6 +179,14 @@ def test_measure_never_imports_the_search_the_loop_or_the_ui():
     assert bad == []
 
 
+def test_the_ui_composes_no_kernel_run_itself():
+    """widgets/ and cli/ get kernels, catalogs, objectives and evaluators from the kernels package's face
+    (KernelRun and the choices), never from measure/, space/ or kernels' own modules."""
+    bad = [f"{m} imports {t}" for m, edges in TYPED_GRAPH.items() if _part(m) in ("widgets", "cli") for t in edges
+           if _part(t) in ("measure", "space") or t.startswith(f"{PACKAGE}.kernels.")]
+    assert bad == []
+
+
 def test_only_widgets_import_the_notebook_libraries():
     bad = [m for m, ext in _externals().items() if ext & ONLY_UI_IMPORTS and _part(m) != "widgets"]
     assert bad == []

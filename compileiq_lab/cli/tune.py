@@ -14,8 +14,7 @@ from compileiq_lab.analysis.registry import warm_start_configs
 from compileiq_lab.analysis.validation import validate
 from compileiq_lab.cli.runs import print_validation
 from compileiq_lab.exceptions import ConfigurationError
-from compileiq_lab.kernels import KernelRun
-from compileiq_lab.kernels.choices import active_catalog
+from compileiq_lab.kernels import KernelRun, active_catalog
 from compileiq_lab.run import Search
 from compileiq_lab.run.events import EvaluationEvent, FinishedEvent, GenerationEvent, RunEvent
 from compileiq_lab.store import DEFAULT_DIR, EvalRecord, Results, Validation, load_results

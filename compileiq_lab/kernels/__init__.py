@@ -5,26 +5,30 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from compileiq_lab.kernels.choices import (
+    CATALOGS,
+    DEFAULT_ARCH,
+    TARGETS,
+    active_catalog,
+    default_objectives,
+    gpu_arch,
+    gpu_reason,
+    objective_choices,
+    targets,
+)
 from compileiq_lab.kernels.load import ENV_VAR, kernels_root, list_kernels, load_kernel
 from compileiq_lab.kernels.spec import BufferSpec, KernelSpec, eval_expr
 
-__all__ = [
-    "ENV_VAR",
-    "BufferSpec",
-    "KernelRun",
-    "KernelSpec",
-    "eval_expr",
-    "kernels_root",
-    "list_kernels",
-    "load_kernel",
-]
+__all__ = ["CATALOGS", "DEFAULT_ARCH", "ENV_VAR", "TARGETS", "BufferSpec", "KernelRun", "KernelSpec",
+           "active_catalog", "default_objectives", "eval_expr", "gpu_arch", "gpu_reason", "kernels_root",
+           "list_kernels", "load_kernel", "objective_choices", "targets"]
 
 if TYPE_CHECKING:
     from compileiq_lab.kernels.run import KernelRun
 
 
 def __getattr__(name: str) -> Any:
-    # KernelRun pulls in the compile and measurement layers: loaded on first use (a GPU worker that only
+    # KernelRun pulls in the compile backends and the evaluator: loaded on first use (a GPU worker that only
     # unpickles a KernelSpec never needs them)
     if name == "KernelRun":
         return importlib.import_module("compileiq_lab.kernels.run").KernelRun

@@ -289,15 +289,18 @@ def _catalog(language: str, catalog: str | Catalog | None, name: str | None, con
 
 def _target(kernel: KernelSpec, objectives: Sequence[str] | None, target: str | None) -> str:
     """Where the run measures: as given, else from the objectives, else the first target this machine offers."""
+    runs = sorted(set(objectives or ()) & run_metrics(kernel.language))
     if target is not None:
         offered = ("gpu", "static") if kernel.language == "cuda" else ("cpu", "static")
         if target not in offered:
             raise ConfigurationError(f"target for a {kernel.language} kernel must be one of {list(offered)}, but got "
                                      f"{target!r}")
+        if target == "static" and runs:
+            raise ConfigurationError(f"a static target measures no runs, but the objectives {runs} are measured by "
+                                     f"running the kernel; pick static objectives or target {offered[0]!r}")
         return target
     if objectives:
-        return ("gpu" if kernel.language == "cuda" else "cpu") if set(objectives) & run_metrics(kernel.language) \
-            else "static"
+        return ("gpu" if kernel.language == "cuda" else "cpu") if runs else "static"
     return targets(kernel)[0]
 
 

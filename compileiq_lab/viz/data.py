@@ -24,6 +24,7 @@ __all__ = [
     "history_data",
     "hover_text",
     "parallel_data",
+    "param_rows",
     "params_text",
     "pareto_data",
     "speedup",
@@ -33,6 +34,11 @@ _MAX_EXAMPLES = 3
 
 
 # -- helpers ---------------------------------------------------------------------------------
+def param_rows(params: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    """A config's controls as (dotted name, value) pairs, sorted by name (nested groups flattened)."""
+    return sorted(flatten_params(params).items())
+
+
 def params_text(params: Mapping[str, Any], sep: str = "<br>") -> str:
     """Params as HTML-escaped ``name=value`` lines (``(compiler defaults)`` for an empty config).
 
@@ -255,17 +261,17 @@ def front_table(results: Results) -> list[dict[str, Any]]:
     """
     base = _ok_baseline(results)
     names, dirs = results.objective_names, results.directions
-    rows = []
-    for row in results.pareto_front():
-        scores = [float(row[f"score_{k + 1}"]) for k in range(results.n_objectives)]
+    base_scores = list(base.scores or []) if base is not None else None
+    rows: list[dict[str, Any]] = []
+    for rec in results.front_records():
+        scores = [float(v) for v in rec.scores or []]
         rows.append({
-            "eval_id": int(row["eval_id"]), "generation": int(row["generation"]),
-            "is_baseline": bool(row["is_baseline"]),
+            "eval_id": rec.eval_id, "generation": rec.generation, "is_baseline": rec.is_baseline,
             "objectives": dict(zip(names, scores)),
-            "speedups": {n: speedup(s, None if base is None else float(base.scores[k]), d)  # type: ignore[index]
+            "speedups": {n: speedup(s, None if base_scores is None else float(base_scores[k]), d)
                          for k, (n, s, d) in enumerate(zip(names, scores, dirs))},
-            "params": row["params"]})
-    sign = 1.0 if dirs[0] == "min" else -1.0
+            "params": rec.params})
+    sign = results.objectives[0].sign
     rows.sort(key=lambda r: (sign * r["objectives"][names[0]], r["eval_id"]))
     return rows
 

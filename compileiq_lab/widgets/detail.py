@@ -12,11 +12,10 @@ import ipywidgets as w
 
 from compileiq_lab.acf.export import point_acf
 from compileiq_lab.exceptions import ConfigurationError
-from compileiq_lab.space.space import flatten_params
-from compileiq_lab.viz.data import speedup
+from compileiq_lab.viz.data import param_rows, speedup
 
 if TYPE_CHECKING:
-    from compileiq_lab.kernels.run import KernelRun
+    from compileiq_lab.kernels import KernelRun
     from compileiq_lab.store.results import Results
 
 __all__ = ["DetailPanel", "describe", "export_point"]
@@ -36,9 +35,8 @@ def describe(results: Results, eval_id: int, kernel_run: KernelRun | None = None
     base = base if base is not None and base.status == "ok" else None
     parts = [f"<b>eval {rec.eval_id}</b> (generation {rec.generation}{', baseline' if rec.is_baseline else ''}): "
              f"<b>{html.escape(rec.status)}</b>"]
-    flat = flatten_params(rec.params)
     rows = "".join(f"<tr><td><code>{html.escape(k)}</code></td><td>{_fmt(v)}</td></tr>"
-                   for k, v in sorted(flat.items()))
+                   for k, v in param_rows(rec.params))
     parts.append("<div>controls changed from the defaults:</div>" + (f"<table>{rows}</table>" if rows
                                                                      else "<div><i>none (compiler defaults)</i></div>"))
     if kernel_run is not None:

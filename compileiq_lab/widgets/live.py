@@ -14,7 +14,6 @@ from compileiq_lab.analysis.influence import control_influence
 from compileiq_lab.exceptions import ConfigurationError, OptionalDependencyError
 from compileiq_lab.run.background import in_background
 from compileiq_lab.search.pareto import pareto_mask
-from compileiq_lab.space.objectives import signs
 from compileiq_lab.viz.data import failure_text, history_data, hover_text
 
 if TYPE_CHECKING:
@@ -283,7 +282,7 @@ class _PointCache:
         if len(recs) < self.n or (self.n and recs[self.n - 1].eval_id != self.last_id):
             self.reset()  # another run, or a reopened one
         new = recs[self.n:]
-        sign = signs(results.objectives)
+        sign = np.array([o.sign for o in results.objectives])
         fresh: dict[int, np.ndarray] = {}
         for r in new:
             if r.status == "ok" and r.scores is not None:

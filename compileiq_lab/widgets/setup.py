@@ -8,9 +8,18 @@ from typing import Any
 import ipywidgets as w
 
 from compileiq_lab.exceptions import ConfigurationError
-from compileiq_lab.kernels import KernelRun, KernelSpec, list_kernels, load_kernel
-from compileiq_lab.kernels.choices import CATALOGS, active_catalog, default_objectives, gpu_reason, objective_choices
-from compileiq_lab.kernels.choices import targets as kernel_targets
+from compileiq_lab.kernels import (
+    CATALOGS,
+    KernelRun,
+    KernelSpec,
+    active_catalog,
+    default_objectives,
+    gpu_reason,
+    list_kernels,
+    load_kernel,
+    objective_choices,
+)
+from compileiq_lab.kernels import targets as kernel_targets
 from compileiq_lab.run import Run, Search
 from compileiq_lab.search import SearchConfiguration
 from compileiq_lab.testing import toy_objective, toy_space

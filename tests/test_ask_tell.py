@@ -64,3 +64,16 @@ def test_start_continues_after_partial_ask_tell():
     s.tell(b, [PROBLEM(c.config) for c in b])
     res = s.start()
     assert list(res.get_results()["params"]) == list(ref.get_results()["params"])
+
+
+def test_start_after_ask_tell_reports_only_its_own_generations():
+    from compileiq_lab.run.events import GenerationEvent
+
+    s = Search(PROBLEM, PROBLEM.space(), CFG, store=":memory:")
+    s.tell(s.ask(), [PROBLEM({})])  # generation 0 finished through ask/tell
+    batch = s.ask()
+    s.tell(batch, [PROBLEM(c.config) for c in batch])  # and generation 1
+    events: list[object] = []
+    s.start(callback=events.append)
+    generations = [e.generation for e in events if isinstance(e, GenerationEvent)]
+    assert generations == list(range(2, CFG.generations + 1))

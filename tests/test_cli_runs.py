@@ -112,3 +112,10 @@ def test_verify_a_c_point_tuned_for_runtime(tmp_path):
     assert ok.returncode == 0 and "verify: OK" in ok.stdout, ok.stdout + ok.stderr
     bad_path = cli("export", "m.db", "-o", str(tmp_path / "missing" / "x.acf"), cwd=tmp_path)
     assert bad_path.returncode == 1 and "Traceback" not in bad_path.stderr
+
+
+@pytest.mark.parametrize("command", [[], ["demo"], ["tune"], ["catalog"], ["show"], ["export"], ["flags"], ["verify"],
+                                     ["validate"], ["report"]])
+def test_every_help_page_prints_and_exits_0(command, tmp_path):
+    out = cli(*command, "--help", cwd=tmp_path)
+    assert out.returncode == 0 and "usage: compileiq-lab" in out.stdout and "Traceback" not in out.stderr, out.stderr

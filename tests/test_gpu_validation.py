@@ -182,3 +182,28 @@ def test_points_are_checked_on_every_workload_and_mixed_results_are_flagged(tmp_
     acf = load_acf(point_acf(stored, rec, kernel, PTXAS, meta).to_json())
     assert set(acf.validation["workloads"]) == {"large", "small", "inverted"}
     assert acf.validation["workloads"]["inverted"]["win"] is False
+
+
+@needs_cuda
+def test_validation_refuses_a_store_another_run_writes_before_measuring(tmp_path):
+    import time
+
+    from compileiq_lab.exceptions import StoreError
+    from compileiq_lab.store import RunStore
+
+    ev = evaluator(tmp_path, ("runtime",))
+    store = str(tmp_path / "run.db")
+    try:
+        results = Search.of(ev, store=store, generations=1, pool_size=4).start()
+        other = RunStore(store)
+        other.acquire()  # another run is writing this store
+        try:
+            t0 = time.monotonic()
+            with pytest.raises(StoreError, match="being written by another run"):
+                validate(results, ev, rounds=16)
+            assert time.monotonic() - t0 < 5 and ev.gpu is not None and ev.gpu.worker.pid is not None
+        finally:
+            other.close()
+    finally:
+        ev.close()
+    assert load_results(store).validation is None

@@ -66,7 +66,9 @@ def validate(results: Results, run: KernelRun, *, eval_ids: Sequence[int] | None
         confidence: Level of the intervals.
         method: See ``compileiq_lab.measure.stats.compare``.
         max_points: Cap on front points re-measured.
-        save: Store the result in the run's header (``save_validation``), if the run is on disk.
+        save: Store the result in the run's header, if the run is on disk (as its only writer: a store another
+            run is writing is refused before anything is measured). ``results`` itself is a snapshot and stays
+            as it was: ``load_results(path)`` reads the stored validation.
         workloads: The kernel's other ``[[workloads]]`` to re-measure every point on as well (default: all
             it declares; [] for none). Each point's row gets ``workloads`` (name -> speedup, low, high, win,
             loss, or the error when its output is wrong there) and ``mixed`` (a win on the tuning workload
@@ -75,6 +77,34 @@ def validate(results: Results, run: KernelRun, *, eval_ids: Sequence[int] | None
     Raises:
         ConfigurationError: No GPU runner, a failed baseline, a point that no longer compiles or checks.
     """
+    _check_settings(rounds, confidence, method)
+    gpu = run.gpu
+    if gpu is None:
+        raise ConfigurationError("validate needs a kernel run with a GPU objective (runtime, power or energy) "
+                                 "on a CUDA kernel; static metrics are exact and need no re-measurement")
+    base = results.baseline_record
+    if base is None or base.status != "ok":
+        raise ConfigurationError("validate compares with the baseline (compiler defaults), but the run's baseline "
+                                 f"{'is missing' if base is None else 'failed: ' + base.status}; "
+                                 "nothing to compare with")
+    names = list(results.objective_names)
+    points = _points(results, names.index("runtime") if "runtime" in names else 0, eval_ids, max_points)
+    # the store's writer first: a run still writing it is said before minutes of measuring, not after
+    writer = RunStore(results.store_path) if save and results.store_path != MEMORY else None
+    try:
+        if writer is not None:
+            writer.acquire()
+        validation = _remeasure(run, gpu, base, points, rounds, energy_rounds, confidence, method,
+                                list(run.kernel.workloads) if workloads is None else list(workloads))
+        if writer is not None:
+            writer.update_header(validation=validation)
+    finally:
+        if writer is not None:
+            writer.close()
+    return validation
+
+
+def _check_settings(rounds: int, confidence: float, method: str) -> None:
     if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 10:
         raise ConfigurationError(f"rounds must be an integer >= 10 (interleaved samples per point), but got "
                                  f"{rounds!r}; use e.g. rounds=40 (--rounds 40)")
@@ -82,28 +112,29 @@ def validate(results: Results, run: KernelRun, *, eval_ids: Sequence[int] | None
         raise ConfigurationError(f"confidence must lie between 0.5 and 1, but got {confidence!r}; use e.g. 0.95")
     if method not in METHODS:
         raise ConfigurationError(f"method must be one of {list(METHODS)}, but got {method!r}")
-    gpu = run.gpu
-    if gpu is None:
-        raise ConfigurationError("validate needs a kernel run with a GPU objective (runtime, power or energy) "
-                                 "on a CUDA kernel; static metrics are exact and need no re-measurement")
-    base = next((r for r in results.records if r.is_baseline), None)
-    if base is None or base.status != "ok":
-        raise ConfigurationError("validate compares with the baseline (compiler defaults), but the run's baseline "
-                                 f"{'is missing' if base is None else 'failed: ' + base.status}; "
-                                 "nothing to compare with")
-    names = list(results.objective_names)
-    objective = names.index("runtime") if "runtime" in names else 0
-    points = _points(results, objective, eval_ids, max_points)
+
+
+def _codes(run: KernelRun, recs: Sequence[EvalRecord]) -> tuple[dict[str, tuple[Any, Any]], dict[int, str]]:
+    """The distinct codes to time (label -> (binary, define values)) and each record's label; the first
+    record's code (the baseline) is also measured under a second label, the A/A control."""
     items: dict[str, tuple[Any, Any]] = {}
     label_of: dict[int, str] = {}
-    for rec in [base, *points]:
+    for rec in recs:
         path, code_hash = run.build(rec.params)
         defines = rec.params.get("defines")
         key = f"{code_hash[:16]}:{run.kernel.launch_dims(defines)}"
         label_of[rec.eval_id] = key
         items.setdefault(key, (path, defines))
-    aa_label = label_of[base.eval_id] + "#aa"
-    items[aa_label] = items[label_of[base.eval_id]]
+    items[label_of[recs[0].eval_id] + "#aa"] = items[label_of[recs[0].eval_id]]
+    return items, label_of
+
+
+def _remeasure(run: KernelRun, gpu: GpuRunner, base: EvalRecord, points: list[EvalRecord], rounds: int,
+               energy_rounds: int | None, confidence: float, method: str, workloads: list[str]) -> Validation:
+    """Time the baseline and the points interleaved in a fresh worker, on the tuning workload and the others."""
+    items, label_of = _codes(run, [base, *points])
+    b_label = label_of[base.eval_id]
+    aa_label = b_label + "#aa"
     if energy_rounds is None:
         energy_rounds = 0 if gpu.info.get("nvml") else 2
     log.info("re-measuring %d distinct codes (%d points + baseline), %d rounds", len(items), len(points), rounds)
@@ -113,7 +144,6 @@ def validate(results: Results, run: KernelRun, *, eval_ids: Sequence[int] | None
     if failed:
         raise ConfigurationError(f"re-measured points must still produce the reference output, but {failed}")
     samples, energy = reply["samples"], reply.get("energy", {})
-    b_label = label_of[base.eval_id]
 
     def energy_mean(label: str) -> float | None:
         return float(np.mean(energy[label])) if energy.get(label) else None
@@ -131,22 +161,18 @@ def validate(results: Results, run: KernelRun, *, eval_ids: Sequence[int] | None
                      "samples": len(samples[label]),
                      "energy": ec, "energy_ratio": ec / eb if ec is not None and eb else None,
                      "same_code_as_baseline": label == b_label})
-    names = list(run.kernel.workloads) if workloads is None else list(workloads)
-    for name in names:
+    for name in workloads:
         _validate_workload(gpu, name, items, label_of, points, rows, rounds, confidence, method)
-    validation = Validation(
+    return Validation(
         rows=rows, baseline={"eval_id": base.eval_id, "runtime_median": float(np.median(samples[b_label])),
                              "runtime_ci": list(median_ci(samples[b_label], confidence)),
                              "energy": energy_mean(b_label),
                              "aa": {"speedup": aa.speedup, "low": aa.low, "high": aa.high}, "noise_floor": floor},
-        rounds=rounds, confidence=confidence, method=method, workloads=names,
+        rounds=rounds, confidence=confidence, method=method, workloads=workloads,
         gpu={**gpu.info.get("power", {}), **reply.get("state", {})},
         created=datetime.now(UTC).isoformat(timespec="seconds"),
         samples={"baseline": list(samples[b_label]), "baseline_aa": list(samples[aa_label]),
                  **{str(rec.eval_id): list(samples[label_of[rec.eval_id]]) for rec in points}})
-    if save and results.store_path != MEMORY:
-        save_validation(results.store_path, validation)
-    return validation
 
 
 def save_validation(path: str, validation: Validation) -> RunHeader:

@@ -20,8 +20,10 @@ __all__ = ["RUN_COMMANDS", "add_run_parsers", "print_validation"]
 
 
 def _sub(sub: Any, name: str, help_: str, example: str) -> argparse.ArgumentParser:
-    parser: argparse.ArgumentParser = sub.add_parser(name, help=help_, description=f"{help_}.\n\nexample: {example}",
-                                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    # argparse %-formats help strings (not descriptions): a literal % must be doubled there
+    parser: argparse.ArgumentParser = sub.add_parser(
+        name, help=help_.replace("%", "%%"), description=f"{help_}.\n\nexample: {example}",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     return parser
 
 
@@ -158,11 +160,13 @@ def _verify(args: argparse.Namespace) -> int:
     if acf.toolchain and installed != acf.toolchain:
         notes.append(f"the installed toolchain differs from the recorded one ({installed} vs {acf.toolchain}): "
                      "a different machine-code hash is expected")
-    try:
-        _, code_hash = run.build(acf.controls)
-    except ConfigurationError as exc:
-        print(f"verify: FAILED: the compile failed: {str(exc)[:400]}", file=sys.stderr)
+    conflict = run.constraint(acf.controls)
+    outcome = None if conflict else run.evaluator.compile(acf.controls)
+    if outcome is None or not outcome.ok or outcome.path is None:
+        status, why = ("compile_error", conflict) if outcome is None else (outcome.status, outcome.error)
+        print(f"verify: FAILED: the compile ends in {status}: {(why or '')[:400]}", file=sys.stderr)
         return 1
+    _, code_hash = run.build(acf.controls)
     for n in notes:
         print(f"note: {n}")
     if acf.code_hash is None:

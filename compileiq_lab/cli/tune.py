@@ -82,14 +82,20 @@ def _split(text: str | None) -> list[str] | None:
 
 def run_catalog(args: argparse.Namespace) -> int:
     """Print a catalog's active controls."""
-    catalog, left_out = active_catalog(args.name)
-    for control, why in left_out:
-        print(f"note: {control} left out: {why}", file=sys.stderr)
+    catalog, left_out, note = active_catalog(args.name)
+    _notes(left_out, note)
     print(f"{'control':32} {'stage':9} {'category':24} {'tier':9} unsafe  domain / doc")
     for c in catalog.controls:
         print(f"{c.name:32} {c.stage:9} {c.category:24} {c.tier:9} {'yes' if c.unsafe_math else '':6}  "
               f"{c.param!r}\n{'':84}{c.doc}")
     return 0
+
+
+def _notes(left_out: tuple[tuple[str, str], ...], note: str) -> None:
+    if note:
+        print(f"note: {note}", file=sys.stderr)
+    for control, why in left_out:
+        print(f"note: {control} left out: {why}", file=sys.stderr)
 
 
 def _progress(total_generations: int) -> Callable[[RunEvent], None]:
@@ -125,8 +131,7 @@ def run_tune(args: argparse.Namespace) -> int:
 
 
 def _tune(args: argparse.Namespace, run: KernelRun) -> int:
-    for control, why in run.left_out:
-        print(f"note: {control} left out: {why}", file=sys.stderr)
+    _notes(run.left_out, run.catalog_note)
     warm, sources = _warm_start(args, run)
     meta = run.metadata(**({"warm_start_from": sources} if sources else {}))
     search = Search.of(run, store=args.store, metadata=meta, generations=args.generations, pool_size=args.pool_size,

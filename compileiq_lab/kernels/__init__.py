@@ -14,6 +14,7 @@ from compileiq_lab.kernels.choices import (
     gpu_arch,
     gpu_reason,
     objective_choices,
+    offered_catalog,
     targets,
 )
 from compileiq_lab.kernels.load import ENV_VAR, kernels_root, list_kernels, load_kernel
@@ -21,7 +22,7 @@ from compileiq_lab.kernels.spec import BufferSpec, KernelSpec, eval_expr
 
 __all__ = ["CATALOGS", "DEFAULT_ARCH", "ENV_VAR", "TARGETS", "BufferSpec", "KernelRun", "KernelSpec",
            "active_catalog", "default_objectives", "eval_expr", "gpu_arch", "gpu_reason", "kernels_root",
-           "list_kernels", "load_kernel", "objective_choices", "targets"]
+           "list_kernels", "load_kernel", "objective_choices", "offered_catalog", "targets"]
 
 if TYPE_CHECKING:
     from compileiq_lab.kernels.run import KernelRun

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import logging
+from typing import NamedTuple
 
 from compileiq_lab.exceptions import ConfigurationError
 from compileiq_lab.kernels.spec import KernelSpec
@@ -13,8 +14,21 @@ from compileiq_lab.measure.gpu import GPU_METRICS, gpu_target, gpu_unavailable_r
 from compileiq_lab.space.catalogs import Catalog, active, get_catalog
 from compileiq_lab.space.objectives import METRICS
 
-__all__ = ["CATALOGS", "DEFAULT_ARCH", "TARGETS", "active_catalog", "default_objectives", "gpu_arch", "gpu_reason",
-           "objective_choices", "run_metrics", "static_metrics", "targets"]
+__all__ = [
+    "CATALOGS",
+    "DEFAULT_ARCH",
+    "TARGETS",
+    "ActiveCatalog",
+    "active_catalog",
+    "default_objectives",
+    "gpu_arch",
+    "gpu_reason",
+    "objective_choices",
+    "offered_catalog",
+    "run_metrics",
+    "static_metrics",
+    "targets",
+]
 
 log = logging.getLogger(__name__)
 
@@ -25,7 +39,7 @@ CATALOGS = {"cuda": ("nvcc", "ptxas", "nvrtc", "nvcc_frontend"), "c": ("gcc", "c
 #: Where a kernel can be measured: on a GPU, on this CPU, or from its build alone.
 TARGETS = ("gpu", "cpu", "static")
 _DEFAULT_OBJECTIVES = {("cuda", "gpu"): ("runtime", "energy"), ("cuda", "static"): ("sass_instructions", "registers"),
-                       ("c", "cpu"): ("runtime", "text_bytes"), ("c", "static"): ("text_bytes", "compile_time")}
+                       ("c", "cpu"): ("runtime",), ("c", "static"): ("text_bytes", "compile_time")}
 _RUN_TARGET = {"cuda": "gpu", "c": "cpu"}
 
 
@@ -72,12 +86,22 @@ def targets(kernel: KernelSpec) -> list[str]:
     return [_RUN_TARGET[kernel.language], "static"]
 
 
+class ActiveCatalog(NamedTuple):
+    """A catalog as the installed compiler supports it."""
+
+    catalog: Catalog
+    #: (control, reason) per control left out.
+    left_out: tuple[tuple[str, str], ...]
+    #: Why the curated catalog is used unchecked, or "".
+    note: str
+
+
 @functools.cache
-def active_catalog(name: str) -> tuple[Catalog, tuple[tuple[str, str], ...]]:
-    """A catalog restricted to what the installed compiler supports, and (control, reason) per control left out.
+def active_catalog(name: str) -> ActiveCatalog:
+    """A catalog restricted to what the installed compiler supports (checked once per process).
 
     NVRTC options are checked against nvcc/ptxas where they exist; without them the curated
-    catalog is used as it is (with a warning).
+    catalog is used as it is (and ``note`` says so).
 
     Raises:
         SpaceDefinitionError: For an unknown catalog name.
@@ -89,6 +113,15 @@ def active_catalog(name: str) -> tuple[Catalog, tuple[tuple[str, str], ...]]:
     except ConfigurationError:
         if name != "nvrtc":
             raise
-        log.warning("no nvcc/ptxas to check NVRTC options against; using the whole curated nvrtc catalog")
-        return catalog, ()
-    return kept, tuple(left_out)
+        return ActiveCatalog(catalog, (), "no nvcc/ptxas to check NVRTC options against; using the whole "
+                                          "curated catalog")
+    return ActiveCatalog(kept, tuple(left_out), "")
+
+
+def offered_catalog(name: str) -> ActiveCatalog:
+    """The controls to offer for a catalog in a form: the active ones, or, where its compiler cannot be asked
+    (not installed), the curated ones with the reason as ``note`` (a run then says what to install)."""
+    try:
+        return active_catalog(name)
+    except ConfigurationError as exc:
+        return ActiveCatalog(get_catalog(name), (), str(exc))

@@ -28,7 +28,7 @@ from compileiq_lab.measure.backends.base import Backend
 from compileiq_lab.measure.backends.c import CHost
 from compileiq_lab.measure.backends.cuda import CudaFull, CudaTwoStage
 from compileiq_lab.measure.cpu import CpuRunner
-from compileiq_lab.measure.evaluator import KernelEvaluator
+from compileiq_lab.measure.evaluator import KernelEvaluator, config_argv, config_conflict, kernel_space
 from compileiq_lab.measure.gpu import GpuOptions, GpuRunner, start_gpu_runner
 from compileiq_lab.measure.measurement import Measurement
 from compileiq_lab.measure.runner import Runner
@@ -102,10 +102,10 @@ class KernelRun:
                  catalog_name: str | None = None, measure: bool = True) -> None:
         self.kernel = kernel if isinstance(kernel, KernelSpec) else load_kernel(kernel)
         language = self.kernel.language
-        self.catalog_name, self.catalog, self.left_out = _catalog(language, catalog, catalog_name, controls,
-                                                                  categories, tiers, unsafe_math)
+        self.catalog_name, self.catalog, self.left_out, self.catalog_note = _catalog(
+            language, catalog, catalog_name, controls, categories, tiers, unsafe_math)
         self.target = _target(self.kernel, objectives, target)
-        names = list(objectives) if objectives else default_objectives(language, self.target)
+        names = list(objectives) if objectives is not None else default_objectives(language, self.target)
         _check_objectives(self.kernel, names)
         self.objectives: list[Objective] = [METRICS[n] for n in names]
         runs = set(names) & run_metrics(language)
@@ -114,20 +114,21 @@ class KernelRun:
         else:
             self.arch = None
         self.workdir = Path(workdir) if workdir is not None else _scratch()
-        self.timeout_s = timeout_s
-        self.backend = self._backend(two_stage, link=bool(runs))
-        self.measures = measure
-        runner: Runner | None = None
-        if runs and measure and language == "cuda":
-            runner = start_gpu_runner(self.kernel, self.arch or DEFAULT_ARCH, names, timeout_s, gpu_options,
-                                      gpu_backend)
-        elif runs and measure:
-            runner = CpuRunner(self.kernel, self.workdir, names, timeout_s=timeout_s)
-        built = names if measure else [n for n in names if n in self.backend.metrics()] or ["text_bytes"]
-        self.evaluator = KernelEvaluator(self.kernel, self.catalog, built, self.backend, runner)
-        timed_cpu = language == "c" and bool(runs & {"runtime", "runtime_median"})
-        # timed CPU runs must not share the CPU with compiles unless asked; GPU runs are serialised, compiles overlap
-        self.workers = workers or (1 if timed_cpu else (os.cpu_count() or 1))
+        self.timeout_s, self.measures = timeout_s, measure
+        self._two_stage, self._link = two_stage, bool(runs)
+        self._backend: Backend | None = None
+        self._evaluator: KernelEvaluator | None = None
+        if measure:  # built now, so that a missing compiler or GPU is said before any search starts
+            backend = self.backend
+            runner: Runner | None = None
+            if runs and language == "cuda":
+                runner = start_gpu_runner(self.kernel, self.arch or DEFAULT_ARCH, names, timeout_s, gpu_options,
+                                          gpu_backend)
+            elif runs:
+                runner = CpuRunner(self.kernel, self.workdir, names, timeout_s=timeout_s)
+            self._evaluator = KernelEvaluator(self.kernel, self.catalog, names, backend, runner)
+        # CPU runs must not share the CPU with compiles unless asked; GPU runs are serialised, compiles overlap
+        self.workers = workers or (1 if language == "c" and runs else (os.cpu_count() or 1))
 
     # -- rebuilding ------------------------------------------------------------------------------
     @classmethod
@@ -186,11 +187,11 @@ class KernelRun:
 
     def search_space(self) -> dict[str, Any]:
         """The searched controls plus a ``defines`` group for the kernel's -D knobs."""
-        return self.evaluator.space()
+        return kernel_space(self.kernel, self.catalog)
 
     def constraint(self, config: Mapping[str, Any]) -> str | None:
         """Why the compiler would reject a config (a known conflict), or None."""
-        return self.evaluator.constraint(config)
+        return config_conflict(self.catalog, config)
 
     def metadata(self, **extra: Any) -> dict[str, Any]:
         """The run header's facts of this kernel run (``extra``: more facts, e.g. warm-start sources)."""
@@ -204,6 +205,21 @@ class KernelRun:
                           gpu=gpu.info if gpu is not None else None, extra=extra).to_dict()
 
     # -- the build and the measurement -------------------------------------------------------------
+    @property
+    def backend(self) -> Backend:
+        """The compile path (made on first use in a build-only run: exporting needs no compiler)."""
+        if self._backend is None:
+            self._backend = self._make_backend()
+        return self._backend
+
+    @property
+    def evaluator(self) -> KernelEvaluator:
+        """The evaluator (in a build-only run it measures the static objectives only)."""
+        if self._evaluator is None:
+            static = [o for o in self.objective_names if o in self.backend.metrics()] or ["text_bytes"]
+            self._evaluator = KernelEvaluator(self.kernel, self.catalog, static, self.backend)
+        return self._evaluator
+
     @property
     def objective_names(self) -> list[str]:
         """Objective names, in score order."""
@@ -227,12 +243,12 @@ class KernelRun:
     @property
     def gpu(self) -> GpuRunner | None:
         """The GPU worker measuring this run's GPU objectives, if any."""
-        runner = self.evaluator.runner
+        runner = self._evaluator.runner if self._evaluator is not None else None
         return runner if isinstance(runner, GpuRunner) else None
 
     def argv(self, config: Mapping[str, Any]) -> dict[str, list[str]]:
         """The compiler arguments of a config, per stage."""
-        return self.evaluator.argv(config)
+        return config_argv(self.kernel, self.catalog, config)
 
     def build(self, config: Mapping[str, Any]) -> tuple[Path, str]:
         """Compile one config (cached); returns (binary path, machine-code hash)."""
@@ -244,34 +260,37 @@ class KernelRun:
 
     def close(self) -> None:
         """Stop the GPU worker, if any (it also ends with this process)."""
-        self.evaluator.close()
+        if self._evaluator is not None:
+            self._evaluator.close()
 
     def __repr__(self) -> str:
         return (f"KernelRun(kernel={self.kernel.name!r}, catalog={self.catalog_name!r}, "
                 f"objectives={self.objective_names!r}, target={self.target!r}, arch={self.arch!r})")
 
-    def _backend(self, two_stage: bool, link: bool) -> Backend:
+    def _make_backend(self) -> Backend:
         k = self.kernel
         if k.language == "c":
-            return CHost(k, self.workdir, compiler=self.catalog.compiler, timeout_s=self.timeout_s, link_harness=link)
+            return CHost(k, self.workdir, compiler=self.catalog.compiler, timeout_s=self.timeout_s,
+                         link_harness=self._link)
         arch = self.arch or DEFAULT_ARCH
         if self.catalog.compiler == "nvrtc":
             from compileiq_lab.measure.backends.nvrtc import Nvrtc
 
             return Nvrtc(k.source_path, k.entry, arch, self.workdir)
-        kind = CudaTwoStage if two_stage else CudaFull
+        kind = CudaTwoStage if self._two_stage else CudaFull
         return kind(k.source_path, k.entry, arch, self.workdir, self.timeout_s)
 
 
 def _catalog(language: str, catalog: str | Catalog | None, name: str | None, controls: Sequence[str] | None,
              categories: Sequence[str] | None, tiers: Sequence[str] | None,
-             unsafe_math: bool) -> tuple[str, Catalog, tuple[tuple[str, str], ...]]:
-    """(header name, the catalog searched, controls left out with why) of a kernel run."""
+             unsafe_math: bool) -> tuple[str, Catalog, tuple[tuple[str, str], ...], str]:
+    """(header name, the catalog searched, controls left out with why, a note) of a kernel run."""
     if catalog is None:
         catalog = CATALOGS[language][0]
     left_out: tuple[tuple[str, str], ...] = ()
+    note = ""
     if isinstance(catalog, str):
-        name, (full, left_out) = catalog, active_catalog(catalog)
+        name, (full, left_out, note) = catalog, active_catalog(catalog)
         chosen = full.select(names=controls, categories=categories, tiers=tiers, include_unsafe=unsafe_math)
     else:
         name = name or catalog.compiler
@@ -284,7 +303,7 @@ def _catalog(language: str, catalog: str | Catalog | None, name: str | None, con
         raise ConfigurationError(
             f"catalog {chosen.compiler!r} controls stages {sorted(stages)}, but a {language} kernel takes "
             f"{sorted(fits)}; use {'nvcc, ptxas or nvrtc' if language == 'cuda' else 'gcc or clang'}")
-    return name, chosen, left_out
+    return name, chosen, left_out, note
 
 
 def _target(kernel: KernelSpec, objectives: Sequence[str] | None, target: str | None) -> str:
@@ -319,11 +338,13 @@ def _check_objectives(kernel: KernelSpec, names: Sequence[str]) -> None:
 
 
 def _kernel_ref(kernel: KernelSpec) -> str:
-    """How to load the kernel again: its bundled name, else its folder (with kernel.toml) or its source file."""
+    """How to load the kernel again: its bundled name, else its folder (with kernel.toml) or its bare source file."""
+    if kernel.spec_file is None:
+        return str(kernel.source_path)
     bundled = kernels_root() / kernel.name
     if (bundled / SPEC_FILE).is_file() and bundled.resolve() == kernel.folder.resolve():
         return kernel.name
-    return str(kernel.folder if (kernel.folder / SPEC_FILE).is_file() else kernel.source_path)
+    return str(kernel.folder)
 
 
 def _scratch() -> Path:

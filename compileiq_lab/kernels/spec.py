@@ -113,6 +113,7 @@ class KernelSpec:
     ``defines`` maps each -D knob to its values (first = default); ``params`` holds the integer
     scalars in order; ``grid``/``block``/``shared_bytes``/``args`` describe a CUDA launch. A spec
     without ``entry`` or outputs (e.g. a bare source file) is static-only: compiled, never run.
+    ``spec_file`` is the kernel.toml it was read from (None for a bare source file).
     """
 
     name: str
@@ -137,6 +138,7 @@ class KernelSpec:
     args: tuple[str, ...] | None = None
     workloads: dict[str, dict[str, int]] = field(default_factory=dict)
     workload: str | None = None
+    spec_file: Path | None = None
 
     @property
     def static_only(self) -> bool:

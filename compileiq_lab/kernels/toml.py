@@ -13,6 +13,7 @@ from compileiq_lab.kernels.spec import (
     INITS,
     LANGUAGES,
     REFERENCE_FILE,
+    SPEC_FILE,
     BufferSpec,
     KernelSpec,
     need,
@@ -66,6 +67,7 @@ class SpecParser:
                   f'Set entry = "{C_ENTRY}" and define void {C_ENTRY}(void **bufs, const long *params).')
         self.need(isinstance(desc := d.get("description", ""), str), "description is a string", desc, "Write a line.")
         fields = dict(name=d["name"], language=d["language"], source=d["source"], entry=entry, folder=self.folder,
+                      spec_file=self.folder / SPEC_FILE,
                       source_path=(self.folder / d["source"]).resolve(), description=desc)
         fields.update(self.symbols_and_buffers(d))
         fields.update(self.check_and_run(self.table(d.get("check", {}), "check"), self.table(d.get("run", {}), "run")))

@@ -18,7 +18,7 @@ from compileiq_lab.measure.runner import Runner
 from compileiq_lab.space import params as ss
 from compileiq_lab.space.catalogs.base import Catalog
 
-__all__ = ["KernelEvaluator", "config_argv"]
+__all__ = ["KernelEvaluator", "config_argv", "config_conflict", "kernel_space"]
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +31,19 @@ def config_argv(kernel: Kernel, catalog: Catalog, config: Mapping[str, Any]) -> 
     """
     controls = {k: v for k, v in config.items() if k != "defines"}
     return catalog.stage_argv(controls, kernel.define_args(config.get("defines")))
+
+
+def kernel_space(kernel: Kernel, catalog: Catalog) -> dict[str, Any]:
+    """The search space of a kernel run: the catalog's controls plus a ``defines`` group for the kernel's knobs."""
+    sp: dict[str, Any] = dict(catalog.space())
+    if kernel.defines:
+        sp["defines"] = {k: ss.choice(list(v)) for k, v in kernel.defines.items()}
+    return sp
+
+
+def config_conflict(catalog: Catalog, config: Mapping[str, Any]) -> str | None:
+    """Why the compiler would reject a config (a known conflict of the catalog), or None."""
+    return catalog.conflict({k: v for k, v in config.items() if k != "defines"})
 
 
 class KernelEvaluator:
@@ -94,14 +107,11 @@ class KernelEvaluator:
 
     def space(self) -> dict[str, Any]:
         """The search space: the catalog's controls plus a ``defines`` group for the kernel's knobs."""
-        sp: dict[str, Any] = dict(self.catalog.space())
-        if self.kernel.defines:
-            sp["defines"] = {k: ss.choice(list(v)) for k, v in self.kernel.defines.items()}
-        return sp
+        return kernel_space(self.kernel, self.catalog)
 
     def constraint(self, config: Mapping[str, Any]) -> str | None:
         """Why the compiler would reject a config (a known conflict), or None."""
-        return self.catalog.conflict({k: v for k, v in config.items() if k != "defines"})
+        return config_conflict(self.catalog, config)
 
     def argv(self, config: Mapping[str, Any]) -> dict[str, list[str]]:
         """The compiler arguments of a config, per stage."""

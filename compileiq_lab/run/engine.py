@@ -234,7 +234,7 @@ def _strategy(space: SearchSpace, config: SearchConfiguration, constraint: Const
     hooks: dict[str, Any] = {}
     if constraint is not None:
         hooks["reject"] = lambda x: constraint(space.decode(x)) is not None
-    if config.surrogate:
+    if config.surrogate and resolved.strategy != "random":  # random draws have nothing to screen
         from compileiq_lab.search.surrogate import SurrogateScreen
 
         hooks["screen"] = SurrogateScreen(config.num_objectives, config.seed)

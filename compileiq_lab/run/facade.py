@@ -174,6 +174,7 @@ class Search:
         if awaiting:
             raise SearchStateError(f"{len(awaiting)} asked candidates await tell(); tell their scores "
                                    "before start()")
+        self._engine.take_generations()  # generations finished through ask()/tell() were not this call's events
         self.store.acquire()
         try:
             evaluate, closer = make_evaluator(self.objective_function, self.config.num_objectives,
@@ -305,19 +306,14 @@ def prepare_store(store: RunStore, new: RunHeader) -> None:
             f"run store {store.path!r} was made with other search settings ({'; '.join(diff)}); "
             "a resumed run must keep them (only generations and timeout_s may change). "
             "Use a new store path to search with new settings.")
-    stored_meta, given_meta = _set_values(h.metadata), _set_values(new.metadata)
-    if new.metadata and h.metadata and stored_meta != given_meta:
-        keys = sorted(k for k in set(stored_meta) | set(given_meta) if stored_meta.get(k) != given_meta.get(k))
-        what = "; ".join(f"{k}: stored {stored_meta.get(k)!r} vs given {given_meta.get(k)!r}" for k in keys)
+    stored_setup, given_setup = h.setup(), new.setup()
+    keys = sorted(k for k in set(stored_setup) & set(given_setup) if stored_setup[k] != given_setup[k])
+    if keys:  # a fact one side does not record is unknown, not different
+        what = "; ".join(f"{k}: stored {stored_setup[k]!r} vs given {given_setup[k]!r}" for k in keys)
         raise StoreMismatchError(
             f"run store {store.path!r} holds a run of another setup ({what}); its results would not compare. "
             "Use a new store path.")
     store.write_header(h.replace(config=new.config, status="running"))
-
-
-def _set_values(meta: Mapping[str, Any]) -> dict[str, Any]:
-    """Metadata without its unset (None) entries: a missing fact and a None one are the same."""
-    return {k: v for k, v in meta.items() if v is not None}
 
 
 def _name_of(fn: ObjectiveFunction | None) -> str:

@@ -120,6 +120,15 @@ class KernelMeta:
                    toolchain=dict(data.get("toolchain") or {}), gpu=data.get("gpu"),
                    extra={k: v for k, v in data.items() if k not in cls._KEYS})
 
+    def identity(self) -> dict[str, Any]:
+        """What makes two kernel runs comparable: kernel, source, catalog, objectives, arch, toolchain and GPU model
+        (not where the kernel was loaded from, the GPU's clocks of the day, or how the run was seeded)."""
+        gpu = (self.gpu or {}).get("name")
+        out = {"kernel": self.kernel, "language": self.language, "source_sha256": self.source_sha256,
+               "catalog": self.catalog, "arch": self.arch, "objectives": list(self.objectives),
+               "toolchain": dict(self.toolchain) or None, "gpu": gpu}
+        return {k: v for k, v in out.items() if v is not None}
+
     def to_dict(self) -> dict[str, Any]:
         """The stored form (the header's ``metadata``)."""
         out: dict[str, Any] = {"kernel": self.kernel, "language": self.language, "source_sha256": self.source_sha256,
@@ -193,6 +202,12 @@ class RunHeader:
     def kernel(self) -> KernelMeta | None:
         """The kernel facts of a kernel run (None for runs of a Python objective)."""
         return KernelMeta.from_dict(self.metadata)
+
+    def setup(self) -> dict[str, Any]:
+        """The facts a continued run must share with this one: a kernel run's identity, else the metadata given."""
+        kernel = self.kernel
+        facts = kernel.identity() if kernel is not None else dict(self.metadata)
+        return {k: v for k, v in facts.items() if v is not None}
 
     @property
     def objectives(self) -> list[Objective]:

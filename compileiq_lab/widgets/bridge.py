@@ -72,6 +72,12 @@ class EventBridge:
                 log.exception("dashboard update failed")
         return len(events)
 
+    def discard(self) -> int:
+        """Drop every queued event (a new run is attached: the old run's events must not reach it)."""
+        with self._lock:
+            dropped, self._queue = len(self._queue), []
+        return dropped
+
     @property
     def pending(self) -> int:
         """Events queued and not yet flushed."""

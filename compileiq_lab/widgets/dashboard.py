@@ -166,6 +166,7 @@ class Dashboard:
     def _attach(self, run: Run) -> None:
         if self._unsubscribe is not None:
             self._unsubscribe()
+        self.bridge.discard()
         self.run = run
         self._unsubscribe = run.subscribe(self.bridge.push)
         self.plots = LivePlots([o.name for o in run.search.objectives], on_select=self.select)

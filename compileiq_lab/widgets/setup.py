@@ -12,12 +12,12 @@ from compileiq_lab.kernels import (
     CATALOGS,
     KernelRun,
     KernelSpec,
-    active_catalog,
     default_objectives,
     gpu_reason,
     list_kernels,
     load_kernel,
     objective_choices,
+    offered_catalog,
 )
 from compileiq_lab.kernels import targets as kernel_targets
 from compileiq_lab.run import Run, Search
@@ -96,7 +96,10 @@ class RunForm:
         if self.catalog.value in (None, "(toy space)"):
             self.categories.options, self.docs.value = [], ""
             return
-        cats = sorted({c.category for c in active_catalog(self.catalog.value)[0].controls})
+        offered = offered_catalog(self.catalog.value)
+        if offered.note:  # e.g. the compiler is not installed: its controls are listed, a run says what to install
+            self.note.value = f"<span style='color:#b00'>{html.escape(offered.note)}</span>"
+        cats = sorted({c.category for c in offered.catalog.controls})
         self.categories.options = cats
         self.categories.value = tuple(cats)
 
@@ -106,7 +109,7 @@ class RunForm:
         chosen = set(self.categories.value)
         rows = "".join(f"<tr><td><code>{html.escape(c.name)}</code></td><td>{html.escape(c.category)}</td>"
                        f"<td>{html.escape(c.tier)}</td><td>{html.escape(c.doc)}</td></tr>"
-                       for c in active_catalog(self.catalog.value)[0].controls
+                       for c in offered_catalog(self.catalog.value).catalog.controls
                        if c.category in chosen and not c.unsafe_math)
         self.docs.value = ("<details><summary>controls searched</summary><table style='font-size:12px'>"
                            f"<tr><th>control</th><th>category</th><th>tier</th><th>what it does</th></tr>{rows}"

@@ -1,0 +1,108 @@
+"""KernelRun, the one composition of a kernel run: defaults, rebuilding from a header, build-only runs, resume rules."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from compileiq_lab import Search, load_results
+from compileiq_lab.exceptions import ConfigurationError, StoreMismatchError
+from compileiq_lab.kernels import KernelRun, kernels_root, load_kernel, offered_catalog
+
+needs_cuda = pytest.mark.skipif(shutil.which("nvcc") is None and shutil.which("ptxas") is None,
+                                reason="nvcc/ptxas not installed")
+needs_gcc = pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc not installed")
+
+
+@needs_gcc
+def test_one_set_of_defaults_for_c_kernels(tmp_path):
+    timed = KernelRun("dot", workdir=tmp_path / "a")
+    assert timed.catalog_name == "gcc" and timed.objective_names == ["runtime"] and timed.target == "cpu"
+    assert timed.workers == 1 and timed.arch is None  # timed CPU runs do not share the CPU
+    counted = KernelRun("dot", objectives=["instructions"], workdir=tmp_path / "b")
+    assert counted.workers == 1
+    static = KernelRun("dot", objectives=["text_bytes"], workdir=tmp_path / "c")
+    assert static.target == "static" and static.workers == (os.cpu_count() or 1)
+    with pytest.raises(ConfigurationError, match="objectives for a c kernel must be among"):
+        KernelRun("dot", objectives=[], workdir=tmp_path / "d")
+    with pytest.raises(ConfigurationError, match="a static target measures no runs"):
+        KernelRun("dot", objectives=["runtime"], target="static", workdir=tmp_path / "e")
+
+
+@needs_cuda
+def test_a_bare_file_is_rebuilt_as_the_bare_file_it_was(tmp_path):
+    bare = kernels_root() / "reduction" / "reduction.cu"  # beside a kernel.toml, with -D knobs
+    run = KernelRun(bare, "ptxas", ["registers"], workdir=tmp_path / "w")
+    assert run.metadata()["kernel_path"] == str(bare) and "defines" not in run.search_space()
+    results = Search.of(run, store=str(tmp_path / "bare.db"), generations=1, pool_size=2).start()
+    again = KernelRun.from_header(results.header, measure=False)
+    assert again.kernel.spec_file is None and again.search_space().keys() == run.search_space().keys()
+    bundled = KernelRun("reduction", "ptxas", ["registers"], workdir=tmp_path / "w2")
+    assert "kernel_path" not in bundled.metadata() and "defines" in bundled.search_space()
+
+
+@needs_cuda
+def test_resume_compares_what_makes_runs_comparable(tmp_path):
+    folder = tmp_path / "first" / "reduction"
+    shutil.copytree(kernels_root() / "reduction", folder)
+    store = str(tmp_path / "run.db")
+    Search.of(KernelRun(folder, "ptxas", ["registers"], workdir=tmp_path / "w"), store=store, generations=1,
+              pool_size=2).start()
+    moved = tmp_path / "second" / "reduction"  # the same source elsewhere: the same run
+    shutil.copytree(folder, moved)
+    again = Search.of(KernelRun(moved, "ptxas", ["registers"], workdir=tmp_path / "w"), store=store, generations=2,
+                      pool_size=2)
+    again.close()
+    src = moved / "reduction.cu"
+    src.write_text(src.read_text() + "\n// edited\n")
+    with pytest.raises(StoreMismatchError, match="source_sha256"):
+        Search.of(KernelRun(moved, "ptxas", ["registers"], workdir=tmp_path / "w"), store=store, generations=2,
+                  pool_size=2)
+
+
+@needs_gcc
+def test_exporting_a_stored_run_needs_no_compiler(tmp_path, monkeypatch):
+    store = str(tmp_path / "c.db")
+    run = KernelRun("dot", "gcc", ["text_bytes"], workdir=tmp_path / "w")
+    Search.of(run, store=store, generations=1, pool_size=3).start()
+    empty = tmp_path / "empty-path"
+    empty.mkdir()
+    env = {**os.environ, "PATH": str(empty)}
+    out = subprocess.run([sys.executable, "-m", "compileiq_lab.cli", "export", store, "-o", "p.acf"],
+                         capture_output=True, text=True, cwd=tmp_path, env=env)
+    assert out.returncode == 0, out.stderr
+    assert (tmp_path / "p.acf").is_file()
+    monkeypatch.setenv("PATH", str(empty))
+    build_only = KernelRun.from_header(load_results(store).header, measure=False)
+    assert build_only.argv({"opt_level": 3})["c"][-2:] == ["-O2", "-O3"]  # arguments need no compiler
+    with pytest.raises(ConfigurationError, match="compiler 'gcc' is not on PATH"):  # building does
+        build_only.build({})
+
+
+def test_a_form_offers_the_curated_controls_when_the_compiler_is_missing(tmp_path, monkeypatch):
+    from compileiq_lab.kernels.choices import active_catalog
+
+    empty = tmp_path / "empty-path"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+    active_catalog.cache_clear()
+    try:
+        offered = offered_catalog("gcc")
+    finally:
+        active_catalog.cache_clear()
+    assert offered.catalog.controls and "'gcc' must be installed" in offered.note and "not on PATH" in offered.note
+
+
+@needs_cuda
+def test_from_header_refuses_a_python_objective_run(tmp_path):
+    from compileiq_lab import SearchConfiguration
+    from compileiq_lab.testing import toy_objective, toy_space
+
+    results = Search(toy_objective, toy_space(), SearchConfiguration(generations=1), store=":memory:").start()
+    with pytest.raises(ConfigurationError, match="not made by `compileiq-lab tune`"):
+        KernelRun.from_header(results.header)
+    assert load_kernel("reduction").spec_file == kernels_root() / "reduction" / "kernel.toml"

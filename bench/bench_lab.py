@@ -1,6 +1,6 @@
 """Dashboard latency in a real browser: JupyterLab + headless Chromium, quickstart notebook, toy run.
 
-Runs tests/lab_browser.py's flow ``--repeat`` times (each with a fresh JupyterLab and kernel) and reports
+Runs tests/widgets/lab_browser.py's flow ``--repeat`` times (each with a fresh JupyterLab and kernel) and reports
 the median of each latency: Start click to the first Pareto points on screen, to the "finished" status,
 point click to the detail panel, Export click to "wrote". ``--screenshot docs/dashboard.png`` also saves
 the page (from the last repetition).
@@ -20,7 +20,7 @@ from typing import Any
 from _common import markdown_table, write
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tests" / "widgets"))
 lab_browser = importlib.import_module("lab_browser")  # tests/ is not a package
 
 # (key, what it measures); browser_* are measured in the page: click event to the first animation frame

@@ -34,7 +34,7 @@ nvcc --version | tail -2
 "$PY" -c "import cupy, pymoo; print('cupy', cupy.__version__, 'pymoo', pymoo.__version__)" || exit 1
 
 echo "== GPU tests"
-timeout 300 "$PY" -m pytest -q -p no:cacheprovider -m gpu tests/test_gpu.py 2>&1 | tee "$OUTDIR/gpu_tests_$day.log"
+timeout 300 "$PY" -m pytest -q -p no:cacheprovider -m gpu tests/measure/test_gpu.py 2>&1 | tee "$OUTDIR/gpu_tests_$day.log"
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 
 echo "== tuning bundled kernels: compiler controls and -D knobs"

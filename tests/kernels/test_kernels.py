@@ -351,7 +351,7 @@ def test_unknown_names_and_suffixes_are_rejected(tmp_path: Path) -> None:
 
 
 def test_kernels_root_follows_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    assert kernels_root() == Path(__file__).resolve().parents[1] / "kernels"
+    assert kernels_root() == Path(__file__).resolve().parents[2] / "kernels"
     _copy_kernel("sgemm", tmp_path)
     monkeypatch.setenv("COMPILEIQ_KERNELS", str(tmp_path))
     assert kernels_root() == tmp_path.resolve() and list_kernels() == ["sgemm"]

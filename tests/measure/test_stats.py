@@ -88,7 +88,8 @@ def test_bad_input_is_refused_with_the_rule():
         compare([1.0, 2.0], [1.0, 2.0], confidence=95)
 
 
-RECORDED = json.loads((Path(__file__).parent / "data" / "gpu_samples_h200.json").read_text())["runs"]
+DATA = Path(__file__).resolve().parents[1] / "data"
+RECORDED = json.loads((DATA / "gpu_samples_h200.json").read_text())["runs"]
 
 
 @pytest.mark.parametrize("run", sorted(RECORDED))

@@ -1,6 +1,6 @@
 """Drive the notebook dashboard in a real browser: JupyterLab in a subprocess, headless Chromium through Playwright.
 
-Shared by ``tests/test_lab_browser.py`` (the end-to-end check) and ``bench/bench_lab.py`` (latencies).
+Shared by ``tests/widgets/test_lab_browser.py`` (the end-to-end check) and ``bench/bench_lab.py`` (latencies).
 Not a test module itself. The flow (``run_lab_flow``): open a notebook whose last cell shows a
 ``Dashboard()``, run all cells, click Start, wait for the Pareto scatter's points and the "finished"
 status, click a point, wait for the detail panel, click Export, check the written file. Nothing is
@@ -29,7 +29,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Self
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 QUICKSTART = REPO / "notebooks" / "01_quickstart.ipynb"
 KERNELS = REPO / "kernels"
 #: The cell the fallback notebook runs (the quickstart notebook's last cell).

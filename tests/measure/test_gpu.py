@@ -15,7 +15,7 @@ from compileiq_lab.measure.stats import compare
 from compileiq_lab.space.catalogs import PTXAS
 
 pytestmark = pytest.mark.gpu
-FAULTS = Path(__file__).parent / "data" / "gpu_faults"
+FAULTS = Path(__file__).resolve().parents[1] / "data" / "gpu_faults"
 OPT = PTXAS.select(names=["opt_level"])
 
 

@@ -187,6 +187,22 @@ def test_the_ui_composes_no_kernel_run_itself():
     assert bad == []
 
 
+#: Modules that run inside worker processes, where threads of their own are allowed (parent watch, NVML polling).
+WORKER_SIDE = {f"{PACKAGE}.measure._worker_main", f"{PACKAGE}.measure.power"}
+
+
+def test_threads_start_only_in_run_and_in_worker_processes():
+    starters = {"Thread", "ThreadPoolExecutor", "Timer"}
+    found = []
+    for name, path in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call):
+                called = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+                if called in starters and _part(name) != "run" and name not in WORKER_SIDE:
+                    found.append(f"{name}:{node.lineno} calls {called}")
+    assert found == []
+
+
 def test_only_widgets_import_the_notebook_libraries():
     bad = [m for m, ext in _externals().items() if ext & ONLY_UI_IMPORTS and _part(m) != "widgets"]
     assert bad == []

@@ -8,7 +8,7 @@ import sys
 
 import compileiq_lab
 
-HEAVY = ["ipywidgets", "plotly", "cupy", "pynvml", "dask", "pandas", "pymoo", "IPython"]
+HEAVY = ["ipywidgets", "plotly", "cupy", "pynvml", "dask", "pandas", "pymoo", "IPython", "triton", "sklearn"]
 
 
 def test_import_loads_no_heavy_dependency():

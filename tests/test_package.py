@@ -40,13 +40,15 @@ df = results.get_results()
 best = results.get_best_result()
 assert list(df["eval_id"]) == list(range(len(df)))
 assert {"generation", "status", "error", "score_1", "params", "elapsed_s"} <= set(df.columns)
-assert df.iloc[0]["status"] == "error" and "KeyError" in df.iloc[0]["error"]   # baseline: no "x"
+assert set(df["status"]) == {"ok"} and df.iloc[0]["generation"] == 1   # no baseline: x and y have no default
 print(best["score_1"], best["generation"], sorted(best["params"]))
 '''
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     score, gen, keys = out.stdout.split(" ", 2)
     assert float(score) >= 2.0 and int(gen) >= 1 and "'x'" in keys
+    assert "no baseline row: parameters x, y" in out.stderr  # said once
+    assert out.stderr.count("no baseline row") == 1
     assert list((tmp_path / "compileiq_runs").glob("run-*.db"))
 
 

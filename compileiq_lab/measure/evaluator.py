@@ -37,7 +37,7 @@ def kernel_space(kernel: Kernel, catalog: Catalog) -> dict[str, Any]:
     """The search space of a kernel run: the catalog's controls plus a ``defines`` group for the kernel's knobs."""
     sp: dict[str, Any] = dict(catalog.space())
     if kernel.defines:
-        sp["defines"] = {k: ss.choice(list(v)) for k, v in kernel.defines.items()}
+        sp["defines"] = {k: ss.choice(list(v), default=v[0]) for k, v in kernel.defines.items()}
     return sp
 
 

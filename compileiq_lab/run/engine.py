@@ -32,7 +32,7 @@ class Candidate:
     """A config to evaluate.
 
     Attributes:
-        generation: 0 for the baseline (empty config), then 1..generations.
+        generation: 0 for the baseline (the compiler defaults), then 1..generations.
         config: The config dict the objective receives.
         key: Canonical identity of the config.
         genome: The integer genome (None for the baseline).
@@ -45,7 +45,7 @@ class Candidate:
 
     @property
     def is_baseline(self) -> bool:
-        """Whether this is the empty config (compiler defaults)."""
+        """Whether this is the baseline (the compiler defaults: see ``SearchSpace.baseline``)."""
         return self.genome is None
 
 
@@ -77,11 +77,13 @@ class Engine:
         self._left = 0  # distinct candidates of the current generation without an outcome
         self._completed: list[GenerationEvent] = []
         self._done_reason = ""
-        if config.baseline:
-            try:
-                self._strategy.mark_seen(space.encode({})[None, :])
-            except ValueError:
-                pass  # the empty config is not a point of this space
+        self._baseline = space.baseline() if config.baseline else None
+        if self._baseline is not None:
+            self._strategy.mark_seen(space.encode(self._baseline)[None, :])
+        elif config.baseline:
+            log.warning("no baseline row: parameters %s can be neither knocked out nor left at a default; declare "
+                        "default= for them (e.g. ss.range(1, 9, default=4)) to compare with a baseline",
+                        ", ".join(space.baseline_blockers()))
 
     # -- state -------------------------------------------------------------------------------
     @property
@@ -171,6 +173,8 @@ class Engine:
         if c.key in self._outcomes:
             return True
         rec = self._store.lookup(c.key)
+        if rec is None and c.is_baseline:  # a run made by an older version stored its baseline as {}
+            rec = next((r for r in self._store.records() if r.is_baseline), None)
         if rec is None:
             return False
         self._record(c, Measurement(rec.status, tuple(rec.scores) if rec.scores is not None else None,
@@ -204,9 +208,9 @@ class Engine:
                     F[i], feasible[i] = np.asarray(m.scores) * self._sign, True
             self._strategy.tell(F, feasible)
         self._pending, self._outcomes, self._handed, self._left = [], {}, 0, 0
-        if self._generation < 0 and self._config.baseline:
+        if self._generation < 0 and self._baseline is not None:
             self._generation = 0
-            self._open([Candidate(0, {}, config_key({}))])
+            self._open([Candidate(0, copy_config(self._baseline), config_key(self._baseline))])
             return
         self._generation = max(self._generation, 0) + 1
         if self._generation > self._config.generations:

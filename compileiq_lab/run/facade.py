@@ -207,8 +207,9 @@ class Search:
     def ask(self, n: int | None = None) -> list[Candidate]:
         """Candidates for you to evaluate: up to ``n`` of the current generation (all if None).
 
-        The first ask returns the baseline (the empty config) alone when the configuration has
-        ``baseline=True``. Configs evaluated before are answered from the store and never
+        The first ask returns the baseline (the compiler defaults: every knock-out-able parameter
+        absent, every other at its default; see ``SearchSpace.baseline``) alone when the configuration
+        has ``baseline=True`` and the space has one. Configs evaluated before are answered from the store and never
         returned. An empty list means the search is done.
         """
         if n is not None and (not isinstance(n, int) or isinstance(n, bool) or n < 1):

@@ -12,6 +12,7 @@ from typing import Any
 from compileiq_lab.exceptions import SpaceDefinitionError
 
 __all__ = [
+    "UNSET",
     "Param",
     "choice",
     "flag",
@@ -23,6 +24,17 @@ __all__ = [
 
 ORDINAL = "ordinal"
 CATEGORICAL = "categorical"
+
+
+class _Unset:
+    """The value of a parameter's ``default`` when none was declared."""
+
+    def __repr__(self) -> str:
+        return "UNSET"
+
+
+#: No default declared (None can be a parameter's value, so it cannot mean "none").
+UNSET: Any = _Unset()
 
 
 def _fail(func: str, rule: str, got: str, fix: str) -> SpaceDefinitionError:
@@ -76,6 +88,8 @@ class Param:
         init_low: Lowest value index used when sampling the initial population.
         init_high: Highest value index used when sampling the initial population.
         args: The construction arguments, for display and serialisation.
+        default: The value the baseline uses when the parameter cannot be knocked out (``UNSET``: none
+            declared; a single-valued parameter's default is its value).
     """
 
     kind: str
@@ -85,10 +99,13 @@ class Param:
     init_low: int = 0
     init_high: int = -1
     args: dict[str, Any] = field(default_factory=dict, compare=False)
+    default: Any = UNSET
 
     def __post_init__(self) -> None:
         if self.init_high < 0:
             object.__setattr__(self, "init_high", len(self.values) - 1)
+        if self.default is UNSET and len(self.values) == 1:
+            object.__setattr__(self, "default", self.values[0])
 
     @property
     def n_values(self) -> int:
@@ -99,6 +116,11 @@ class Param:
     def can_knockout(self) -> bool:
         """Whether the parameter has an evolvable on/off gene."""
         return self.knockout_prob is not None
+
+    @property
+    def has_default(self) -> bool:
+        """Whether the parameter has a value for the baseline (declared, or its only value)."""
+        return self.default is not UNSET
 
     def index_of(self, value: Any) -> int:
         """Return the index of ``value`` in the domain.
@@ -125,6 +147,19 @@ class Param:
     def __repr__(self) -> str:
         inner = ", ".join(f"{k}={v!r}" for k, v in self.args.items() if v is not None)
         return f"{self.kind}({inner})"
+
+
+def _declared(func: str, values: Sequence[Any], default: Any, args: dict[str, Any]) -> Any:
+    """A declared default as the domain holds it (and recorded in ``args``), or UNSET; it must be a value."""
+    if default is UNSET:
+        return UNSET
+    key = _json_key(default, func)
+    for v in values:
+        if _json_key(v, func) == key:
+            args["default"] = v
+            return v
+    raise _fail(func, "default is one of the values", f"default={default!r}",
+                f"Pass one of {_preview(list(values))}, or leave default out.")
 
 
 def _preview(values: Sequence[Any], limit: int = 8) -> str:
@@ -171,6 +206,7 @@ def range(  # noqa: A001 - the CompileIQ DSL name
     knockout_prob: float | None = None,
     seed_low: float | None = None,
     seed_high: float | None = None,
+    default: Any = UNSET,
 ) -> Param:
     """Ordered values ``start, start+step, ...`` up to ``end`` inclusive.
 
@@ -181,6 +217,7 @@ def range(  # noqa: A001 - the CompileIQ DSL name
         knockout_prob: Prior probability that the parameter is absent; None means always present.
         seed_low: Lowest value sampled in the initial population (defaults to start).
         seed_high: Highest value sampled in the initial population (defaults to end).
+        default: The value of the baseline (e.g. the compiler's own), one of the values.
 
     Returns:
         The parameter.
@@ -202,17 +239,19 @@ def range(  # noqa: A001 - the CompileIQ DSL name
                     f"but only {len(set(values))} distinct values",
                     "The step is below the float resolution at this magnitude: use a larger step.")
     low, high = _seed_indices(values, start, end, step, seed_low, seed_high)
-    return Param("range", tuple(values), _check_knockout("range", knockout_prob), ORDINAL, low, high,
-                 {"start": start, "end": end, "step": step, "knockout_prob": knockout_prob,
-                  "seed_low": seed_low, "seed_high": seed_high})
+    args = {"start": start, "end": end, "step": step, "knockout_prob": knockout_prob, "seed_low": seed_low,
+            "seed_high": seed_high}
+    return Param("range", tuple(values), _check_knockout("range", knockout_prob), ORDINAL, low, high, args,
+                 _declared("range", values, default, args))
 
 
-def choice(values: Sequence[Any], knockout_prob: float | None = None) -> Param:
+def choice(values: Sequence[Any], knockout_prob: float | None = None, default: Any = UNSET) -> Param:
     """One of an unordered set of values.
 
     Args:
         values: The distinct values to choose from (JSON-serialisable).
         knockout_prob: Prior probability that the parameter is absent; None means always present.
+        default: The value of the baseline (e.g. the compiler's own), one of the values.
 
     Returns:
         The parameter.
@@ -231,26 +270,30 @@ def choice(values: Sequence[Any], knockout_prob: float | None = None) -> Param:
             raise _fail("choice", "values are distinct", f"{v!r} at positions {seen[key]} and {i}",
                         "Remove the duplicate; to weight an option, use knockout_prob or a range.")
         seen[key] = i
-    return Param("choice", tuple(values), _check_knockout("choice", knockout_prob), CATEGORICAL,
-                 args={"values": list(values), "knockout_prob": knockout_prob})
+    args = {"values": list(values), "knockout_prob": knockout_prob}
+    return Param("choice", tuple(values), _check_knockout("choice", knockout_prob), CATEGORICAL, args=args,
+                 default=_declared("choice", values, default, args))
 
 
-def literal(value: Any, knockout_prob: float | None = None) -> Param:
+def literal(value: Any, knockout_prob: float | None = None, default: Any = UNSET) -> Param:
     """A constant value that can be switched on and off through knockout.
 
     Args:
         value: The constant (JSON-serialisable).
         knockout_prob: Prior probability that the parameter is absent; None means always present.
+        default: The value of the baseline: only ``value`` itself (its default anyway).
 
     Returns:
         The parameter.
     """
     value = _canon(value, "literal")
-    return Param("literal", (value,), _check_knockout("literal", knockout_prob), CATEGORICAL,
-                 args={"value": value, "knockout_prob": knockout_prob})
+    args = {"value": value, "knockout_prob": knockout_prob}
+    return Param("literal", (value,), _check_knockout("literal", knockout_prob), CATEGORICAL, args=args,
+                 default=_declared("literal", [value], default, args))
 
 
-def log_sampling(start: float, end: float, total: int, knockout_prob: float | None = None) -> Param:
+def log_sampling(start: float, end: float, total: int, knockout_prob: float | None = None,
+                 default: Any = UNSET) -> Param:
     """``total`` values spaced geometrically from ``start`` to ``end`` (both included).
 
     Integer ``start`` and ``end`` give integer values (duplicates after rounding are dropped).
@@ -260,6 +303,7 @@ def log_sampling(start: float, end: float, total: int, knockout_prob: float | No
         end: Last value (> start).
         total: Number of values (>= 2).
         knockout_prob: Prior probability that the parameter is absent; None means always present.
+        default: The value of the baseline (e.g. the compiler's own), one of the values.
 
     Returns:
         The parameter.
@@ -286,9 +330,9 @@ def log_sampling(start: float, end: float, total: int, knockout_prob: float | No
     if len(values) < 2:
         raise _fail("log_sampling", "the values are distinct", f"(start={start!r}, end={end!r}, total={total})",
                     "Widen [start, end] so that the spaced values differ.")
-    return Param("log_sampling", tuple(values), _check_knockout("log_sampling", knockout_prob),
-                 ORDINAL, args={"start": start, "end": end, "total": total,
-                                "knockout_prob": knockout_prob})
+    args = {"start": start, "end": end, "total": total, "knockout_prob": knockout_prob}
+    return Param("log_sampling", tuple(values), _check_knockout("log_sampling", knockout_prob), ORDINAL,
+                 args=args, default=_declared("log_sampling", values, default, args))
 
 
 def flag(name_or_value: Any, knockout_prob: float = 0.5) -> Param:

@@ -122,6 +122,19 @@ class SearchSpace:
         """Number of distinct configs in the space."""
         return math.prod(prm.n_values + (1 if prm.can_knockout else 0) for _, prm in self.params)
 
+    def baseline(self) -> dict[str, Any] | None:
+        """The config of the compiler's defaults: every knock-out-able parameter absent, every other at its
+        default (declared with ``default=``, or its only value); None when some parameter has neither
+        (see ``baseline_blockers``): such a space has no baseline."""
+        if self.baseline_blockers():
+            return None
+        return _unflatten({path: prm.default for path, prm in self.params if not prm.can_knockout})
+
+    def baseline_blockers(self) -> list[str]:
+        """Parameters that can be neither knocked out nor set to a default (they leave the space without a
+        baseline)."""
+        return [".".join(path) for path, prm in self.params if not prm.can_knockout and not prm.has_default]
+
     def __getitem__(self, name: str) -> Param:
         for path, prm in self.params:
             if ".".join(path) == name:

@@ -12,6 +12,7 @@ import numpy as np
 
 from compileiq_lab.search.pareto import pareto_mask
 from compileiq_lab.space.objectives import Objective, objectives_from_settings, signs
+from compileiq_lab.space.space import SearchSpace
 from compileiq_lab.store.header import RunHeader, Validation
 from compileiq_lab.store.sqlite import MEMORY, EvalRecord, RunStore
 
@@ -109,6 +110,8 @@ class Results:
         df["generation"] = df["generation"].astype("int64")
         if normalize:
             base = self.baseline_record
+            if base is None:
+                log.warning("normalised scores are NaN: the run has no baseline row (%s)", self._no_baseline_why())
             for i in range(self.n_objectives):
                 b = base.scores[i] if base is not None and base.status == "ok" and base.scores else math.nan
                 if not (isinstance(b, numbers.Real) and math.isfinite(b) and b != 0):
@@ -118,6 +121,13 @@ class Results:
                     b = math.nan
                 df[f"norm_score_{i + 1}"] = df[f"score_{i + 1}"] / b
         return df
+
+    def _no_baseline_why(self) -> str:
+        blockers = SearchSpace.from_spec(self.header.space).baseline_blockers() if self.header.space else []
+        if blockers:
+            return (f"parameters {', '.join(blockers)} can be neither knocked out nor left at a default; declare "
+                    "default= for them to get one")
+        return "it was made with baseline=False" if self.header.config.get("baseline") is False else "none stored"
 
     @property
     def baseline_record(self) -> EvalRecord | None:

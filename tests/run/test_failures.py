@@ -19,10 +19,10 @@ from compileiq_lab.exceptions import ConfigurationError
 SPACE = {"a": ss.range(0, 19), "b": ss.choice(["p", "q", "r"])}
 
 
-def _run(objective, store=":memory:", **cfg):
+def _run(objective, store=":memory:", space=SPACE, **cfg):
     cfg.setdefault("generations", 3)
     cfg.setdefault("pool_size", 6)
-    return Search(objective, SPACE, SearchConfiguration(**cfg), store=store).start()
+    return Search(objective, space, SearchConfiguration(**cfg), store=store).start()
 
 
 @pytest.mark.parametrize(("returned", "status", "reason"), [
@@ -83,7 +83,9 @@ def test_multi_objective_wrong_arity_is_invalid():
 
 
 def test_baseline_row_is_generation_zero_and_normalises():
-    res = _run(lambda c: float(c.get("a", 10)) + 1.0)
+    # knock-out-able parameters (absent = the default): the baseline is the empty config
+    knockable = {"a": ss.range(0, 19, knockout_prob=0.3), "b": ss.choice(["p", "q", "r"], knockout_prob=0.3)}
+    res = _run(lambda c: float(c.get("a", 10)) + 1.0, space=knockable)
     df = res.get_results(normalize=True)
     base = df.iloc[0]
     assert base["is_baseline"] and base["generation"] == 0 and base["params"] == {}

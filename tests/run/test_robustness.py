@@ -111,7 +111,7 @@ def test_worker_keeps_scores_when_detail_is_unpicklable():
 
 
 def test_ask_tell_and_stop_misuse():
-    s = Search(lambda c: 1.0, {"a": ss.range(0, 9)}, SearchConfiguration(generations=2), store=":memory:")
+    s = Search(lambda c: 1.0, {"a": ss.range(0, 9, default=0)}, SearchConfiguration(generations=2), store=":memory:")
     for bad in (0, -1, 2.5, True):
         with pytest.raises(ConfigurationError, match="n is None or an int >= 1"):
             s.ask(bad)

@@ -22,7 +22,7 @@ from compileiq_lab.widgets.setup import TOY, RunForm
 
 
 def three_objectives(config):
-    x, y = config.get("x", 0), config.get("y", 0)  # the baseline (empty config) is x = y = 0
+    x, y = config["x"], config["y"]
     if x == 7:
         raise ValueError("x=7 is broken")
     return float(x), float(10 - x + y), float(y * y)
@@ -34,7 +34,7 @@ def toy_run(store=":memory:", generations=4) -> Run:
 
 
 def test_live_plots_show_the_run_its_front_baseline_and_failures():
-    space = {"x": ss.range(0, 12), "y": ss.range(0, 5)}
+    space = {"x": ss.range(0, 12, default=0), "y": ss.range(0, 5, default=0)}  # the baseline: x = y = 0
     cfg = SearchConfiguration(generations=4, pool_size=8, seed=2, num_objectives=3, objective_names=["a", "b", "c"])
     dash = Dashboard(Run(Search(three_objectives, space, cfg, store=":memory:")))
     dash.start()

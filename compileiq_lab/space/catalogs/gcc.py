@@ -69,8 +69,9 @@ def march_levels(flags: Iterable[str] | None = None, machine: str | None = None)
 
 
 def _opt_level() -> Control:
-    # always present: the compilers' default, -O0, is never worth a measurement
-    return Control("opt_level", "-O", ss.choice([1, 2, 3, "s"]), "-O{value}", "c", "code_generation",
+    # always present: the compilers' default, -O0, is never worth a measurement; the baseline is the
+    # release build every C build starts from (-O2, the catalog's base argument)
+    return Control("opt_level", "-O", ss.choice([1, 2, 3, "s"], default=2), "-O{value}", "c", "code_generation",
                    "optimisation level (-Ofast is the separate, unsafe `ofast` control)")
 
 

@@ -9,15 +9,22 @@ from compileiq_lab._version import __version__
 
 __all__ = [
     "ACF",
+    "BASELINE_CONFIG",
+    "INVALID_SCORE",
     "CompileIQLabError",
+    "EngineConfig",
     "KernelRun",
     "Measurement",
+    "MultiProcessWorker",
     "Objective",
     "Results",
     "Run",
+    "Score",
     "Search",
     "SearchConfiguration",
     "SearchSpace",
+    "Worker",
+    "WorkerTypes",
     "__version__",
     "choice",
     "compare_fronts",
@@ -62,6 +69,13 @@ _LAZY = {
     "widening_search": "compileiq_lab.analysis.widening",
     "warm_start_configs": "compileiq_lab.analysis.registry",
     "compare_fronts": "compileiq_lab.analysis.registry",
+    "WorkerTypes": "compileiq_lab.run.compat",
+    "Worker": "compileiq_lab.run.compat",
+    "MultiProcessWorker": "compileiq_lab.run.compat",
+    "EngineConfig": "compileiq_lab.run.compat",
+    "Score": "compileiq_lab.run.compat",
+    "INVALID_SCORE": "compileiq_lab.run.compat",
+    "BASELINE_CONFIG": "compileiq_lab.run.compat",
     "CompileIQLabError": "compileiq_lab.exceptions",
 }
 
@@ -74,6 +88,15 @@ if TYPE_CHECKING:
     from compileiq_lab.exceptions import CompileIQLabError
     from compileiq_lab.kernels.run import KernelRun
     from compileiq_lab.measure.measurement import Measurement
+    from compileiq_lab.run.compat import (
+        BASELINE_CONFIG,
+        INVALID_SCORE,
+        EngineConfig,
+        MultiProcessWorker,
+        Score,
+        Worker,
+        WorkerTypes,
+    )
     from compileiq_lab.run.facade import Search
     from compileiq_lab.run.thread import Run
     from compileiq_lab.search.config import SearchConfiguration

@@ -6,6 +6,7 @@ __all__ = [
     "CompileIQLabError",
     "ConfigurationError",
     "OptionalDependencyError",
+    "SearchFailedError",
     "SearchStateError",
     "SpaceDefinitionError",
     "StoreError",
@@ -39,3 +40,7 @@ class SearchStateError(CompileIQLabError, RuntimeError):
 
 class OptionalDependencyError(CompileIQLabError, ImportError):
     """An optional dependency needed by a feature is not installed."""
+
+
+class SearchFailedError(CompileIQLabError, RuntimeError):
+    """A run asked to end when its first generation failed entirely (``Search(exit_on_failure=True)``) did so."""

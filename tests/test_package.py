@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import compileiq_lab
 
@@ -24,29 +25,29 @@ def test_public_api_is_complete():
     assert "Search" in dir(compileiq_lab)
 
 
-def test_compileiq_example_runs_with_only_the_import_changed(tmp_path):
-    code = '''
-from compileiq_lab import Search, SearchConfiguration
-import compileiq_lab.space as ss
+def _readme_quickstart() -> str:
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    section = readme[readme.index("## Quickstart"):]
+    return section[section.index("```python") + len("```python"):section.index("```", section.index("```python") + 9)]
 
-def objective(config):
-    return config["x"] ** 2 + config["y"]
 
-space = {"x": ss.range(start=1.0, end=20.0, step=0.5), "y": ss.choice([1, 2, 3]),
-         "z": ss.literal("this is a constant", knockout_prob=0.5)}
-cfg = SearchConfiguration(generations=5, problem_type="min", num_objectives=1)
-results = Search(objective_function=objective, search_space=space, search_config=cfg).start()
+def test_readme_quickstart_as_written_has_only_ok_rows(tmp_path):
+    """The README's quickstart (CompileIQ's single-objective example, the import changed) runs as shown."""
+    code = _readme_quickstart() + '''
 df = results.get_results()
 best = results.get_best_result()
 assert list(df["eval_id"]) == list(range(len(df)))
 assert {"generation", "status", "error", "score_1", "params", "elapsed_s"} <= set(df.columns)
 assert set(df["status"]) == {"ok"} and df.iloc[0]["generation"] == 1   # no baseline: x and y have no default
-print(best["score_1"], best["generation"], sorted(best["params"]))
+import json
+print("RESULT" + json.dumps([results.status_counts(), best["score_1"], best["generation"], sorted(best["params"])]))
 '''
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path)
     assert out.returncode == 0, out.stderr
-    score, gen, keys = out.stdout.split(" ", 2)
-    assert float(score) >= 2.0 and int(gen) >= 1 and "'x'" in keys
+    counts, score, gen, keys = json.loads(out.stdout.split("RESULT", 1)[1])
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    assert f"`results.status_counts() == {counts!r}`" in readme
+    assert score >= 2.0 and gen >= 1 and "x" in keys
     assert "no baseline row: parameters x, y" in out.stderr  # said once
     assert out.stderr.count("no baseline row") == 1
     assert list((tmp_path / "compileiq_runs").glob("run-*.db"))

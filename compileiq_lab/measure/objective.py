@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import queue
 import time
 import traceback
 from collections.abc import Callable, Mapping
@@ -102,22 +103,45 @@ def call_objective(fn: Callable[[dict[str, Any]], Any], config: dict[str, Any], 
     return m
 
 
-def make_evaluator(fn: Callable[[dict[str, Any]], Any], n_objectives: int,
-                   timeout_s: float | None) -> tuple[Callable[[dict[str, Any]], Measurement], Callable[[], None]]:
+def make_evaluator(fn: Callable[[dict[str, Any]], Any], n_objectives: int, timeout_s: float | None,
+                   processes: int = 1) -> tuple[Callable[[dict[str, Any]], Measurement], Callable[[], None]]:
     """An evaluator for ``fn`` and the function that releases it.
 
-    Without a timeout the objective is called in-process; with one it runs in a killable worker
-    process (see ``compileiq_lab.measure.worker.WorkerObjective``), started here.
+    Without a timeout the objective is called in-process; with one it runs in killable worker
+    processes (see ``compileiq_lab.measure.worker.WorkerObjective``), started here: ``processes``
+    of them, each call taking a free one (so that many calls from threads run at once).
 
     Args:
         fn: The objective.
         n_objectives: Number of values it must return.
         timeout_s: Limit per call, or None.
+        processes: Worker processes to start when there is a timeout.
     """
     if timeout_s is None:
         return partial(call_objective, fn, n_objectives=n_objectives), lambda: None
     from compileiq_lab.measure.worker import WorkerObjective
 
-    worker = WorkerObjective(fn, n_objectives, timeout_s)
-    worker.start()
-    return worker, worker.close
+    free: queue.SimpleQueue[WorkerObjective] = queue.SimpleQueue()
+    started: list[WorkerObjective] = []
+    try:
+        for _ in range(max(1, processes)):
+            worker = WorkerObjective(fn, n_objectives, timeout_s)
+            started.append(worker)
+            worker.start()
+            free.put(worker)
+    except BaseException:
+        for worker in started:
+            worker.close()
+        raise
+
+    def evaluate(config: dict[str, Any]) -> Measurement:
+        worker = free.get()
+        try:
+            return worker(config)
+        finally:
+            free.put(worker)
+
+    def close() -> None:
+        for worker in started:
+            worker.close()
+    return evaluate, close

@@ -48,6 +48,16 @@ class Candidate:
         """Whether this is the baseline (the compiler defaults: see ``SearchSpace.baseline``)."""
         return self.genome is None
 
+    @property
+    def params(self) -> dict[str, Any]:
+        """The config (CompileIQ's name for it)."""
+        return self.config
+
+    @property
+    def param_id(self) -> str:
+        """The candidate's identity for ``Search.tell([Score(..., param_id=...)])`` (CompileIQ's name)."""
+        return self.key
+
 
 class Engine:
     """Drives one search over a store; knows nothing of threads, widgets or compilers.
@@ -76,11 +86,16 @@ class Engine:
         self._outcomes: dict[str, Measurement] = {}
         self._left = 0  # distinct candidates of the current generation without an outcome
         self._completed: list[GenerationEvent] = []
+        self._completed_count = 0
         self._done_reason = ""
-        self._baseline = space.baseline() if config.baseline else None
-        if self._baseline is not None:
+        self._baseline = _baseline(space, config)
+        if self._baseline is not None and space.is_point(self._baseline):
             self._strategy.mark_seen(space.encode(self._baseline)[None, :])
-        elif config.baseline:
+        elif config.baseline and config.normalize and space.baseline() is None:
+            log.warning("normalize=True: parameters %s have no default, so the baseline is the empty config "
+                        "(CompileIQ's BASELINE_CONFIG) and the objective must accept it; declare default= for them "
+                        "to normalise by a real baseline", ", ".join(space.baseline_blockers()))
+        elif self._baseline is None and config.baseline:
             log.warning("no baseline row: parameters %s can be neither knocked out nor left at a default; declare "
                         "default= for them (e.g. ss.range(1, 9, default=4)) to compare with a baseline",
                         ", ".join(space.baseline_blockers()))
@@ -95,6 +110,11 @@ class Engine:
     def generations(self) -> int:
         """The configured number of generations."""
         return self._config.generations
+
+    @property
+    def completed(self) -> int:
+        """Searched generations (the baseline not counted) whose every candidate has its outcome."""
+        return self._completed_count
 
     @property
     def done_reason(self) -> str:
@@ -188,6 +208,7 @@ class Engine:
             self._left -= 1
             if self._left == 0:
                 self._completed.append(self._summary())
+                self._completed_count += self._generation >= 1
 
     def _summary(self) -> GenerationEvent:
         failed = sum(not m.ok for m in self._outcomes.values())
@@ -230,6 +251,15 @@ class Engine:
     def _candidate(self, x: np.ndarray) -> Candidate:
         config = self._space.decode(x)
         return Candidate(self._generation, config, config_key(config), x)
+
+
+def _baseline(space: SearchSpace, config: SearchConfiguration) -> dict[str, Any] | None:
+    """The baseline config: the space's own (the compiler defaults); with CompileIQ's ``normalize`` and a space
+    that has none, CompileIQ's BASELINE_CONFIG ({}), which such an objective is written to accept."""
+    if not config.baseline:
+        return None
+    own = space.baseline()
+    return {} if own is None and config.normalize else own
 
 
 def _strategy(space: SearchSpace, config: SearchConfiguration, constraint: Constraint | None) -> Strategy:

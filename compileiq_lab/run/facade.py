@@ -7,11 +7,12 @@ import os
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from compileiq_lab._version import __version__
 from compileiq_lab.exceptions import ConfigurationError, SearchStateError, StoreMismatchError
 from compileiq_lab.measure.objective import classify_return, make_evaluator
+from compileiq_lab.run.compat import EngineConfig, RunHooks, Score, scores_by_id, search_options
 from compileiq_lab.run.engine import Candidate, Constraint, Engine
 from compileiq_lab.run.events import FinishedEvent, RunEvent
 from compileiq_lab.run.executor import local_executor
@@ -59,13 +60,24 @@ class Search:
             combinations the compiler rejects) are never asked. Not stored: pass the same one
             when resuming.
         metadata: JSON-serialisable facts stored in a new run's header (kernel, toolchain, ...).
+        worker_type, engine, disable_progress_bar, exit_on_failure, tracker_config, debug, cache_folder,
+            dump_results: CompileIQ 1.1's arguments, for code written against it: each does the
+            equivalent here or is refused naming it (see ``compileiq_lab.run.compat``). ``worker_type``:
+            NATIVE in this process, ISOLATED in a killable worker process, MANUAL ask()/tell() only;
+            ``engine="amber"`` (or ``EngineConfig``) the default strategy, its ``seed`` and
+            ``mutation_probability`` options as ``seed`` and ``mutate_rate``; ``exit_on_failure=True``
+            stops the run and raises SearchFailedError when the first generation failed entirely;
+            ``dump_results`` writes the results table as CSV after every generation.
     """
 
     def __init__(self, objective_function: ObjectiveFunction | None = None,
                  search_space: Mapping[str, Any] | SearchSpace | None = None,
                  search_config: SearchConfiguration | Mapping[str, Any] | None = None,
                  store: str | os.PathLike[str] | None = None, constraint: Constraint | None = None,
-                 metadata: Mapping[str, Any] | None = None) -> None:
+                 metadata: Mapping[str, Any] | None = None, *, worker_type: Any = None,
+                 engine: str | EngineConfig | None = None, disable_progress_bar: bool = False,
+                 exit_on_failure: bool = False, tracker_config: Any = None, debug: bool = False,
+                 cache_folder: Any = None, dump_results: str | os.PathLike[str] | None = None) -> None:
         if search_space is None:
             raise ConfigurationError("Search needs search_space, e.g. {'x': ss.range(1, 10)}")
         if search_config is None:
@@ -73,10 +85,13 @@ class Search:
         if objective_function is not None and not callable(objective_function):
             raise ConfigurationError(f"objective_function must be callable, but got "
                                      f"{type(objective_function).__name__}; pass a function of one config dict")
+        self._options = search_options(worker_type, engine, disable_progress_bar=disable_progress_bar,
+                                       exit_on_failure=exit_on_failure, tracker_config=tracker_config, debug=debug,
+                                       cache_folder=cache_folder, dump_results=dump_results)
         self.objective_function = objective_function
         self.space = SearchSpace(search_space)
-        self.config = (search_config if isinstance(search_config, SearchConfiguration)
-                       else SearchConfiguration.from_dict(dict(search_config)))
+        self.config = self._options.apply(search_config if isinstance(search_config, SearchConfiguration)
+                                          else SearchConfiguration.from_dict(dict(search_config)))
         self.objectives: list[Objective] = self.config.objectives()
         header = new_header(self.space, self.config, _name_of(objective_function), metadata)
         self.store = RunStore(new_store_path() if store is None else store, header=header)
@@ -148,24 +163,41 @@ class Search:
 
     # -- blocking run ------------------------------------------------------------------------
     def start(self, callback: Callable[[RunEvent], None] | None = None, workers: int = 1,
-              gate: Callable[[], object] | None = None) -> Results:
+              gate: Callable[[], object] | None = None, *, num_workers: int | None = None,
+              task_timeout: float | None = None, **worker_kwargs: Any) -> Results:
         """Run the search to its end (or to Ctrl-C / ``stop()``) and return the results.
 
         Args:
             callback: Called with each event (``compileiq_lab.run.events``) in this thread.
-            workers: Objective calls run at once in threads (for objectives that wait on
-                compilers or other processes; the objective must be thread-safe). In-process only.
+            workers: Objective calls run at once: in threads (for objectives that wait on compilers
+                or other processes; the objective must be thread-safe), or with a per-call limit in as
+                many worker processes.
             gate: Called before each objective call in this process (it may block, e.g. to pause
                 a background run).
+            num_workers: CompileIQ's name for ``workers``.
+            task_timeout: CompileIQ's per-call limit in seconds (the objective then runs in a killable
+                worker process, as with ``timeout_s``).
+            **worker_kwargs: Refused: CompileIQ hands them to custom workers, which do not exist here.
 
         Returns:
             The results; ``results.status`` says how the run ended.
+
+        Raises:
+            SearchStateError: A MANUAL (ask/tell) search.
+            SearchFailedError: ``exit_on_failure=True`` and the first generation failed entirely.
         """
+        if self._options.manual:
+            raise SearchStateError("start() is unavailable with worker_type=MANUAL: evaluate yourself with ask() "
+                                   "and tell()")
+        if worker_kwargs:
+            raise ConfigurationError(f"start() got {sorted(worker_kwargs)}: CompileIQ passes such arguments to a "
+                                     "custom Worker, which compileiq-lab has none of; bind them into the objective "
+                                     "(functools.partial) instead")
         self._stop.clear()  # a stop() issued while nothing ran must not end this run at once
-        return self._run(callback, workers, gate)
+        return self._run(callback, num_workers or workers, gate, task_timeout)
 
     def _run(self, callback: Callable[[RunEvent], None] | None, workers: int,
-             gate: Callable[[], object] | None) -> Results:
+             gate: Callable[[], object] | None, task_timeout: float | None = None) -> Results:
         """``start`` without clearing an earlier ``stop()`` (a Run clears it when it starts)."""
         if self.objective_function is None:
             raise ConfigurationError("start() needs an objective_function; pass one to Search(...) "
@@ -176,15 +208,17 @@ class Search:
                                    "before start()")
         self._engine.take_generations()  # generations finished through ask()/tell() were not this call's events
         self.store.acquire()
+        timeout = self._options.timeout(task_timeout if task_timeout is not None else self.config.timeout_s)
         try:
-            evaluate, closer = make_evaluator(self.objective_function, self.config.num_objectives,
-                                              self.config.timeout_s)
+            evaluate, closer = make_evaluator(self.objective_function, self.config.num_objectives, timeout,
+                                              processes=workers)
         except BaseException:
             self.store.release()
             raise
-        emit = callback or (lambda event: None)
+        hooks = RunHooks(self._options, self._stop)
+        emit = hooks.wrap(callback or (lambda event: None), lambda: self.results)
         status = "running"
-        executor = local_executor(workers if self.config.timeout_s is None else 1)
+        executor = local_executor(workers)
         try:
             status = drive(self._engine, evaluate, emit, self._stop, executor, gate)
         except KeyboardInterrupt:
@@ -197,6 +231,7 @@ class Search:
             self.store.release()
         results = self.results
         emit(FinishedEvent(status, len(results)))
+        hooks.finish(results)
         return results
 
     def stop(self) -> None:
@@ -221,12 +256,13 @@ class Search:
             self.store.update_header(status=self._engine.done_reason, updated_at=time.time())
         return batch
 
-    def tell(self, candidates: Sequence[Candidate], scores: Sequence[Any],
+    def tell(self, candidates: Sequence[Candidate] | Sequence[Score], scores: Sequence[Any] | None = None,
              elapsed_s: Sequence[float] | None = None) -> list[EvalRecord]:
         """Record your evaluations of asked candidates (each committed to the store at once).
 
         Args:
-            candidates: Candidates returned by ``ask``.
+            candidates: Candidates returned by ``ask`` (or, CompileIQ's form, ``Score`` objects naming them
+                by ``param_id``, with ``scores`` left out).
             scores: Per candidate: a number, a tuple of numbers, None/NaN (recorded as invalid)
                 or a Measurement.
             elapsed_s: Optional evaluation times to record.
@@ -234,9 +270,12 @@ class Search:
         Returns:
             The stored rows.
         """
+        if scores is None:
+            candidates, scores = self._by_param_id(candidates)
         if len(candidates) != len(scores):
             raise ConfigurationError(f"tell() needs one score per candidate, but got {len(candidates)} "
                                      f"candidates and {len(scores)} scores")
+        candidates = cast(Sequence[Candidate], candidates)
         self._engine.check_awaiting(candidates)  # all of them, before recording any
         records = []
         for i, (c, s) in enumerate(zip(candidates, scores)):
@@ -246,7 +285,27 @@ class Search:
             records.append(self._engine.tell(c, m))
         return records
 
+    def _by_param_id(self, given: Sequence[Any]) -> tuple[list[Candidate], list[Any]]:
+        """The candidates and scores of a CompileIQ-style ``tell([Score(...), ...])``."""
+        by_id = scores_by_id(given)
+        awaiting = {c.param_id: c for c in self._engine.awaiting()}
+        unknown = sorted(set(by_id) - set(awaiting))
+        if unknown:
+            raise SearchStateError(f"param_ids {unknown[:3]} are not awaiting a score; tell only what the last ask() "
+                                   "returned")
+        return [awaiting[k] for k in by_id], [s.score for s in by_id.values()]
+
     # -- state -------------------------------------------------------------------------------
+    @property
+    def current_generation(self) -> int:
+        """Searched generations completed so far (CompileIQ's counter; the baseline is not counted)."""
+        return self._engine.completed
+
+    @property
+    def result(self) -> Results:
+        """CompileIQ's name for ``results``."""
+        return self.results
+
     @property
     def engine(self) -> Engine:
         """The engine driving this search."""
@@ -300,8 +359,10 @@ def prepare_store(store: RunStore, new: RunHeader) -> None:
             f"run store {store.path!r} holds a run over a different search space "
             f"(stored vs given: {stored_space.diff(space)}); stored space {stored_space!r}, "
             f"given space {space!r}. Use a new store path, or resume with the stored space.")
-    diff = [f"{k}: stored {h.config.get(k)!r} vs given {new.config[k]!r}"
-            for k in TRAJECTORY_KEYS if h.config.get(k) != new.config[k]]
+    defaults = SearchConfiguration.defaults()  # a setting an earlier version did not store had its default
+    stored_cfg, given_cfg = {**defaults, **h.config}, {**defaults, **new.config}
+    diff = [f"{k}: stored {stored_cfg[k]!r} vs given {given_cfg[k]!r}"
+            for k in TRAJECTORY_KEYS if stored_cfg[k] != given_cfg[k]]
     if diff:
         raise StoreMismatchError(
             f"run store {store.path!r} was made with other search settings ({'; '.join(diff)}); "

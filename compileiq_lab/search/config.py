@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -16,7 +17,16 @@ __all__ = ["TRAJECTORY_KEYS", "ResolvedConfiguration", "SearchConfiguration", "d
 _DIRECTIONS = ("min", "max")
 # settings that change which candidates the strategy asks for: a resumed run must keep them
 TRAJECTORY_KEYS = ("pool_size", "problem_type", "num_objectives", "seed", "mutate_rate",
-                   "crossover_rate", "strategy", "baseline", "warm_start", "surrogate")
+                   "crossover_rate", "strategy", "baseline", "warm_start", "surrogate", "normalize")
+#: CompileIQ 1.1 settings that have no effect there either: accepted (with a warning naming what does the job here).
+RETIRED = {
+    "cull_size": "the GA keeps the pool_size best of parents and offspring (elitist survival); set pool_size",
+    "objective_weights": "NSGA-II ranks by Pareto dominance; pick a point off the front instead of weighting",
+    "init_with_true_random_threshold": "ss.range(seed_low=, seed_high=) bound every initial sample",
+    "enable_large_fail_pool": "failed candidates are infeasible and replaced by the next generation",
+}
+#: Settings stored only when given (so runs that never use them store what earlier versions stored).
+_OPTIONAL = ("normalize", *RETIRED)
 
 
 def default_pool_size(n_genes: int) -> int:
@@ -51,7 +61,9 @@ class SearchConfiguration:
         crossover_rate: Probability that two parents are crossed (else copied, then mutated).
         timeout_s: Limit per objective call; set, the objective runs in a killable worker process.
         strategy: "auto" (GA for one objective, NSGA-II for several), "ga", "nsga2" or "random".
-        baseline: Also evaluate the empty config (compiler defaults) once, before generation 1.
+        baseline: Also evaluate the baseline once, before generation 1: the compiler defaults, i.e. every
+            knock-out-able parameter absent and every other at its declared ``default`` (a space
+            without one has no baseline row; see ``SearchSpace.baseline``).
         objective_names: Optional display names, one per objective.
         warm_start: Configs (dicts) that open the first generation before prior samples fill it,
             e.g. the front of an earlier run of the same kernel (see ``compileiq_lab.analysis.registry``).
@@ -59,6 +71,12 @@ class SearchConfiguration:
         surrogate: Pre-screen GA/NSGA-II offspring with a random forest fitted on the evaluations so
             far: 4x more offspring are proposed and the most promising (plus a random quarter) are
             evaluated. Needs scikit-learn. See bench/results/surrogate.md for where it pays.
+        normalize: CompileIQ's switch: the baseline is evaluated (the empty config, CompileIQ's
+            BASELINE_CONFIG, where the space has no baseline of its own) and ``get_results()`` adds the
+            ``norm_score_k`` columns.
+        cull_size, objective_weights, init_with_true_random_threshold, enable_large_fail_pool: CompileIQ
+            settings that have no effect in CompileIQ 1.1 either; accepted with a warning naming what
+            does the job here.
     """
 
     generations: int
@@ -74,6 +92,11 @@ class SearchConfiguration:
     objective_names: Sequence[str] | None = field(default=None)
     warm_start: Sequence[dict[str, Any]] | None = field(default=None)
     surrogate: bool = False
+    normalize: bool | None = None
+    cull_size: int | None = None
+    objective_weights: Sequence[float] | None = None
+    init_with_true_random_threshold: float | None = None
+    enable_large_fail_pool: bool | None = None
 
     def __post_init__(self) -> None:
         if not _is_int(self.generations) or self.generations < 1:
@@ -113,6 +136,12 @@ class SearchConfiguration:
                 raise _fail("warm_start is a list of config dicts", f"warm_start={configs!r:.120}",
                             "Pass configs as dicts (e.g. [row['params'] for row in results.pareto_front()]), or None.")
             self.warm_start = [dict(c) for c in configs]
+        if self.normalize is not None and not isinstance(self.normalize, bool):
+            raise _fail("normalize is True or False", f"normalize={self.normalize!r}", "Pass a bool.")
+        ignored = [f"{name} ({equivalent})" for name, equivalent in RETIRED.items() if getattr(self, name) is not None]
+        if ignored:
+            warnings.warn("SearchConfiguration settings that have no effect (as in CompileIQ 1.1) are ignored: "
+                          + "; ".join(ignored), FutureWarning, stacklevel=3)
 
     def _check_directions(self, value: str | Sequence[str]) -> str | list[str]:
         if isinstance(value, str):
@@ -136,10 +165,18 @@ class SearchConfiguration:
         return objectives_from_settings(self.num_objectives, self.problem_type, self.objective_names)
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-serialisable settings."""
+        """JSON-serialisable settings (the CompileIQ-only ones only where given)."""
         d = asdict(self)
         d["problem_type"] = self.problem_type if isinstance(self.problem_type, str) else list(self.problem_type)
+        for name in _OPTIONAL:
+            if d[name] is None:
+                del d[name]
         return d
+
+    @classmethod
+    def defaults(cls) -> dict[str, Any]:
+        """The value of every setting a stored run may lack (earlier versions did not store every one)."""
+        return {k: f.default for k, f in cls.__dataclass_fields__.items() if k != "generations"}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> SearchConfiguration:

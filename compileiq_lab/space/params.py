@@ -149,6 +149,15 @@ class Param:
         return f"{self.kind}({inner})"
 
 
+def _alias(func: str, name: str, value: Any, alias: str, aliased: Any) -> Any:
+    """The value given under ``name`` or under its CompileIQ name ``alias`` (exactly one of them)."""
+    missing = (None, UNSET)
+    if (value in missing) == (aliased in missing) and not (value is None and aliased is UNSET and func == "literal"):
+        raise _fail(func, f"exactly one of {name} and {alias} is given", f"{name}={value!r}, {alias}={aliased!r}",
+                    f"Pass the {name} (or CompileIQ's {alias}).")
+    return value if aliased in missing else aliased
+
+
 def _declared(func: str, values: Sequence[Any], default: Any, args: dict[str, Any]) -> Any:
     """A declared default as the domain holds it (and recorded in ``args``), or UNSET; it must be a value."""
     if default is UNSET:
@@ -245,17 +254,20 @@ def range(  # noqa: A001 - the CompileIQ DSL name
                  _declared("range", values, default, args))
 
 
-def choice(values: Sequence[Any], knockout_prob: float | None = None, default: Any = UNSET) -> Param:
+def choice(values: Sequence[Any] | None = None, knockout_prob: float | None = None, default: Any = UNSET, *,
+           choice_list: Sequence[Any] | None = None) -> Param:
     """One of an unordered set of values.
 
     Args:
         values: The distinct values to choose from (JSON-serialisable).
         knockout_prob: Prior probability that the parameter is absent; None means always present.
         default: The value of the baseline (e.g. the compiler's own), one of the values.
+        choice_list: CompileIQ's name for ``values``.
 
     Returns:
         The parameter.
     """
+    values = _alias("choice", "values", values, "choice_list", choice_list)
     if isinstance(values, (str, bytes, dict)) or not isinstance(values, Sequence):
         raise _fail("choice", "values is a list or tuple", f"{type(values).__name__} {values!r}",
                     "Wrap the options in a list, e.g. choice(['ca', 'cg']).")
@@ -275,24 +287,27 @@ def choice(values: Sequence[Any], knockout_prob: float | None = None, default: A
                  default=_declared("choice", values, default, args))
 
 
-def literal(value: Any, knockout_prob: float | None = None, default: Any = UNSET) -> Param:
+def literal(value: Any = UNSET, knockout_prob: float | None = None, default: Any = UNSET, *,
+            const_value: Any = UNSET) -> Param:
     """A constant value that can be switched on and off through knockout.
 
     Args:
         value: The constant (JSON-serialisable).
         knockout_prob: Prior probability that the parameter is absent; None means always present.
         default: The value of the baseline: only ``value`` itself (its default anyway).
+        const_value: CompileIQ's name for ``value``.
 
     Returns:
         The parameter.
     """
+    value = _alias("literal", "value", value, "const_value", const_value)
     value = _canon(value, "literal")
     args = {"value": value, "knockout_prob": knockout_prob}
     return Param("literal", (value,), _check_knockout("literal", knockout_prob), CATEGORICAL, args=args,
                  default=_declared("literal", [value], default, args))
 
 
-def log_sampling(start: float, end: float, total: int, knockout_prob: float | None = None,
+def log_sampling(start: float, end: float, total: int = 10, knockout_prob: float | None = None,
                  default: Any = UNSET) -> Param:
     """``total`` values spaced geometrically from ``start`` to ``end`` (both included).
 
@@ -301,7 +316,7 @@ def log_sampling(start: float, end: float, total: int, knockout_prob: float | No
     Args:
         start: First value (> 0).
         end: Last value (> start).
-        total: Number of values (>= 2).
+        total: Number of values (>= 2; 10 unless given, as in CompileIQ).
         knockout_prob: Prior probability that the parameter is absent; None means always present.
         default: The value of the baseline (e.g. the compiler's own), one of the values.
 

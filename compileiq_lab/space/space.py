@@ -122,6 +122,16 @@ class SearchSpace:
         """Number of distinct configs in the space."""
         return math.prod(prm.n_values + (1 if prm.can_knockout else 0) for _, prm in self.params)
 
+    def is_point(self, config: object) -> bool:
+        """Whether a config is a point of this space."""
+        if not isinstance(config, Mapping):
+            return False
+        try:
+            self.encode(config)
+        except (SpaceDefinitionError, KeyError):
+            return False
+        return True
+
     def baseline(self) -> dict[str, Any] | None:
         """The config of the compiler's defaults: every knock-out-able parameter absent, every other at its
         default (declared with ``default=``, or its only value); None when some parameter has neither

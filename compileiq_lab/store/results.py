@@ -88,12 +88,13 @@ class Results:
                    started_at=r.started_at, detail=r.detail)
         return row
 
-    def get_results(self, normalize: bool = False, detail: bool = False) -> pd.DataFrame:
+    def get_results(self, normalize: bool | None = None, detail: bool = False) -> pd.DataFrame:
         """One row per objective call, in call order.
 
         Args:
             normalize: Add ``norm_score_k = score_k / baseline score_k`` (1.0 = the compiler
-                defaults; NaN where the baseline failed or scored 0).
+                defaults; NaN where the baseline failed or scored 0); default: the run's
+                ``SearchConfiguration(normalize=...)``.
             detail: Add a ``detail`` column (tracebacks, compiler output, extra metrics).
 
         Returns:
@@ -108,6 +109,8 @@ class Results:
         df = pd.DataFrame([self._row(r) for r in self.records], columns=cols)
         df["eval_id"] = df["eval_id"].astype("int64")
         df["generation"] = df["generation"].astype("int64")
+        if normalize is None:
+            normalize = bool(self.header.config.get("normalize"))
         if normalize:
             base = self.baseline_record
             if base is None:

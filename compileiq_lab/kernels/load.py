@@ -16,11 +16,21 @@ log = logging.getLogger(__name__)
 
 ENV_VAR = "COMPILEIQ_KERNELS"
 
+# the repository's top-level kernels/ ships inside the package as compileiq_lab/_kernels (see pyproject.toml)
+_PACKAGE = Path(__file__).resolve().parents[1]
+_SHIPPED = _PACKAGE / "_kernels"
+_CHECKOUT = _PACKAGE.parent / "kernels"
+
 
 def kernels_root() -> Path:
-    """Return the bundled kernels folder: ``$COMPILEIQ_KERNELS`` if set, else the repository's ``kernels/``."""
+    """Return the bundled kernels folder: ``$COMPILEIQ_KERNELS`` if set, else the copy installed with the package
+    (``compileiq_lab/_kernels``, from a wheel) if there is one, else the repository's ``kernels/`` (a checkout or an
+    editable install). The folder may not exist; ``list_kernels()`` then warns and returns no names.
+    """
     env = os.environ.get(ENV_VAR, "").strip()
-    return Path(env).expanduser().resolve() if env else Path(__file__).resolve().parents[2] / "kernels"
+    if env:
+        return Path(env).expanduser().resolve()
+    return _SHIPPED if _SHIPPED.is_dir() else _CHECKOUT
 
 
 def list_kernels() -> list[str]:

@@ -14,8 +14,13 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q -e ".[test,lab,nvrtc$$(command -v nvcc >/dev/null 2>&1 || echo ,cuda)]"
 	touch $(STAMP)
 
+# .jupyter/jupyter_server_config.py (first on JUPYTER_CONFIG_PATH, over the user's own Jupyter config) saves
+# notebooks without outputs, execution counts or widget state, so running them leaves the repository clean.
+# LAB_ARGS: more `jupyter lab` arguments, e.g. make lab LAB_ARGS="--no-browser --port 8899"
+LAB_ARGS ?=
 lab: $(STAMP)
-	$(BIN)/jupyter lab notebooks/01_quickstart.ipynb $$([ "$$(id -u)" = 0 ] && echo --allow-root)
+	JUPYTER_CONFIG_PATH="$(CURDIR)/.jupyter$${JUPYTER_CONFIG_PATH:+:$$JUPYTER_CONFIG_PATH}" \
+		$(BIN)/jupyter lab notebooks/01_quickstart.ipynb $$([ "$$(id -u)" = 0 ] && echo --allow-root) $(LAB_ARGS)
 
 demo: $(STAMP)
 	$(BIN)/compileiq-lab demo

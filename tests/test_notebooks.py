@@ -1,27 +1,35 @@
-"""The lab notebooks run top to bottom, headless, in a fresh kernel of this interpreter (no GPU needed)."""
+"""The lab notebooks are stored without outputs, stay so when the lab saves them, and run headless (no GPU needed)."""
 
 from __future__ import annotations
 
+import asyncio
+import copy
 import json
 import os
+import runpy
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-nbformat = pytest.importorskip("nbformat", reason="the notebook tests need nbformat (pip install -e '.[lab,test]')")
-nbclient = pytest.importorskip("nbclient", reason="the notebook tests need nbclient (pip install -e '.[lab,test]')")
-pytest.importorskip("ipykernel", reason="the notebook tests need ipykernel (pip install -e '.[lab,test]')")
-pytest.importorskip("ipywidgets", reason="the notebook tests need ipywidgets (pip install -e '.[lab]')")
-pytest.importorskip("anywidget", reason="the notebook tests need anywidget (pip install -e '.[lab]')")
-pytest.importorskip("plotly", reason="the notebook tests need plotly (pip install -e '.[lab]')")
-
 REPO = Path(__file__).resolve().parents[1]
 NOTEBOOKS = REPO / "notebooks"
 KERNEL_NAME = "python3"
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+LAB_CONFIG = REPO / ".jupyter" / "jupyter_server_config.py"  # what `make lab` puts first on JUPYTER_CONFIG_PATH
+STORED = sorted(NOTEBOOKS.glob("*.ipynb"))
+
+
+def _lab_imports() -> tuple[Any, Any]:
+    """nbformat and nbclient, skipping the test where the lab extras are not installed."""
+    nbformat = pytest.importorskip("nbformat", reason="the notebook tests need nbformat (pip install -e '.[lab,test]')")
+    nbclient = pytest.importorskip("nbclient", reason="the notebook tests need nbclient (pip install -e '.[lab,test]')")
+    for module, extra in (("ipykernel", "lab,test"), ("ipywidgets", "lab"), ("anywidget", "lab"), ("plotly", "lab")):
+        pytest.importorskip(module, reason=f"the notebook tests need {module} (pip install -e '.[{extra}]')")
+    return nbformat, nbclient
 
 
 def _own_kernelspec(root: Path) -> Path:
@@ -66,6 +74,8 @@ def execute(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
     # the kernel imports this working tree's package, as the tests do
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])]))
 
+    nbformat, nbclient = _lab_imports()
+
     def run(name: str) -> Any:
         work = tmp_path / "work"
         work.mkdir()
@@ -85,22 +95,126 @@ def execute(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
     return run
 
 
-def test_notebooks_are_stored_clean() -> None:
-    """Stored without outputs, execution counts or widget state, for the python3 kernel."""
-    names = sorted(p.name for p in NOTEBOOKS.glob("*.ipynb"))
-    assert names == ["01_quickstart.ipynb", "02_tune_gpu_kernel.ipynb", "03_tradeoffs_and_acf.ipynb",
-                     "04_teaching_search.ipynb"]
-    for name in names:
-        nb = nbformat.read(NOTEBOOKS / name, as_version=4)
-        nbformat.validate(nb)
-        assert nb.metadata.kernelspec.name == KERNEL_NAME, name
-        assert "widgets" not in nb.metadata, f"{name} stores widget state"
-        for cell in nb.cells:
-            if cell.cell_type == "code":
-                assert not cell.outputs and cell.execution_count is None, f"{name} stores outputs"
+def _strip_hook() -> Any:
+    """The pre-save hook `make lab` configures, loaded from its config file as plain Python."""
+    return runpy.run_path(str(LAB_CONFIG))["strip_outputs_pre_save_hook"]
 
 
-def test_quickstart(execute: Any) -> None:
+def _lab_contents_manager(root: Path) -> Any:
+    """The contents manager `jupyter lab` saves through (the server's default class), configured as `make lab` does."""
+    pytest.importorskip("jupyter_server", reason="the save hook tests need jupyter_server (pip install -e '.[lab]')")
+    from jupyter_server.serverapp import ServerApp
+    from traitlets.config.loader import PyFileConfigLoader
+
+    config = PyFileConfigLoader(LAB_CONFIG.name, path=str(LAB_CONFIG.parent)).load_config()
+    manager_class = ServerApp.class_traits()["contents_manager_class"].default()
+    return manager_class(root_dir=str(root), config=config)
+
+
+def _save_as_the_lab(nb: dict[str, Any], root: Path, name: str) -> str:
+    """Save a notebook model as JupyterLab does (PUT /api/contents/NAME) and return the file's text."""
+    manager = _lab_contents_manager(root)
+    saved = manager.save({"type": "notebook", "format": "json", "content": nb}, name)
+    if asyncio.iscoroutine(saved):
+        asyncio.run(saved)
+    return (root / name).read_text(encoding="utf-8")
+
+
+def _as_run(nb: dict[str, Any]) -> dict[str, Any]:
+    """A copy of a notebook as running it in the lab leaves it: outputs, counts, timings, widgets, language info."""
+    nb = copy.deepcopy(nb)
+    code = [cell for cell in nb["cells"] if cell["cell_type"] == "code"]
+    for n, cell in enumerate(code, start=1):
+        cell["execution_count"] = n
+        cell["outputs"] = [
+            {"output_type": "stream", "name": "stdout", "text": "x" * 1000 + "\n"},
+            {"output_type": "execute_result", "execution_count": n, "metadata": {},
+             "data": {"text/plain": "Dashboard()", WIDGET_VIEW: {"model_id": f"m{n}", "version_major": 2,
+                                                                 "version_minor": 0}}}]
+        cell["metadata"]["execution"] = {"iopub.execute_input": "2025-01-01T00:00:00.000000Z",
+                                         "shell.execute_reply": "2025-01-01T00:00:01.000000Z"}
+        cell["metadata"]["scrolled"] = True
+        cell["metadata"]["jupyter"] = {"outputs_hidden": True}
+    nb["metadata"]["widgets"] = {"application/vnd.jupyter.widget-state+json": {
+        "state": {"m1": {"model_name": "LayoutModel", "state": {}}}, "version_major": 2, "version_minor": 0}}
+    nb["metadata"]["language_info"] = {"codemirror_mode": {"name": "ipython", "version": 3}, "file_extension": ".py",
+                                       "mimetype": "text/x-python", "name": "python", "nbconvert_exporter": "python",
+                                       "pygments_lexer": "ipython3", "version": "3.11.0"}
+    return nb
+
+
+def _strip_hook_result(nb: dict[str, Any]) -> dict[str, Any]:
+    """What the save hook leaves of a copy of ``nb``."""
+    model = {"type": "notebook", "format": "json", "content": copy.deepcopy(nb)}
+    _strip_hook()(model=model, path="x.ipynb", contents_manager=None)
+    return model["content"]
+
+
+def test_the_lab_notebooks() -> None:
+    assert [p.name for p in STORED] == ["01_quickstart.ipynb", "02_tune_gpu_kernel.ipynb",
+                                        "03_tradeoffs_and_acf.ipynb", "04_teaching_search.ipynb"]
+
+
+@pytest.mark.parametrize("path", STORED, ids=[p.name for p in STORED])
+def test_notebooks_are_stored_clean(path: Path) -> None:
+    """Stored without outputs, execution counts, run metadata or widget state, for the python3 kernel."""
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    name = path.name
+    fix = "save it from `make lab`, whose save hook strips it"
+    assert nb["metadata"]["kernelspec"]["name"] == KERNEL_NAME, name
+    assert "widgets" not in nb["metadata"], f"{name} stores widget state; {fix}"
+    for i, cell in enumerate(nb["cells"]):
+        if cell["cell_type"] == "code":
+            assert cell["outputs"] == [], f"{name} cell {i} stores {len(cell['outputs'])} outputs; {fix}"
+            assert cell["execution_count"] is None, \
+                f"{name} cell {i} stores execution count {cell['execution_count']}; {fix}"
+    assert _strip_hook_result(nb) == nb, f"{name} holds run metadata (timings, language version, ...); {fix}"
+    nbformat = pytest.importorskip("nbformat")
+    nbformat.validate(nbformat.reads(path.read_text(encoding="utf-8"), as_version=4))
+
+
+def test_the_save_hook_strips_a_notebook_model() -> None:
+    stored = json.loads((NOTEBOOKS / "01_quickstart.ipynb").read_text(encoding="utf-8"))
+    run = _as_run(stored)
+    run["cells"][0]["attachments"] = {"a.png": {"image/png": "iVBORw0KGgo="}}
+    model = {"type": "notebook", "format": "json", "content": run}
+    assert _strip_hook()(model=model, path="notebooks/01_quickstart.ipynb", contents_manager=None) is None
+    nb = model["content"]
+    assert nb is run  # stripped in place: the contents manager writes this model
+    code = [cell for cell in nb["cells"] if cell["cell_type"] == "code"]
+    assert code and all(cell["outputs"] == [] and cell["execution_count"] is None for cell in code)
+    assert all(cell["metadata"] == {} for cell in nb["cells"])
+    assert nb["metadata"] == {"kernelspec": stored["metadata"]["kernelspec"], "language_info": {"name": "python"}}
+    assert [c["source"] for c in nb["cells"]] == [c["source"] for c in stored["cells"]]
+    assert [c["id"] for c in nb["cells"]] == [c["id"] for c in stored["cells"]]
+    assert nb["cells"][0]["attachments"] == {"a.png": {"image/png": "iVBORw0KGgo="}}  # content, not output
+    text = {"type": "file", "format": "text", "content": '{"outputs": [1]}'}  # other files are saved as they are
+    _strip_hook()(model=text, path="data.json", contents_manager=None)
+    assert text["content"] == '{"outputs": [1]}'
+
+
+@pytest.mark.parametrize("path", STORED, ids=[p.name for p in STORED])
+def test_the_lab_saves_a_run_notebook_as_stored(path: Path, tmp_path: Path) -> None:
+    """Saved through the server's contents manager with `make lab`'s config, a run notebook is the stored file."""
+    stored = path.read_text(encoding="utf-8")
+    assert _save_as_the_lab(_as_run(json.loads(stored)), tmp_path, path.name) == stored
+
+
+def test_make_lab_loads_the_save_hook() -> None:
+    """`make lab` starts JupyterLab with the config that holds the hook (--show-config: loads it and exits)."""
+    jupyter = Path(sys.executable).parent / "jupyter"
+    if shutil.which("make") is None or not jupyter.exists():
+        pytest.skip("needs make and jupyter next to this interpreter")
+    # -o: never (re)build the venv from a test; BIN: this interpreter's jupyter
+    out = subprocess.run(["make", "-s", "-o", ".venv/.installed-test", "lab", f"BIN={jupyter.parent}",
+                          "LAB_ARGS=--show-config"], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert str(LAB_CONFIG) in out.stdout and "pre_save_hook = <function strip_outputs_pre_save_hook" in out.stdout, \
+        out.stdout + out.stderr
+    assert "Overriding existing pre_save_hook" not in out.stderr, out.stderr
+
+
+def test_quickstart(execute: Any, tmp_path: Path) -> None:
     nb = execute("01_quickstart.ipynb")
     text = _all_text(nb)
     assert "best score 2.0 at {'x': 1.0, 'y': 1" in text  # the toy optimum
@@ -109,6 +223,9 @@ def test_quickstart(execute: Any) -> None:
     last = nb.cells[-1]
     assert last.source == "from compileiq_lab.widgets import Dashboard\n\ndash = Dashboard()\ndash"
     assert WIDGET_VIEW in _mimes(last), "the dashboard was not displayed as a widget"
+    # saved from the lab after the run, the notebook is again the stored file
+    stored = (NOTEBOOKS / "01_quickstart.ipynb").read_text(encoding="utf-8")
+    assert _save_as_the_lab(nb, tmp_path, "01_quickstart.ipynb") == stored
 
 
 def test_tune_gpu_kernel(execute: Any, tmp_path: Path) -> None:

@@ -61,7 +61,7 @@ def test_cli_demo_and_show(tmp_path):
     assert "best: score_1=2.0" in out.stdout
     show = subprocess.run([sys.executable, "-m", "compileiq_lab.cli", "show", str(db)], capture_output=True,
                           text=True)
-    assert show.returncode == 0 and "best score_1 (min): 2 at eval" in show.stdout, show.stdout
+    assert show.returncode == 0 and "best score_1 (lower is better): 2 at eval" in show.stdout, show.stdout
     missing = subprocess.run([sys.executable, "-m", "compileiq_lab.cli", "show", str(tmp_path / "no.db")],
                              capture_output=True, text=True)
     assert missing.returncode == 1 and "does not exist" in missing.stderr and "Traceback" not in missing.stderr

@@ -35,7 +35,9 @@ def add_run_parsers(sub: Any) -> None:
     e = _sub(sub, "export", "write any evaluated point of a tune run as an ACF",
              "compileiq-lab export run.db --eval-id 42 -o best.acf")
     e.add_argument("store")
-    e.add_argument("--eval-id", type=int, default=None, help="the point (default: best of the first objective)")
+    e.add_argument("--eval-id", type=int, default=None,
+                   help="the point (default: the best on the first objective; of identical points the one with "
+                        "the fewest controls set, then the earliest, as tune --export picks)")
     e.add_argument("-o", "--output", required=True, help="the .acf file to write")
     f = _sub(sub, "flags", "print the compiler arguments an ACF holds", "compileiq-lab flags best.acf --stage nvcc")
     f.add_argument("acf")
@@ -45,6 +47,20 @@ def add_run_parsers(sub: Any) -> None:
              "compileiq-lab verify best.acf")
     v.add_argument("acf")
     v.add_argument("--kernel", default=None, help="kernel name or folder (default: the one the ACF names)")
+    v.add_argument("--ignore-changes", action="store_true",
+                   help="compare the machine code even where the kernel source or the installed toolchain differs "
+                        "from the recorded one (warns instead of failing)")
+    v.epilog = ("example, after an edit to the kernel or a compiler update:\n"
+                "  compileiq-lab verify best.acf --ignore-changes\n\n"
+                "exit status (the last line says which: on stdout; FAILED and errors on stderr):\n"
+                "  0  OK        the rebuilt machine code equals the recorded hash\n"
+                "  1  CHANGED   the kernel source or the installed toolchain differs from the recorded one: the\n"
+                "               hashes are not comparable, nothing is built (--ignore-changes compares anyway)\n"
+                "  1  MISMATCH  the rebuilt machine code differs from the recorded hash\n"
+                "  1  FAILED    the ACF's controls no longer compile (or conflict)\n"
+                "  1  UNKNOWN   the ACF records no machine-code hash to compare with\n"
+                "  1  an unreadable or invalid ACF, or a kernel that cannot be loaded (compileiq-lab: error: ...)\n"
+                "  2  bad arguments")
     va = _sub(sub, "validate", "re-measure a GPU run's front and baseline interleaved; speedups with 95 % CIs",
               "compileiq-lab validate run.db --rounds 60")
     va.add_argument("store")
@@ -59,23 +75,26 @@ def add_run_parsers(sub: Any) -> None:
 def _show(args: argparse.Namespace) -> int:
     res = load_results(args.store)
     meta = res.header.kernel
-    names = res.objective_names
     print(f"run {res.store_path}: {len(res)} evaluations, status {res.status}"
           + (f"; kernel {meta.kernel} ({meta.catalog}, {meta.arch or 'cpu'})" if meta else ""))
+    if res.header.stop_reason:
+        print(f"stopped early: {res.header.stop_reason}")
     base = res.baseline_record
-    ok = [r for r in res.records if r.status == "ok" and r.scores]
+    base_scores = base.scores if base is not None and base.status == "ok" and base.scores else None
     for i, objective in enumerate(res.objectives):
-        if not ok:
+        best = res.best_record(i)
+        if best is None:
             break
-        best = min(ok, key=lambda r: objective.sign * (r.scores or [0.0])[i])
-        ref = f" (baseline {base.scores[i]:.6g})" if base is not None and base.status == "ok" and base.scores else ""
-        print(f"best {objective.name} ({objective.direction}): {(best.scores or [0.0])[i]:.6g} at eval "
-              f"{best.eval_id}{ref}")
-    front = res.front_records()
-    print(f"\nPareto front: {len(front)} points")
-    for rec in front[:20]:
-        print(f"  eval {rec.eval_id:5d}: " + ", ".join(f"{n}={v:.6g}" for n, v in zip(names, rec.scores or []))
-              + f"  {rec.params}")
+        value = (best.scores or [0.0])[i]
+        ref = (f" (baseline {objective.format(base_scores[i])}; {objective.change(value, base_scores[i])})"
+               if base_scores else "")
+        print(f"best {objective.label}: {objective.format(value)} at eval {best.eval_id}{ref}")
+    front = res.distinct_front()
+    print(f"\nPareto front: {len(front)} distinct points (identical scores folded: fewest controls, then earliest)")
+    for rec, same in front[:20]:
+        print(f"  eval {rec.eval_id:5d}: " + ", ".join(f"{o.name}={o.format(v)}" for o, v in
+                                                        zip(res.objectives, rec.scores or []))
+              + f"  {rec.params}" + (f"  (+{same} with the same scores)" if same else ""))
     if res.validation is not None:
         print_validation(res.validation)
     failed = {k: v for k, v in res.status_counts().items() if k != "ok"}
@@ -92,8 +111,7 @@ def _export(args: argparse.Namespace) -> int:
     res = load_results(args.store)
     run = KernelRun.from_header(res.header, measure=False)
     if args.eval_id is None:
-        best = res.get_best_result()
-        rec = res.record((best[0] if isinstance(best, list) else best)["eval_id"]) if best else None
+        rec = res.best_record(0)  # the same point tune --export and the report pick
     else:
         rec = res.record(args.eval_id)
     if rec is None or rec.status != "ok":
@@ -152,14 +170,23 @@ def _flags(args: argparse.Namespace) -> int:
 def _verify(args: argparse.Namespace) -> int:
     acf = load_acf(Path(args.acf))
     run = KernelRun.from_acf(acf, kernel=args.kernel, measure=False)
-    notes = []
-    if run.kernel.source_sha256() != acf.source_sha256:
-        notes.append(f"the kernel source changed since the ACF was made (sha256 {acf.source_sha256[:12]} -> "
-                     f"{run.kernel.source_sha256()[:12]})")
+    # what makes the recorded hash comparable: the same source, built by the same compilers
+    changes: list[str] = []
+    source = run.kernel.source_sha256()
+    if source != acf.source_sha256:
+        changes.append(f"the kernel source changed since the ACF was made (sha256 {acf.source_sha256[:12]} -> "
+                       f"{source[:12]}, {run.kernel.source_path.name})")
     installed = run.toolchain()
     if acf.toolchain and installed != acf.toolchain:
-        notes.append(f"the installed toolchain differs from the recorded one ({installed} vs {acf.toolchain}): "
-                     "a different machine-code hash is expected")
+        changes.append(f"the installed toolchain differs from the recorded one ({installed} vs {acf.toolchain}): "
+                       "a different machine-code hash is expected")
+    if changes and not args.ignore_changes:
+        print(f"verify: CHANGED: {'; '.join(changes)}; a recorded machine-code hash is only comparable on the same "
+              "source and toolchain (re-export the point from a run on these, or pass --ignore-changes to compare "
+              "anyway)")
+        return 1
+    for change in changes:
+        print(f"warning: {change} (--ignore-changes: comparing anyway)", file=sys.stderr)
     conflict = run.constraint(acf.controls)
     outcome = None if conflict else run.evaluator.compile(acf.controls)
     if outcome is None or not outcome.ok or outcome.path is None:
@@ -167,8 +194,6 @@ def _verify(args: argparse.Namespace) -> int:
         print(f"verify: FAILED: the compile ends in {status}: {(why or '')[:400]}", file=sys.stderr)
         return 1
     _, code_hash = run.build(acf.controls)
-    for n in notes:
-        print(f"note: {n}")
     if acf.code_hash is None:
         print(f"verify: UNKNOWN: the ACF records no machine-code hash; this build is {code_hash[:16]}")
         return 1

@@ -153,6 +153,10 @@ def _tune(args: argparse.Namespace, run: KernelRun) -> int:
         _export(args.export, results, run, validation)
     if results.status == "interrupted":
         return 130
+    if results.status == "baseline_failed":
+        print(f"compileiq-lab: error: the run stopped after the baseline: {results.header.stop_reason}",
+              file=sys.stderr)
+        return 1
     if not results.pareto_front():
         first = next((r for r in results.records if r.status != "ok"), None)
         print(f"compileiq-lab: error: no candidate succeeded; first failure ({first.status if first else '?'}): "
@@ -187,21 +191,26 @@ def _validate_run(results: Results, run: KernelRun, rounds: int) -> Validation |
 def _print_front(results: Results, run: KernelRun) -> None:
     base = results.baseline_record
     names = results.objective_names
-    front = sorted(results.front_records(), key=lambda r: (r.scores or [0.0])[0])
+    sign = results.objectives[0].sign
     print(f"\n{len(results)} evaluations, statuses {results.status_counts()}, run {results.status}")
     st = run.evaluator.stats
     print(f"compiles {st['compiles']}, conflicts skipped {st['conflicts']}, distinct machine code "
           f"{len(run.evaluator.code_hashes)} of {st['compiles']} compiled configs"
           + (f", runs saved by code-hash dedup {st['runs_saved']}" if st["runs"] else ""))
+    print("objectives: " + "; ".join(o.label for o in results.objectives))
     head = "  ".join(f"{o:>18}" for o in names)
     print(f"\n{'eval':>5}  {head}  arguments")
     if base is not None and base.status == "ok" and base.scores:
         print(f"{'base':>5}  " + "  ".join(f"{v:18.6g}" for v in base.scores)
               + f"  {' '.join(_flat_argv(run, base)) or '(compiler defaults)'}   (baseline)")
-    for rec, same in _group_ties(front, run):
+    for rec, same in sorted(results.distinct_front(),
+                             key=lambda pair: (sign * (pair[0].scores or [0.0])[0], pair[0].eval_id)):
         flat = " ".join(_flat_argv(run, rec)) or "(defaults)"
         more = f"   (+{same} configs with the same scores)" if same else ""
         print(f"{rec.eval_id:5d}  " + "  ".join(f"{v:18.6g}" for v in rec.scores or []) + f"  {flat}{more}")
+        if base is not None and base.status == "ok" and base.scores and rec.scores:
+            changes = [f"{o.name} {o.change(v, b)}" for o, v, b in zip(results.objectives, rec.scores, base.scores)]
+            print(f"{'':5}  " + "; ".join(changes))
     print(f"\nstored in {results.store_path}")
 
 
@@ -209,22 +218,12 @@ def _flat_argv(run: KernelRun, rec: EvalRecord) -> list[str]:
     return [a for v in run.argv(rec.params).values() for a in v]
 
 
-def _group_ties(front: list[EvalRecord], run: KernelRun) -> list[tuple[EvalRecord, int]]:
-    """One row per distinct score vector (the one with the fewest arguments) and how many it stands for."""
-    groups: dict[tuple[float, ...], list[EvalRecord]] = {}
-    for rec in front:
-        groups.setdefault(tuple(rec.scores or ()), []).append(rec)
-    return [(min(recs, key=lambda r: (len(_flat_argv(run, r)), r.eval_id)), len(recs) - 1)
-            for recs in groups.values()]
-
-
 def _export(path: str, results: Results, run: KernelRun, validation: Validation | None) -> None:
-    """Write the best point (first objective; fewest arguments on ties) as an ACF."""
-    front = results.front_records()
-    if not front:
+    """Write the best point on the first objective (``Results.best_record``: the representative on ties) as an
+    ACF."""
+    best = results.best_record(0)
+    if best is None:
         print("nothing to export: no successful evaluation", file=sys.stderr)
         return
-    sign = run.objectives[0].sign
-    best = min(front, key=lambda r: (sign * (r.scores or [0.0])[0], len(_flat_argv(run, r)), r.eval_id))
     point_acf(results, best, run.kernel, run.catalog, validation=validation).write(path)
     print(f"exported eval {best.eval_id} to {path}", file=sys.stderr)

@@ -19,9 +19,10 @@ from compileiq_lab.kernels.choices import (
 )
 from compileiq_lab.kernels.load import ENV_VAR, kernels_root, list_kernels, load_kernel
 from compileiq_lab.kernels.spec import BufferSpec, KernelSpec, eval_expr
+from compileiq_lab.space.objectives import METRICS, Objective
 
-__all__ = ["CATALOGS", "DEFAULT_ARCH", "ENV_VAR", "TARGETS", "BufferSpec", "KernelRun", "KernelSpec",
-           "active_catalog", "default_objectives", "eval_expr", "gpu_arch", "gpu_reason", "kernels_root",
+__all__ = ["CATALOGS", "DEFAULT_ARCH", "ENV_VAR", "METRICS", "TARGETS", "BufferSpec", "KernelRun", "KernelSpec",
+           "Objective", "active_catalog", "default_objectives", "eval_expr", "gpu_arch", "gpu_reason", "kernels_root",
            "list_kernels", "load_kernel", "objective_choices", "offered_catalog", "targets"]
 
 if TYPE_CHECKING:

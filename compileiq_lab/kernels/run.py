@@ -5,8 +5,10 @@ from __future__ import annotations
 import atexit
 import logging
 import os
+import re
 import shutil
 import tempfile
+import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
@@ -34,11 +36,20 @@ from compileiq_lab.measure.measurement import Measurement
 from compileiq_lab.measure.runner import Runner
 from compileiq_lab.space.catalogs import Catalog, get_catalog
 from compileiq_lab.space.objectives import METRICS, Objective
+from compileiq_lab.space.space import SearchSpace
 from compileiq_lab.store.header import KernelMeta, RunHeader
+from compileiq_lab.store.sqlite import EvalRecord
 
 __all__ = ["KernelRun", "RecordedPoint"]
 
 log = logging.getLogger(__name__)
+
+#: Compiler messages of a header the compiler cannot find (nvcc/cicc, gcc, clang): no control brings it back.
+_MISSING_FILE = re.compile(r"cannot open source file|fatal error: .*: No such file or directory|file not found",
+                           re.IGNORECASE)
+#: Launch errors of an entry (kernel) the module does not have.
+_MISSING_ENTRY = re.compile(r"named symbol not found|CUDA_ERROR_NOT_FOUND", re.IGNORECASE)
+_STAGE_NAMES = {"frontend": "the front end (nvcc -ptx)", "backend": "ptxas", "c": "the C compiler"}
 
 
 class RecordedPoint(Protocol):
@@ -129,6 +140,8 @@ class KernelRun:
             self._evaluator = KernelEvaluator(self.kernel, self.catalog, names, backend, runner)
         # CPU runs must not share the CPU with compiles unless asked; GPU runs are serialised, compiles overlap
         self.workers = workers or (1 if language == "c" and runs else (os.cpu_count() or 1))
+        self._warm = threading.Lock()
+        self._warmed = "compile_time" not in names  # compile_time: warm the compiler up before the baseline
 
     # -- rebuilding ------------------------------------------------------------------------------
     @classmethod
@@ -183,7 +196,59 @@ class KernelRun:
         if not self.measures:
             raise SearchStateError("this KernelRun builds only (measure=False); make one with measure=True to "
                                    "evaluate configs")
+        if not self._warmed:
+            self.warm_up()
         return self.evaluator(config)
+
+    def warm_up(self) -> float | None:
+        """Compile the compiler defaults once in a scratch folder of its own (nothing cached for the run), so
+        that the first measured compile (the baseline) does not pay for cold disk caches and the compiler's
+        first start; done before the first evaluation when compile_time is an objective. Returns the
+        warm-up compile's seconds (None when it failed: the run then reports the failure itself)."""
+        with self._warm:
+            if self._warmed:
+                return None
+            self._warmed = True
+            status, seconds = self.scratch_compile(SearchSpace(self.search_space()).baseline() or {})
+            log.info("compiler warm-up: %s in %.3f s", status, seconds)
+            return seconds if status == "ok" else None
+
+    def scratch_compile(self, config: Mapping[str, Any]) -> tuple[str, float]:
+        """Compile a config in a fresh scratch folder (nothing cached, nothing kept); returns (status, seconds
+        the compiler stages took)."""
+        scratch = Path(tempfile.mkdtemp(prefix="scratch-", dir=self.workdir))
+        try:
+            outcome = self._make_backend(scratch).compile(self.argv(config))
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+        return outcome.status, sum(v for k, v in outcome.metrics.items() if k.endswith("_time_s"))
+
+    def baseline_verdict(self, record: EvalRecord) -> str | None:
+        """Why a search cannot get anywhere after this baseline evaluation, or None to search on.
+
+        The one rule (the CLI and the lab both stop a run on it): the baseline (compiler defaults) failed,
+        and no searched control can change what failed: the failing compile stage has no control in the
+        searched space (a front-end error under a ptxas-only space), a header the compiler cannot find,
+        or an entry the module does not have.
+        """
+        if record.status == "ok":
+            return None
+        detail = record.detail if isinstance(record.detail, Mapping) else {}
+        stage = str(detail.get("failed_stage", ""))
+        first = next((line.strip() for line in record.error.splitlines() if line.strip()), record.status)
+        searched = {c.stage for c in self.catalog.controls}
+        if self.kernel.defines:
+            searched.add(self.catalog.stages[0])  # -D knobs go to the first stage
+        if stage and _MISSING_FILE.search(record.error):
+            return f"the kernel does not compile: a file it includes is missing ({first}); fix the include path"
+        if _MISSING_ENTRY.search(record.error):
+            return (f"the kernel's entry {self.kernel.entry!r} is not in the compiled module ({first}); fix entry "
+                    "in kernel.toml")
+        if stage and stage not in searched:
+            return (f"the baseline fails in {_STAGE_NAMES.get(stage, stage)} and the searched controls "
+                    f"({', '.join(_STAGE_NAMES.get(s, s) for s in sorted(searched)) or 'none'}) cannot change that: "
+                    f"{first}")
+        return None
 
     def search_space(self) -> dict[str, Any]:
         """The searched controls plus a ``defines`` group for the kernel's -D knobs."""
@@ -267,18 +332,18 @@ class KernelRun:
         return (f"KernelRun(kernel={self.kernel.name!r}, catalog={self.catalog_name!r}, "
                 f"objectives={self.objective_names!r}, target={self.target!r}, arch={self.arch!r})")
 
-    def _make_backend(self) -> Backend:
-        k = self.kernel
+    def _make_backend(self, workdir: Path | None = None) -> Backend:
+        k, workdir = self.kernel, workdir or self.workdir
         if k.language == "c":
-            return CHost(k, self.workdir, compiler=self.catalog.compiler, timeout_s=self.timeout_s,
+            return CHost(k, workdir, compiler=self.catalog.compiler, timeout_s=self.timeout_s,
                          link_harness=self._link)
         arch = self.arch or DEFAULT_ARCH
         if self.catalog.compiler == "nvrtc":
             from compileiq_lab.measure.backends.nvrtc import Nvrtc
 
-            return Nvrtc(k.source_path, k.entry, arch, self.workdir)
+            return Nvrtc(k.source_path, k.entry, arch, workdir)
         kind = CudaTwoStage if self._two_stage else CudaFull
-        return kind(k.source_path, k.entry, arch, self.workdir, self.timeout_s)
+        return kind(k.source_path, k.entry, arch, workdir, self.timeout_s)
 
 
 def _catalog(language: str, catalog: str | Catalog | None, name: str | None, controls: Sequence[str] | None,

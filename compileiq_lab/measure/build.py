@@ -15,13 +15,15 @@ __all__ = ["CompileOutcome", "build", "build_cached", "write_atomic"]
 
 @dataclass
 class CompileOutcome:
-    """A compile: status ("ok", "compile_error", "compile_timeout"), output file and metrics."""
+    """A compile: status ("ok", "compile_error", "compile_timeout"), output file and metrics; for a failure, the
+    argument stage whose compiler failed ("frontend", "backend", "c"; "" when one call spans several)."""
 
     status: str
     path: Path | None = None
     error: str = ""
     metrics: dict[str, float] = field(default_factory=dict)
     argv: list[list[str]] = field(default_factory=list)
+    stage: str = ""
 
     @property
     def ok(self) -> bool:

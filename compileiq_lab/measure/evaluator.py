@@ -129,7 +129,8 @@ class KernelEvaluator:
         with self._lock:
             self.stats["compiles"] += 1
         if not outcome.ok or outcome.path is None:
-            return Measurement(outcome.status, error=outcome.error[-1500:], detail={"argv": argv})
+            return Measurement(outcome.status, error=outcome.error[-1500:],
+                               detail={"argv": argv, "failed_stage": outcome.stage})
         info = inspect_elf(outcome.path, kind=self.backend.binary_kind)
         metrics = dict(outcome.metrics)
         metrics.update(text_bytes=float(info.text_bytes), binary_size=float(info.file_bytes),

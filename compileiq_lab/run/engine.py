@@ -72,11 +72,16 @@ class Engine:
         config: The search settings.
         store: Where evaluations are committed (its rows are replayed, never re-evaluated).
         constraint: Why a config is never worth evaluating (None for valid ones).
+        baseline_check: Given the baseline's stored evaluation, why the search cannot get anywhere (it then
+            ends after the baseline, ``done_reason == "baseline_failed"``), or None to search on.
     """
 
     def __init__(self, space: SearchSpace, config: SearchConfiguration, store: RunStore,
-                 constraint: Constraint | None = None) -> None:
+                 constraint: Constraint | None = None,
+                 baseline_check: Callable[[EvalRecord], str | None] | None = None) -> None:
         self._space, self._config, self._store = space, config, store
+        self._baseline_check = baseline_check
+        self.stop_reason = ""  # why the search ended early ("baseline_failed": the check's reason)
         self.objectives: list[Objective] = config.objectives()
         self._sign = signs(self.objectives)
         self._strategy = _strategy(space, config, constraint)
@@ -118,7 +123,7 @@ class Engine:
 
     @property
     def done_reason(self) -> str:
-        """"finished" or "exhausted" once the search has ended, else ""."""
+        """"finished", "exhausted" or "baseline_failed" (see ``stop_reason``) once the search has ended, else ""."""
         return self._done_reason
 
     def awaiting(self) -> list[Candidate]:
@@ -228,6 +233,14 @@ class Engine:
                 if m.ok and m.scores is not None:
                     F[i], feasible[i] = np.asarray(m.scores) * self._sign, True
             self._strategy.tell(F, feasible)
+        if self._generation == 0 and self._pending and self._baseline_check is not None:
+            rec = self._store.lookup(self._pending[0].key) or next(
+                (r for r in self._store.records() if r.is_baseline), None)
+            why = self._baseline_check(rec) if rec is not None else None
+            if why:
+                self._done_reason, self.stop_reason = "baseline_failed", why
+                log.warning("the run stops after the baseline: %s", why)
+                return
         self._pending, self._outcomes, self._handed, self._left = [], {}, 0, 0
         if self._generation < 0 and self._baseline is not None:
             self._generation = 0

@@ -37,7 +37,7 @@ class GenerationEvent:
 
 @dataclass(frozen=True)
 class FinishedEvent:
-    """The run ended: ``status`` is "finished", "exhausted", "stopped" or "interrupted"."""
+    """The run ended: ``status`` is "finished", "exhausted", "baseline_failed", "stopped" or "interrupted"."""
 
     status: str
     n_evaluations: int

@@ -60,6 +60,9 @@ class Search:
             combinations the compiler rejects) are never asked. Not stored: pass the same one
             when resuming.
         metadata: JSON-serialisable facts stored in a new run's header (kernel, toolchain, ...).
+        baseline_check: Given the baseline's evaluation, why searching on is pointless (the run then ends
+            after it with status "baseline_failed" and the reason in the header's ``stop_reason``), or None;
+            default: the objective's ``baseline_verdict`` where it has one (``KernelRun`` does).
         worker_type, engine, disable_progress_bar, exit_on_failure, tracker_config, debug, cache_folder,
             dump_results: CompileIQ 1.1's arguments, for code written against it: each does the
             equivalent here or is refused naming it (see ``compileiq_lab.run.compat``). ``worker_type``:
@@ -74,7 +77,8 @@ class Search:
                  search_space: Mapping[str, Any] | SearchSpace | None = None,
                  search_config: SearchConfiguration | Mapping[str, Any] | None = None,
                  store: str | os.PathLike[str] | None = None, constraint: Constraint | None = None,
-                 metadata: Mapping[str, Any] | None = None, *, worker_type: Any = None,
+                 metadata: Mapping[str, Any] | None = None, *,
+                 baseline_check: Callable[[EvalRecord], str | None] | None = None, worker_type: Any = None,
                  engine: str | EngineConfig | None = None, disable_progress_bar: bool = False,
                  exit_on_failure: bool = False, tracker_config: Any = None, debug: bool = False,
                  cache_folder: Any = None, dump_results: str | os.PathLike[str] | None = None) -> None:
@@ -102,7 +106,9 @@ class Search:
         except BaseException:
             self.store.close()
             raise
-        self._engine = Engine(self.space, self.config, self.store, constraint)
+        check = baseline_check if baseline_check is not None else getattr(objective_function, "baseline_verdict", None)
+        self._engine = Engine(self.space, self.config, self.store, constraint,
+                              check if callable(check) else None)
         self._stop = threading.Event()  # the one way to stop this search, from any thread
 
     # -- construction ------------------------------------------------------------------------
@@ -227,7 +233,7 @@ class Search:
                         len(self.store), self.store.path)
         finally:  # the stop stays set: evaluations still waiting at the gate must see it
             closer()
-            self.store.update_header(status=status, updated_at=time.time())
+            self.store.update_header(status=status, updated_at=time.time(), stop_reason=self._engine.stop_reason)
             self.store.release()
         results = self.results
         emit(FinishedEvent(status, len(results)))
@@ -253,7 +259,8 @@ class Search:
         self.store.acquire()
         batch = self._engine.ask(n)
         if not batch:
-            self.store.update_header(status=self._engine.done_reason, updated_at=time.time())
+            self.store.update_header(status=self._engine.done_reason, updated_at=time.time(),
+                                     stop_reason=self._engine.stop_reason)
         return batch
 
     def tell(self, candidates: Sequence[Candidate] | Sequence[Score], scores: Sequence[Any] | None = None,

@@ -30,7 +30,7 @@ def drive(engine: Engine, evaluate: Evaluate, emit: Callable[[RunEvent], None], 
         gate: Called before each evaluation starts (it may block, e.g. while a background run is paused).
 
     Returns:
-        How it ended: "finished", "exhausted" or "stopped".
+        How it ended: "finished", "exhausted", "baseline_failed" or "stopped".
     """
     def task(config: dict[str, Any]) -> tuple[float, Measurement] | None:
         if gate is not None:

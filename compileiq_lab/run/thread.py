@@ -21,7 +21,8 @@ __all__ = ["RUN_STATES", "Run"]
 
 log = logging.getLogger("compileiq_lab")
 #: What ``Run.state`` can say.
-RUN_STATES = ("idle", "running", "paused", "stopping", "finished", "exhausted", "stopped", "interrupted", "failed")
+RUN_STATES = ("idle", "running", "paused", "stopping", "finished", "exhausted", "baseline_failed", "stopped",
+              "interrupted", "failed")
 
 
 class Run:
@@ -145,7 +146,8 @@ class Run:
         return self.results().pareto_front()
 
     def progress(self) -> dict[str, Any]:
-        """generation, generations, evaluations, failures by status, elapsed and an ETA in seconds (None if unknown)."""
+        """generation, generations, evaluations, failures by status, elapsed and an ETA in seconds (None if unknown
+        or paused)."""
         with self._lock:
             p = {**self._progress, "statuses": dict(self._progress["statuses"])}
         total = self.search.config.generations
@@ -153,9 +155,14 @@ class Run:
         end = p["finished_at"] or time.time()
         elapsed = end - started if started else 0.0
         g = p["generation"]
-        eta = elapsed / g * (total - g) if g and self.running else (0.0 if p["finished_at"] else None)
+        # no ETA while paused: the time left is not running down
+        eta = elapsed / g * (total - g) if g and self._state == "running" else (0.0 if p["finished_at"] else None)
         failed = sum(n for s, n in p["statuses"].items() if s != "ok")
         return {**p, "generations": total, "failed": failed, "elapsed_s": elapsed, "eta_s": eta, "state": self._state}
+
+    def owns_current_thread(self) -> bool:
+        """Whether the calling code runs in this run's thread (e.g. to route its log records)."""
+        return self._thread is not None and self._thread is threading.current_thread()
 
     @property
     def store_path(self) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -9,7 +10,7 @@ import numpy as np
 
 from compileiq_lab.exceptions import ConfigurationError
 
-__all__ = ["DIRECTIONS", "METRICS", "Objective", "objectives_from_settings", "signs"]
+__all__ = ["DIRECTIONS", "METRICS", "Objective", "format_quantity", "objectives_from_settings", "signs", "unit_of"]
 
 #: The two senses an objective can have.
 DIRECTIONS = ("min", "max")
@@ -44,6 +45,66 @@ class Objective:
         """+1 for "min", -1 for "max": multiplying by it turns every objective into one to minimise."""
         return 1.0 if self.direction == "min" else -1.0
 
+    @property
+    def sense(self) -> str:
+        """The direction in words: "lower is better" or "higher is better"."""
+        return "lower is better" if self.direction == "min" else "higher is better"
+
+    @property
+    def label(self) -> str:
+        """Its name with unit and direction in words, e.g. "registers (count, lower is better)"."""
+        return f"{self.name} ({self.unit + ', ' if self.unit else ''}{self.sense})"
+
+    def format(self, value: float | None) -> str:
+        """A value of this objective with its unit (see ``format_quantity``)."""
+        return format_quantity(value, self.unit)
+
+    def change(self, value: float | None, baseline: float | None) -> str | None:
+        """A value against the baseline's as a change with its sense, e.g. "-19 % vs baseline, better";
+        None when either is missing or not finite, or the baseline is 0."""
+        if value is None or baseline is None or not (math.isfinite(value) and math.isfinite(baseline)) \
+                or baseline == 0:
+            return None
+        pct = 100.0 * (value - baseline) / abs(baseline)
+        if value == baseline:
+            return "same as baseline"
+        verdict = "better" if self.sign * (value - baseline) < 0 else "worse"
+        digits = 0 if abs(pct) >= 10 else 1 if abs(pct) >= 1 else 2
+        return f"{pct:+.{digits}f} % vs baseline, {verdict}"
+
+
+#: Unit of a measurement by the suffix of its name (``compile_ms`` -> "ms").
+_SUFFIX_UNITS = {"_s": "s", "_ms": "ms", "_us": "us", "_ns": "ns", "_bytes": "bytes", "_w": "W", "_j": "J",
+                 "_mhz": "MHz", "_c": "C"}
+_SCALES = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
+_SHOWN = {"us": "\u00b5s"}
+
+
+def unit_of(name: str) -> str:
+    """The unit of a measurement: a standard metric's (``METRICS``), else by its name's suffix
+    (``_s``, ``_ms``, ``_bytes``, ``_w``, ``_j``, ...); "" when unknown."""
+    if name in METRICS:
+        return METRICS[name].unit
+    lower = name.lower()
+    return next((u for suffix, u in _SUFFIX_UNITS.items() if lower.endswith(suffix)), "")
+
+
+def format_quantity(value: float | None, unit: str) -> str:
+    """A value with its unit, times in the fitting one of s/ms/µs/ns ("12.3 µs"), counts and bytes as
+    integers where they are whole; "-" for None or NaN."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return str(value)
+    if unit in _SCALES and math.isfinite(value) and value != 0:
+        seconds = value * _SCALES[unit]
+        for name in ("s", "ms", "us", "ns"):
+            if abs(seconds) >= _SCALES[name] or name == "ns":
+                return f"{seconds / _SCALES[name]:.4g} {_SHOWN.get(name, name)}"
+    if unit in ("count", "bytes") and float(value).is_integer():
+        return f"{int(value)} {unit}"
+    return f"{value:.6g}{' ' + unit if unit else ''}"
+
 
 def signs(objectives: Sequence[Objective]) -> np.ndarray:
     """The minimisation sign of each objective, as an array (scores * signs are minimised)."""
@@ -63,7 +124,9 @@ METRICS: Mapping[str, Objective] = dict([
     _metric("sass_instructions", "min", "count", "SASS instructions in the cubin's .text sections"),
     _metric("text_bytes", "min", "bytes", "bytes of machine code (.text sections)"),
     _metric("binary_size", "min", "bytes", "bytes of the whole compiled file"),
-    _metric("compile_time", "min", "s", "wall seconds to compile (front end + back end; C: whole build)"),
+    _metric("compile_time", "min", "s", "wall seconds to compile (front end + back end; C: whole build); noisy: "
+            "repeated compiles of one config spread 2-5 % on a quiet machine, more under load "
+            "(bench/results/compile_noise.md), so smaller gaps are not wins"),
     _metric("runtime", "min", "s",
             "seconds per call: fastest timed call (CPU kernels); median per launch (GPU kernels)"),
     _metric("runtime_median", "min", "s", "median seconds per call"),

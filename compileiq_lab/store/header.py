@@ -140,7 +140,7 @@ class KernelMeta:
 
 
 _FIELDS = ("schema_version", "created_at", "space", "config", "objective", "package_version", "status", "resolved",
-           "metadata", "validation", "updated_at")
+           "metadata", "validation", "updated_at", "stop_reason")
 
 
 @dataclass(frozen=True)
@@ -154,11 +154,13 @@ class RunHeader:
         config: The search settings (``SearchConfiguration.to_dict()``).
         objective: A description of the objective function.
         package_version: The compileiq-lab version that made the run.
-        status: How the run stands ("running", "finished", "stopped", "interrupted", "exhausted", ...).
+        status: How the run stands ("running", "finished", "stopped", "interrupted", "exhausted",
+            "baseline_failed", ...).
         resolved: The automatic settings made concrete (pool_size, strategy, mutate_rate).
         metadata: Facts stored with a new run (a kernel run's are read by ``kernel``).
         validation: The latest interleaved re-measurement, if any.
         updated_at: When the status last changed.
+        stop_reason: Why a run ended early (status "baseline_failed": why no control can help), else "".
         extra: Header keys this version does not know, kept as they are.
     """
 
@@ -173,6 +175,7 @@ class RunHeader:
     metadata: dict[str, Any] = field(default_factory=dict)
     validation: Validation | None = None
     updated_at: float | None = None
+    stop_reason: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -189,7 +192,7 @@ class RunHeader:
         """The key/values to store (the one place header keys are written); empty optional parts are left out."""
         out = {k: getattr(self, k) for k in _FIELDS}
         out["validation"] = self.validation.to_dict() if self.validation is not None else None
-        for optional in ("metadata", "validation", "updated_at"):
+        for optional in ("metadata", "validation", "updated_at", "stop_reason"):
             if not out[optional]:
                 del out[optional]
         return {**self.extra, **out}

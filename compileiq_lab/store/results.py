@@ -19,9 +19,18 @@ from compileiq_lab.store.sqlite import MEMORY, EvalRecord, RunStore
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["Results", "load_results"]
+__all__ = ["Results", "load_results", "representative"]
 
 log = logging.getLogger(__name__)
+
+
+def representative(records: Sequence[EvalRecord]) -> EvalRecord:
+    """The one evaluation that stands for several with identical scores: the fewest parameters set (the
+    shortest compiler command line: every parameter present is an argument), then the earliest.
+
+    The one rule for identical points: the CLI (tune, show, export), the report and the lab all use it.
+    """
+    return min(records, key=lambda r: (len(r.params), r.eval_id))
 
 
 class Results:
@@ -167,14 +176,45 @@ class Results:
         """
         return [self._row(r) for r in self.front_records()]
 
+    def distinct_front(self) -> list[tuple[EvalRecord, int]]:
+        """The front with identical score vectors folded: each one's ``representative`` and how many other
+        evaluations share its scores, in the order of the representatives' eval ids."""
+        groups: dict[tuple[float, ...], list[EvalRecord]] = {}
+        for rec in self.front_records():
+            groups.setdefault(tuple(rec.scores or ()), []).append(rec)
+        folded = [(representative(recs), len(recs) - 1) for recs in groups.values()]
+        return sorted(folded, key=lambda pair: pair[0].eval_id)
+
+    def best_record(self, objective: int = 0) -> EvalRecord | None:
+        """The best evaluation on one objective (index), ties broken first by the other objectives (a point on
+        the front) and then by ``representative``; None if nothing succeeded."""
+        front = self.front_records()
+        if not front:
+            return None
+        sign = self._sign[objective]
+        best = min(sign * (r.scores or [0.0])[objective] for r in front)
+        return representative([r for r in front if sign * (r.scores or [0.0])[objective] == best])
+
+    def representative_of(self, eval_id: int) -> EvalRecord | None:
+        """The ``representative`` of the successful evaluations whose scores equal this one's (itself when
+        none does); None when the id names no successful evaluation."""
+        rec = self.record(eval_id)
+        if rec is None or rec.status != "ok" or rec.scores is None:
+            return None
+        return representative([r for r in self.records if r.status == "ok" and r.scores == rec.scores])
+
+    def identical_to(self, rec: EvalRecord) -> list[EvalRecord]:
+        """The other successful evaluations with exactly ``rec``'s scores, in call order."""
+        return [r for r in self.records
+                if r.status == "ok" and r.scores == rec.scores and r.eval_id != rec.eval_id]
+
     def get_best_result(self) -> dict[str, Any] | list[dict[str, Any]] | None:
-        """The best row (one objective; earliest on ties) or the Pareto front (several); None if nothing succeeded."""
+        """The best row (one objective; on ties the ``representative``) or the Pareto front (several); None if
+        nothing succeeded."""
         if self.n_objectives > 1:
             return self.pareto_front()
-        ok, F = self._ok()
-        if not ok:
-            return None
-        return self._row(ok[int(np.argmin(F[:, 0]))])
+        best = self.best_record(0)
+        return self._row(best) if best is not None else None
 
     # -- summaries ---------------------------------------------------------------------------
     def status_counts(self) -> dict[str, int]:

@@ -7,5 +7,6 @@ from compileiq_lab.testing.objectives import (
     toy_objective,
     toy_space,
 )
+from compileiq_lab.testing.tools import tool_available
 
-__all__ = ["FlagProblem", "toy_objective", "toy_space"]
+__all__ = ["FlagProblem", "tool_available", "toy_objective", "toy_space"]

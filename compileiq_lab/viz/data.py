@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import html
 import json
-import math
 import statistics
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from compileiq_lab.analysis.table import control_columns, ok_records
 from compileiq_lab.exceptions import ConfigurationError
+from compileiq_lab.space.objectives import Objective, format_quantity, unit_of
 from compileiq_lab.space.space import flatten_params
 
 if TYPE_CHECKING:
@@ -27,7 +27,7 @@ __all__ = [
     "param_rows",
     "params_text",
     "pareto_data",
-    "speedup",
+    "quantity_text",
 ]
 
 _MAX_EXAMPLES = 3
@@ -52,21 +52,12 @@ def params_text(params: Mapping[str, Any], sep: str = "<br>") -> str:
     return sep.join(html.escape(f"{k}={_fmt(v)}") for k, v in sorted(flat.items()))
 
 
-def speedup(score: float | None, base: float | None, direction: str) -> float | None:
-    """Speedup of ``score`` over the baseline: base/score for "min", score/base for "max".
-
-    Args:
-        score: The point's objective value.
-        base: The baseline's objective value (None when the baseline did not succeed).
-        direction: "min" or "max".
-
-    Returns:
-        The ratio, or None when either value is missing, non-finite or the divisor is 0.
-    """
-    if score is None or base is None or not (math.isfinite(score) and math.isfinite(base)):
-        return None
-    num, den = (base, score) if direction == "min" else (score, base)
-    return None if den == 0 else num / den
+def quantity_text(name: str, value: Any) -> str:
+    """A measurement by name with its unit (a standard metric's, else by the name's suffix: ``_s``, ``_ms``,
+    ``_bytes``, ...), times in the fitting one of s/ms/µs/ns."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return str(value)
+    return format_quantity(value, unit_of(name))
 
 
 def _fmt(value: Any) -> str:
@@ -101,10 +92,10 @@ def _first_line(text: str) -> str:
     return text.strip().splitlines()[0] if text.strip() else ""
 
 
-def hover_text(r: EvalRecord, names: list[str]) -> str:
-    """Hover text of one evaluation: id, generation, scores and params (HTML-escaped)."""
+def hover_text(r: EvalRecord, objectives: Sequence[Objective]) -> str:
+    """Hover text of one evaluation: id, generation, scores with their units and params (HTML-escaped)."""
     head = f"eval {r.eval_id} (generation {r.generation}){' baseline' if r.is_baseline else ''}"
-    scores = "<br>".join(html.escape(f"{n}={_fmt(s)}") for n, s in zip(names, r.scores or []))
+    scores = "<br>".join(html.escape(f"{o.name} = {o.format(s)}") for o, s in zip(objectives, r.scores or []))
     return f"{head}<br>{scores}<br>{params_text(r.params)}"
 
 
@@ -121,7 +112,8 @@ def pareto_data(results: Results, x: int | str = 0, y: int | str = 1) -> dict[st
         y: Objective index or name for the y axis (must differ from ``x``).
 
     Returns:
-        A dict with ``x_name``, ``y_name``, ``x_index``, ``y_index`` (None for one objective),
+        A dict with ``x_name``, ``y_name``, ``x_label``, ``y_label`` (name, unit and direction in words),
+        ``x_index``, ``y_index`` (None for one objective),
         ``y_kind``, ``points`` (lists x, y, eval_id, generation, on_front, is_baseline, text),
         ``front`` (x, y, eval_id sorted by x), ``failed`` (eval_id, generation, status, error,
         text) and ``baseline`` ({x, y, eval_id} or None when it did not succeed).
@@ -142,13 +134,15 @@ def pareto_data(results: Results, x: int | str = 0, y: int | str = 1) -> dict[st
         "x": [float(r.scores[xi]) for r in ok], "y": [yval(r) for r in ok],  # type: ignore[index]
         "eval_id": [r.eval_id for r in ok], "generation": [r.generation for r in ok],
         "on_front": [r.eval_id in front for r in ok], "is_baseline": [r.is_baseline for r in ok],
-        "text": [hover_text(r, names) for r in ok]}
+        "text": [hover_text(r, results.objectives) for r in ok]}
     fr = sorted((p for p in zip(points["x"], points["y"], points["eval_id"], points["on_front"]) if p[3]),
                 key=lambda p: (p[0], p[1]))
     base = _ok_baseline(results)
     return {
         "x_index": xi, "y_index": yi, "x_name": names[xi],
         "y_name": "evaluation" if yi is None else names[yi],
+        "x_label": results.objectives[xi].label,
+        "y_label": "evaluation id" if yi is None else results.objectives[yi].label,
         "y_kind": "eval_id" if yi is None else "objective",
         "x_direction": results.directions[xi],
         "y_direction": None if yi is None else results.directions[yi],
@@ -183,7 +177,7 @@ def history_data(results: Results) -> dict[str, Any]:
 
     Returns:
         A dict with ``generations`` (sorted), ``evaluations`` and ``ok`` (counts per generation),
-        ``objectives`` (per objective: name, direction, ``best_so_far``, ``best`` and ``median``
+        ``objectives`` (per objective: name, direction, label, ``best_so_far``, ``best`` and ``median``
         lists aligned with ``generations``; None where no value exists yet) and ``failures``
         (status -> counts per generation).
     """
@@ -202,21 +196,21 @@ def history_data(results: Results) -> dict[str, Any]:
                 per_gen[k][i].append(float(r.scores[k]))
         else:
             failures.setdefault(r.status, [0] * n)[i] += 1
-    objectives = [_objective_history(results.objective_names[k], results.directions[k], per_gen[k])
-                  for k in range(results.n_objectives)]
+    objectives = [_objective_history(results.objectives[k], per_gen[k]) for k in range(results.n_objectives)]
     return {"generations": gens, "evaluations": evaluations, "ok": ok_counts,
             "objectives": objectives, "failures": dict(sorted(failures.items()))}
 
 
-def _objective_history(name: str, direction: str, per_gen: list[list[float]]) -> dict[str, Any]:
-    pick = min if direction == "min" else max
+def _objective_history(objective: Objective, per_gen: list[list[float]]) -> dict[str, Any]:
+    pick = min if objective.direction == "min" else max
     best_so_far: list[float | None] = []
     running: float | None = None
     for values in per_gen:
         if values:
             running = pick(values) if running is None else pick(running, *values)
         best_so_far.append(running)
-    return {"name": name, "direction": direction, "best_so_far": best_so_far,
+    return {"name": objective.name, "direction": objective.direction, "label": objective.label,
+            "best_so_far": best_so_far,
             "best": [pick(v) if v else None for v in per_gen],
             "median": [float(statistics.median(v)) if v else None for v in per_gen]}
 
@@ -249,27 +243,28 @@ def parallel_data(results: Results) -> dict[str, Any]:
 
 # -- tables ----------------------------------------------------------------------------------
 def front_table(results: Results) -> list[dict[str, Any]]:
-    """The Pareto front as rows, best first on the first objective.
+    """The Pareto front as rows, identical points folded (``Results.distinct_front``), best first on the
+    first objective.
 
     Args:
         results: The run.
 
     Returns:
-        Rows with eval_id, generation, is_baseline, ``objectives`` (name -> value),
-        ``speedups`` (name -> baseline/score for "min", score/baseline for "max"; None
-        without an ok baseline) and ``params``.
+        Rows with eval_id (the representative of its identical points), generation, is_baseline,
+        ``same`` (how many other evaluations share its scores), ``objectives`` (name -> value),
+        ``changes`` (name -> e.g. "-19 % vs baseline, better"; None without an ok baseline) and ``params``.
     """
     base = _ok_baseline(results)
-    names, dirs = results.objective_names, results.directions
-    base_scores = list(base.scores or []) if base is not None else None
+    names = results.objective_names
+    base_scores = [float(v) for v in base.scores or []] if base is not None else None
     rows: list[dict[str, Any]] = []
-    for rec in results.front_records():
+    for rec, same in results.distinct_front():
         scores = [float(v) for v in rec.scores or []]
         rows.append({
-            "eval_id": rec.eval_id, "generation": rec.generation, "is_baseline": rec.is_baseline,
+            "eval_id": rec.eval_id, "generation": rec.generation, "is_baseline": rec.is_baseline, "same": same,
             "objectives": dict(zip(names, scores)),
-            "speedups": {n: speedup(s, None if base_scores is None else float(base_scores[k]), d)
-                         for k, (n, s, d) in enumerate(zip(names, scores, dirs))},
+            "changes": {o.name: o.change(s, None if base_scores is None else base_scores[k])
+                        for k, (o, s) in enumerate(zip(results.objectives, scores))},
             "params": rec.params})
     sign = results.objectives[0].sign
     rows.sort(key=lambda r: (sign * r["objectives"][names[0]], r["eval_id"]))

@@ -75,8 +75,7 @@ def pareto_figure(results: Results, x: int | str = 0, y: int | str = 1) -> go.Fi
     _add_failed_strip(go, fig, d)
     fig.update_layout(
         title={"text": _esc(f"{d['x_name']} vs {d['y_name']}")},
-        xaxis_title=_esc(f"{d['x_name']} ({d['x_direction']})"),
-        yaxis_title=_esc(d["y_name"] if d["y_direction"] is None else f"{d['y_name']} ({d['y_direction']})"),
+        xaxis_title=_esc(d["x_label"]), yaxis_title=_esc(d["y_label"]),
         legend={"orientation": "h", "y": -0.2}, template="plotly_white", height=540)
     return fig
 
@@ -114,7 +113,7 @@ def history_figure(results: Results) -> go.Figure:
 
     d = history_data(results)
     k = len(d["objectives"])
-    titles = [_esc(f"{o['name']} ({o['direction']})") for o in d["objectives"]] + ["failures by status"]
+    titles = [_esc(o["label"]) for o in d["objectives"]] + ["failures by status"]
     fig = make_subplots(rows=k + 1, cols=1, shared_xaxes=True, subplot_titles=titles, vertical_spacing=0.08)
     gens = d["generations"]
     for i, obj in enumerate(d["objectives"], start=1):

@@ -66,7 +66,7 @@ def _summary(results: Results) -> str:
     cfg, resolved = results.header.config, results.header.resolved
     gens = {r.generation for r in results.records}
     statuses = ", ".join(f"{s}: {n}" for s, n in sorted(results.status_counts().items()))
-    objectives = ", ".join(f"{n} ({d})" for n, d in zip(results.objective_names, results.directions))
+    objectives = ", ".join(o.label for o in results.objectives)
     rows: list[tuple[str, Any]] = [
         ("evaluations", len(results)), ("statuses", statuses or "none"),
         ("objectives", objectives), ("run status", results.status),
@@ -112,8 +112,8 @@ def _influence_figures(results: Results) -> list[tuple[str, Any]]:
     return out
 
 
-def _speedup_cell(value: float | None) -> str:
-    return "&ndash;" if value is None else f"{_e(format(value, '.3f'))}&times;"
+def _change_cell(value: str | None) -> str:
+    return "&ndash;" if value is None else _e(value)
 
 
 def _params_cell(params: Mapping[str, Any]) -> str:
@@ -126,19 +126,22 @@ def _params_cell(params: Mapping[str, Any]) -> str:
 
 def _front(results: Results) -> str:
     rows = front_table(results)
-    names = results.objective_names
-    head = ("<tr><th>eval</th><th>generation</th>" + "".join(f"<th>{_e(n)}</th>" for n in names)
-            + "".join(f"<th>speedup {_e(n)}</th>" for n in names) + "<th>controls</th></tr>")
+    objectives = results.objectives
+    head = ("<tr><th>eval</th><th>generation</th>" + "".join(f"<th>{_e(o.label)}</th>" for o in objectives)
+            + "".join(f"<th>{_e(o.name)} vs baseline</th>" for o in objectives) + "<th>controls</th></tr>")
     body = []
     for r in rows:
-        cells = [f'<td class="num">{r["eval_id"]}{" (baseline)" if r["is_baseline"] else ""}</td>',
+        same = f' <span class="muted">(+{r["same"]} with the same scores)</span>' if r["same"] else ""
+        cells = [f'<td class="num">{r["eval_id"]}{" (baseline)" if r["is_baseline"] else ""}{same}</td>',
                  f'<td class="num">{r["generation"]}</td>']
-        cells += [f'<td class="num">{_num(r["objectives"][n])}</td>' for n in names]
-        cells += [f'<td class="num">{_speedup_cell(r["speedups"][n])}</td>' for n in names]
+        cells += [f'<td class="num">{_e(o.format(r["objectives"][o.name]))}</td>' for o in objectives]
+        cells += [f'<td class="num">{_change_cell(r["changes"][o.name])}</td>' for o in objectives]
         cells.append(f"<td>{_params_cell(r['params'])}</td>")
         body.append('<tr class="front-row">' + "".join(cells) + "</tr>")
-    note = ('<p class="muted">Speedup vs the baseline (compiler defaults): baseline/score for objectives '
-            'minimised, score/baseline for objectives maximised; &ndash; where the baseline did not succeed.</p>')
+    note = ('<p class="muted">Change vs the baseline (compiler defaults), with its sense for each objective; '
+            '&ndash; where the baseline did not succeed. Points with identical scores are shown once: the one '
+            'with the fewest controls set (then the earliest), the one <code>tune</code> and '
+            '<code>export</code> pick.</p>')
     if not rows:
         return "<h2>Pareto front</h2><p>No evaluation succeeded.</p>"
     return f"<h2>Pareto front ({len(rows)} points)</h2>{note}<table>{head}{''.join(body)}</table>"

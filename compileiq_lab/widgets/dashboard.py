@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import html
 import logging
+import threading
 import time
+import traceback
+import weakref
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -14,7 +20,7 @@ from compileiq_lab.exceptions import ConfigurationError
 from compileiq_lab.kernels import KernelRun
 from compileiq_lab.run import Run
 from compileiq_lab.run.events import EvaluationEvent, FailedEvent, FinishedEvent, RunEvent
-from compileiq_lab.store import Results, load_results
+from compileiq_lab.store import Results, load_results, new_store_path
 from compileiq_lab.widgets.bridge import EventBridge
 from compileiq_lab.widgets.detail import DetailPanel, export_point
 from compileiq_lab.widgets.live import LivePlots
@@ -28,6 +34,52 @@ __all__ = ["Dashboard"]
 
 log = logging.getLogger(__name__)
 
+#: The logger ipykernel's comm layer reports a failed widget message on (a plotly update, an observer).
+_COMM_LOGGER = "Comm"
+#: Where runs and exports of the form go by default: next to the notebook.
+DEFAULT_FOLDER = "compileiq_runs"
+
+
+class _Notes(logging.Handler):
+    """The package's warnings from a dashboard's own work (its callbacks, its run's thread): queued for that
+    dashboard's notes line instead of the kernel's stderr, which JupyterLab shows only in its log console.
+    Warnings from anything else are written to stderr as Python does without a handler. One per process."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.dashboards: weakref.WeakSet[Dashboard] = weakref.WeakSet()
+        self.active = threading.local()  # .dashboard: the one whose callback runs in this thread
+
+    def emit(self, record: logging.LogRecord) -> None:
+        owner = getattr(self.active, "dashboard", None)
+        if owner is None:
+            owner = next((d for d in list(self.dashboards) if d.run is not None and d.run.owns_current_thread()),
+                         None)
+        if owner is not None:
+            owner._queue_note(record.getMessage())
+        elif logging.lastResort is not None and record.levelno >= logging.lastResort.level:
+            logging.lastResort.handle(record)
+
+
+_NOTES = _Notes()
+
+
+class _CommErrors(logging.Handler):
+    """Shows an error the kernel's comm layer logs (a widget message that raised) in the dashboard too, not only
+    in JupyterLab's log console."""
+
+    def __init__(self, dashboard: Dashboard) -> None:
+        super().__init__(logging.ERROR)
+        self._dashboard = weakref.ref(dashboard)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        dash = self._dashboard()
+        if dash is None:
+            logging.getLogger(_COMM_LOGGER).removeHandler(self)
+            return
+        tb = "".join(traceback.format_exception(*record.exc_info)) if record.exc_info else ""
+        dash.show_error(f"a widget update failed: {record.getMessage()}", tb)
+
 
 class Dashboard:
     """The lab: a form (kernel, target, search-space subset, objectives, settings), Start / Pause / Stop,
@@ -40,35 +92,55 @@ class Dashboard:
     Args:
         run: An existing, not yet started Run to watch (its Start button starts it); None shows the form.
         kernel_run: The KernelRun behind ``run`` (for ACF export and argv in the detail panel).
-        store: Run store path for runs built from the form (default: a new file under ./compileiq_runs/).
+        store: Run store path for runs built from the form (default: a new file in the form's folder).
+        folder: Where runs of the form and every export go (shown and editable in the form); default
+            ``compileiq_runs`` in the notebook's folder.
+
+    Every widget callback runs guarded: an exception shows as the dashboard's error line (with its
+    traceback), and so does a failed widget message the kernel logs.
     """
 
-    def __init__(self, run: Run | None = None, kernel_run: KernelRun | None = None, store: str | None = None) -> None:
+    def __init__(self, run: Run | None = None, kernel_run: KernelRun | None = None, store: str | None = None,
+                 folder: str | Path = DEFAULT_FOLDER) -> None:
         self.run, self.kernel_run, self.store = run, kernel_run, store
         self._records: list[EvalRecord] = []
         self._header: RunHeader | None = None
-        self.form = None if run is not None else RunForm()
+        self._folder = str(folder)
+        self.form = None if run is not None else RunForm(folder=self._folder)
         self.start_button = w.Button(description="Start", button_style="success", icon="play")
         self.pause_button = w.Button(description="Pause", icon="pause", disabled=True)
         self.stop_button = w.Button(description="Stop", button_style="danger", icon="stop", disabled=True)
         self.progress_bar = w.IntProgress(value=0, min=0, max=1, layout={"width": "260px"})
         self.status = w.HTML("not started")
         self.error = w.HTML()
+        self.banner = w.HTML()
+        self.notes = w.HTML()
+        self._pending_notes: list[str] = []
+        self._notes_lock = threading.Lock()
         self.detail = DetailPanel()
         self.plots: LivePlots | None = None
         self.plot_area = w.VBox()
-        self.bridge = EventBridge(self._apply)
+        self.bridge = EventBridge(self._guard(self._apply))
         self._unsubscribe: Any = None
-        self.start_button.on_click(lambda _: self.start())
-        self.pause_button.on_click(lambda _: self.toggle_pause())
-        self.stop_button.on_click(lambda _: self.stop())
-        self.detail.export_button.on_click(lambda _: self._export_clicked())
+        self.start_button.on_click(self._guard(lambda _: self.start()))
+        self.pause_button.on_click(self._guard(lambda _: self.toggle_pause()))
+        self.stop_button.on_click(self._guard(lambda _: self.stop()))
+        self.detail.export_button.on_click(self._guard(lambda _: self._export_clicked()))
         controls = w.HBox([self.start_button, self.pause_button, self.stop_button, self.progress_bar])
-        parts = ([self.form.box] if self.form else []) + [controls, self.status, self.error, self.plot_area,
-                                                          self.detail.box]
+        parts = ([self.form.box] if self.form else []) + [controls, self.status, self.error, self.banner,
+                                                          self.notes, self.plot_area, self.detail.box]
         self.widget = w.VBox(parts)
         self.widget.add_class("compileiq-dashboard")
         self.status.add_class("compileiq-status")
+        self.error.add_class("compileiq-error")
+        self.banner.add_class("compileiq-banner")
+        self.notes.add_class("compileiq-notes")
+        self._comm_errors = _CommErrors(self)
+        logging.getLogger(_COMM_LOGGER).addHandler(self._comm_errors)
+        package_log = logging.getLogger("compileiq_lab")
+        if _NOTES not in package_log.handlers:
+            package_log.addHandler(_NOTES)
+        _NOTES.dashboards.add(self)
         if run is not None:
             self._attach(run)
 
@@ -100,6 +172,50 @@ class Dashboard:
 
         display(self.widget)  # type: ignore[no-untyped-call]
 
+    # -- errors ----------------------------------------------------------------------------------
+    def show_error(self, message: str, tb: str = "") -> None:
+        """Show an error line (with its traceback folded) above the plots."""
+        details = f"<details><summary>traceback</summary><pre>{html.escape(tb)}</pre></details>" if tb else ""
+        self.error.value = f"<b style='color:#b00'>{html.escape(message)}</b>{details}"
+
+    def _guard(self, fn: Callable[..., Any]) -> Callable[..., None]:
+        """``fn`` for a widget callback: an exception it raises is logged and shown as the error line."""
+        @functools.wraps(fn)
+        def guarded(*args: Any, **kwargs: Any) -> None:
+            try:
+                with self._owning():
+                    fn(*args, **kwargs)
+            except Exception as exc:  # shown in the dashboard: a callback must not raise
+                log.debug("dashboard callback %s failed", getattr(fn, "__name__", fn), exc_info=True)
+                self.show_error(f"{type(exc).__name__}: {exc}", traceback.format_exc())
+        return guarded
+
+    @contextlib.contextmanager
+    def _owning(self) -> Iterator[None]:
+        """The package's warnings in this thread meanwhile go to this dashboard's notes."""
+        outer = getattr(_NOTES.active, "dashboard", None)
+        _NOTES.active.dashboard = self
+        try:
+            yield
+        finally:
+            _NOTES.active.dashboard = outer
+
+    def _queue_note(self, message: str) -> None:
+        with self._notes_lock:
+            if message not in self._pending_notes:
+                self._pending_notes.append(message)
+
+    def _show_notes(self) -> None:
+        """The package's warnings since the last run started, one line each (notebook thread only)."""
+        with self._notes_lock:
+            notes = list(self._pending_notes)
+        self.notes.value = "".join(f"<div style='color:#8a6d00'>note: {html.escape(n)}</div>" for n in notes[-6:])
+
+    @property
+    def folder(self) -> Path:
+        """Where runs of the form and exports go (the form's folder field, else the one given)."""
+        return Path(self.form.folder.value.strip() or DEFAULT_FOLDER) if self.form is not None else Path(self._folder)
+
     # -- control ---------------------------------------------------------------------------------
     def start(self) -> Run | None:
         """Build the run from the form if needed, and start it. Returns the run (None if it could not be built)."""
@@ -111,8 +227,11 @@ class Dashboard:
                 self.error.value = "<span style='color:#b00'>this run has ended; make a new Dashboard</span>"
                 return None
             self._release_evaluator()
+            with self._notes_lock:  # the notes of the last run go; those of building this one are shown
+                self._pending_notes = []
             try:
-                run, self.kernel_run = self.form.build(self.store)
+                with self._owning():
+                    run, self.kernel_run = self.form.build(self.store or str(new_store_path(self.folder)))
             except Exception as exc:  # noqa: BLE001 - shown in the UI with its fix
                 self.error.value = f"<span style='color:#b00'>{html.escape(str(exc))}</span>"
                 return None
@@ -151,16 +270,20 @@ class Dashboard:
             self.refresh()
 
     def select(self, eval_id: int) -> None:
-        """Show one evaluation in the detail panel (what clicking its point does)."""
+        """Show one evaluation in the detail panel (what clicking its point does: of several points with
+        identical scores, the representative is shown, as ``tune`` and ``export`` pick it)."""
         if self.run is not None:
-            self.detail.show(self.run.results(), eval_id, self.kernel_run)
+            results = self.run.results()
+            rep = results.representative_of(eval_id)
+            self.detail.show(results, rep.eval_id if rep is not None else eval_id, self.kernel_run)
 
     def export(self, eval_id: int | None = None, path: str | Path | None = None) -> Path:
-        """Write the selected (or given) evaluation as an ACF (kernel runs) or JSON; returns the path."""
+        """Write the selected (or given) evaluation as an ACF (kernel runs) or JSON into ``folder`` (a relative
+        ``path`` is taken inside it); returns the full path."""
         eval_id = self.detail.eval_id if eval_id is None else eval_id
         if self.run is None or eval_id is None:
             raise ConfigurationError("select a point first (click it, or Dashboard.select(eval_id))")
-        return export_point(self.run.results(), eval_id, self.kernel_run, path)
+        return export_point(self.run.results(), eval_id, self.kernel_run, path, folder=self.folder)
 
     # -- internals -------------------------------------------------------------------------------
     def _attach(self, run: Run) -> None:
@@ -169,7 +292,10 @@ class Dashboard:
         self.bridge.discard()
         self.run = run
         self._unsubscribe = run.subscribe(self.bridge.push)
-        self.plots = LivePlots([o.name for o in run.search.objectives], on_select=self.select)
+        self.detail.clear()  # the last run's point must not stay (nor be exported from this run)
+        self.error.value = self.banner.value = ""
+        self.plots = LivePlots(list(run.search.objectives), run.search.config.generations, on_select=self.select,
+                               guard=self._guard)
         self.plot_area.children = (self.plots.box,)
         self.progress_bar.max = run.search.config.generations
         self.refresh()
@@ -182,6 +308,8 @@ class Dashboard:
         self._records, self._header = list(snapshot.records), snapshot.header
         self.plots.update(snapshot)
         self._show_progress()
+        self._show_banner(snapshot)
+        self._show_notes()
 
     def _snapshot(self) -> Results:
         """The run as the dashboard knows it: the rows the events carried, no store read."""
@@ -201,14 +329,19 @@ class Dashboard:
             if gap:
                 self.refresh()  # a row went missing on the way: read the store once
             else:
-                self.plots.update(self._snapshot())
+                snapshot = self._snapshot()
+                self.plots.update(snapshot)
                 self._show_progress()
+                self._show_banner(snapshot)
+                self._show_notes()
         failed = [e for e in events if isinstance(e, FailedEvent)]
         if failed:
             self.error.value = (f"<b style='color:#b00'>the run failed: {html.escape(failed[-1].error)}</b>"
                                 f"<pre>{html.escape(failed[-1].traceback)}</pre>")
         if any(isinstance(e, (FinishedEvent, FailedEvent)) for e in events):
             self._buttons()
+            if self.run is not None:
+                self._show_banner(self.run.results())  # the header now says why a run stopped early
             if self.form is not None:  # built here: stop its GPU worker (the results stay in the store)
                 self._release_evaluator()
         if any(isinstance(e, FinishedEvent) for e in events) and self.plots is not None:
@@ -224,10 +357,25 @@ class Dashboard:
         p = self.run.progress()
         self.progress_bar.value = min(p["generation"], self.progress_bar.max)
         fails = ", ".join(f"{n} {html.escape(s)}" for s, n in sorted(p["statuses"].items()) if s != "ok")
-        eta = f", about {p['eta_s']:.0f} s left" if p["eta_s"] and self.run.running else ""
+        eta = f", about {p['eta_s']:.0f} s left" if p["eta_s"] and p["state"] == "running" else ""
         self.status.value = (f"<b>{html.escape(p['state'])}</b>: generation {p['generation']}/{p['generations']}, "
                              f"{p['evaluations']} evaluations{' (failed: ' + fails + ')' if fails else ''}, "
                              f"{p['elapsed_s']:.0f} s{eta}; store <code>{html.escape(self.run.store_path)}</code>")
+
+    def _show_banner(self, results: Results) -> None:
+        """A banner when the baseline (compiler defaults) failed: its status and the compiler's message, and
+        why the run stopped after it where it did."""
+        base = results.baseline_record
+        if base is None or base.status == "ok":
+            self.banner.value = ""
+            return
+        stopped = (f"<div>The run stopped after the baseline: {html.escape(results.header.stop_reason)}</div>"
+                   if results.header.stop_reason else "")
+        message = html.escape(base.error.strip()[-1500:] or "(no message)")
+        self.banner.value = (
+            "<div style='border:2px solid #b00;padding:6px;background:#fff4f4'>"
+            f"<b style='color:#b00'>The baseline (compiler defaults) failed: {html.escape(base.status)}</b>"
+            f"{stopped}<pre style='white-space:pre-wrap;max-height:12em;overflow:auto'>{message}</pre></div>")
 
     def _buttons(self) -> None:
         state = self.run.state if self.run is not None else "idle"
@@ -243,4 +391,10 @@ class Dashboard:
         except Exception as exc:  # noqa: BLE001 - shown in the UI
             self.detail.message.value = f"<span style='color:#b00'>{html.escape(str(exc))}</span>"
             return
-        self.detail.message.value = f"wrote <code class='compileiq-export'>{html.escape(str(out))}</code>"
+        folder = out.parent
+        with contextlib.suppress(ValueError):  # inside the notebook's folder: said relative to it
+            folder = folder.relative_to(Path.cwd().resolve())
+        self.detail.message.value = (
+            f"wrote <code class='compileiq-export'>{html.escape(out.name)}</code> in "
+            f"<code class='compileiq-export-folder' title='{html.escape(str(out.parent))}'>"
+            f"{html.escape(str(folder))}</code>")

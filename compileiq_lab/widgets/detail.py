@@ -1,10 +1,9 @@
-"""DetailPanel: one evaluation in full (controls vs the defaults, measurements, speedups, failure), and its export."""
+"""DetailPanel: one evaluation in full (controls, measurements vs the baseline, failure), and its export."""
 
 from __future__ import annotations
 
 import html
 import json
-import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -12,7 +11,7 @@ import ipywidgets as w
 
 from compileiq_lab.acf.export import point_acf
 from compileiq_lab.exceptions import ConfigurationError
-from compileiq_lab.viz.data import param_rows, speedup
+from compileiq_lab.viz.data import param_rows, quantity_text
 
 if TYPE_CHECKING:
     from compileiq_lab.kernels import KernelRun
@@ -27,7 +26,8 @@ def _fmt(v: Any) -> str:
 
 def describe(results: Results, eval_id: int, kernel_run: KernelRun | None = None) -> str:
     """HTML for one evaluation: status, controls set (everything else is the compiler default),
-    the argv for kernel runs, objectives with speedups over the baseline, metrics, and the error of a failure."""
+    the argv for kernel runs, objectives (with units) and their change vs the baseline, the points it stands for,
+    every measurement with its unit, and the error of a failure."""
     rec = results.record(eval_id)
     if rec is None:
         return f"<i>no evaluation {eval_id} in this run</i>"
@@ -45,20 +45,33 @@ def describe(results: Results, eval_id: int, kernel_run: KernelRun | None = None
                      + "</div>")
     if rec.scores is not None:
         cells = []
-        for k, (name, direction) in enumerate(zip(results.objective_names, results.directions)):
-            s = speedup(rec.scores[k], base.scores[k] if base and base.scores else None, direction)
-            ratio = "" if s is None or not math.isfinite(s) else f" &nbsp;({s:.4f}x the baseline)"
-            cells.append(f"<tr><td>{html.escape(name)} ({direction})</td><td>{rec.scores[k]:.6g}{ratio}</td></tr>")
+        for k, objective in enumerate(results.objectives):
+            change = objective.change(rec.scores[k], base.scores[k] if base and base.scores else None)
+            note = f" &nbsp;({html.escape(change)})" if change and not rec.is_baseline else ""
+            cells.append(f"<tr><td>{html.escape(objective.label)}</td>"
+                         f"<td>{html.escape(objective.format(rec.scores[k]))}{note}</td></tr>")
         parts.append(f"<table>{''.join(cells)}</table>")
+        same = results.identical_to(rec)
+        if same:
+            ids = ", ".join(str(r.eval_id) for r in same[:8]) + (" ..." if len(same) > 8 else "")
+            parts.append(f"<div>{len(same)} other config(s) scored exactly the same (eval {ids}); this one "
+                         "stands for them (fewest controls set, then the earliest)</div>")
     parts.append(_validation_html(results, eval_id))
     metrics = rec.detail.get("metrics") if isinstance(rec.detail, dict) else None
     if metrics:
         parts.append("<details><summary>all measurements</summary><table>" + "".join(
-            f"<tr><td>{html.escape(k)}</td><td>{_fmt(v)}</td></tr>" for k, v in sorted(metrics.items()))
+            f"<tr><td>{html.escape(k)}</td><td>{html.escape(quantity_text(k, v))}</td></tr>"
+            for k, v in sorted(metrics.items()))
             + "</table></details>")
     if rec.status != "ok":
         parts.append(f"<pre style='white-space:pre-wrap;color:#b00'>{html.escape(rec.error[-2000:])}</pre>")
     return "".join(parts)
+
+
+def _runtime_change(speedup: float) -> str:
+    """A runtime speedup (baseline / point) as a change with its sense."""
+    pct = 100.0 * (1.0 / speedup - 1.0)
+    return f"{pct:+.1f} % vs baseline, {'better' if pct < 0 else 'worse' if pct > 0 else 'the same'}"
 
 
 def _validation_html(results: Results, eval_id: int) -> str:
@@ -67,8 +80,9 @@ def _validation_html(results: Results, eval_id: int) -> str:
     row = v.row(eval_id) if v is not None else None
     if v is None or row is None:
         return ""
-    lines = [f"re-measured: {row['speedup']:.4f}x [{row['low']:.4f}, {row['high']:.4f}] "
-             f"({'a win' if row['win'] else 'not a win'}, {v.rounds} interleaved rounds)"]
+    lines = [f"re-measured: runtime {_runtime_change(row['speedup'])} (speedup {row['speedup']:.4f}x, 95 % CI "
+             f"[{row['low']:.4f}, {row['high']:.4f}]; {'a win' if row['win'] else 'not a win'}, {v.rounds} "
+             "interleaved rounds)"]
     for name, e in (row.get("workloads") or {}).items():
         lines.append(f"workload {html.escape(name)}: " + (html.escape(e["error"]) if "error" in e else
                      f"{e['speedup']:.4f}x [{e['low']:.4f}, {e['high']:.4f}]"))
@@ -78,8 +92,15 @@ def _validation_html(results: Results, eval_id: int) -> str:
 
 
 def export_point(results: Results, eval_id: int, kernel_run: KernelRun | None = None,
-                 path: str | Path | None = None) -> Path:
-    """Write one successful evaluation: an ACF for kernel runs, else the point as JSON. Returns the path.
+                 path: str | Path | None = None, folder: str | Path = ".") -> Path:
+    """Write one successful evaluation: an ACF for kernel runs, else the point as JSON. Returns its full path.
+
+    Args:
+        results: The run.
+        eval_id: The evaluation.
+        kernel_run: The run's KernelRun (an ACF), or None (JSON).
+        path: The file; a relative one is taken inside ``folder`` (default: ``<kernel>-eval<N>.acf``).
+        folder: Where files go (created if missing).
 
     Raises:
         ConfigurationError: The evaluation does not exist or failed.
@@ -88,12 +109,13 @@ def export_point(results: Results, eval_id: int, kernel_run: KernelRun | None = 
     if rec is None or rec.status != "ok":
         raise ConfigurationError(f"export needs a successful evaluation, but eval {eval_id} is "
                                  f"{rec.status if rec else 'not in this run'}; click a point that succeeded")
+    default = f"{kernel_run.kernel.name}-eval{eval_id}.acf" if kernel_run is not None else f"point-eval{eval_id}.json"
+    out = (Path(folder) / Path(path or default)).resolve()
+    out.parent.mkdir(parents=True, exist_ok=True)
     if kernel_run is not None:
-        out = Path(path or f"{kernel_run.kernel.name}-eval{eval_id}.acf")
         meta = results.header.kernel or kernel_run.metadata()
         point_acf(results, rec, kernel_run.kernel, kernel_run.catalog, meta).write(out)
         return out
-    out = Path(path or f"point-eval{eval_id}.json")
     out.write_text(json.dumps({"eval_id": eval_id, "params": rec.params, "status": rec.status,
                                "objectives": dict(zip(results.objective_names, rec.scores or [])),
                                "store": results.store_path}, indent=2, sort_keys=True) + "\n")
@@ -103,8 +125,10 @@ def export_point(results: Results, eval_id: int, kernel_run: KernelRun | None = 
 class DetailPanel:
     """The clicked point and its Export button."""
 
+    _EMPTY = "<i>click a point to see its controls and measurements</i>"
+
     def __init__(self) -> None:
-        self.html = w.HTML("<i>click a point to see its controls and measurements</i>")
+        self.html = w.HTML(self._EMPTY)
         self.html.add_class("compileiq-detail")
         self.path = w.Text(placeholder="file name (default: <kernel>-eval<N>.acf)", layout={"width": "320px"})
         self.export_button = w.Button(description="Export ACF", icon="download", disabled=True)
@@ -112,6 +136,13 @@ class DetailPanel:
         self.eval_id: int | None = None
         self.box = w.VBox([self.html, w.HBox([self.export_button, self.path]), self.message],
                           layout={"border": "1px solid #ddd", "padding": "6px"})
+
+    def clear(self) -> None:
+        """Forget the shown point (a new run started): nothing to export until a point is clicked."""
+        self.eval_id = None
+        self.html.value = self._EMPTY
+        self.export_button.disabled = True
+        self.message.value = ""
 
     def show(self, results: Results, eval_id: int, kernel_run: KernelRun | None) -> None:
         self.eval_id = eval_id

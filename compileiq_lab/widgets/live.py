@@ -12,6 +12,7 @@ import numpy as np
 
 from compileiq_lab.analysis.influence import control_influence
 from compileiq_lab.exceptions import ConfigurationError, OptionalDependencyError
+from compileiq_lab.kernels import Objective
 from compileiq_lab.run.background import in_background
 from compileiq_lab.search.pareto import pareto_mask
 from compileiq_lab.viz.data import failure_text, history_data, hover_text
@@ -34,17 +35,27 @@ class LivePlots:
     for runs with three or more objectives, and best/median per generation per objective.
 
     Every trace exists from the start (possibly empty): ``update(results)`` assigns new data
-    inside ``batch_update()``, one message per figure. Clicking a point calls ``on_select(eval_id)``.
+    inside ``batch_update()``, one message per figure, as plain lists: a numpy array in a trace makes
+    plotly's widget fail on the browser's reply (``_remove_overlapping_props``: "truth value of an
+    array is ambiguous"). Clicking a point calls ``on_select(eval_id)``.
 
     Args:
-        objective_names: The run's objectives.
+        objectives: The run's objectives (axis titles carry their unit and direction).
+        generations: The run's generations (the colour bar spans 0..generations).
         on_select: Called with the eval id of a clicked point.
+        guard: Wraps each widget callback (the dashboard's: an exception becomes its error line).
     """
 
-    def __init__(self, objective_names: list[str], on_select: Callable[[int], None] | None = None) -> None:
+    def __init__(self, objectives: list[Objective], generations: int = 1,
+                 on_select: Callable[[int], None] | None = None,
+                 guard: Callable[[Callable[..., None]], Callable[..., None]] | None = None) -> None:
         import plotly.graph_objects as go
 
-        self.names = list(objective_names)
+        self.objectives = list(objectives)
+        self.names = [o.name for o in self.objectives]
+        self.labels = {o.name: o.label for o in self.objectives}
+        self.generations = generations
+        guard = guard or (lambda fn: fn)
         self.on_select = on_select
         k = len(self.names)
         self.x = w.Dropdown(options=self.names, value=self.names[0], description="x", layout={"width": "220px"})
@@ -55,6 +66,7 @@ class LivePlots:
         scatter = dict(mode="markers", hovertemplate="%{text}<extra></extra>")
         self.pareto = go.FigureWidget(data=[
             go.Scatter(name="evaluations", marker={"color": [], "colorscale": "Viridis", "size": 8, "opacity": 0.8,
+                                                   "cmin": 0, "cmax": max(1, generations),
                                                    "colorbar": {"title": {"text": "generation"}}}, **scatter),
             go.Scatter(name="Pareto front", mode="lines+markers", hoverinfo="skip",
                        line={"color": _FRONT, "shape": "hv", "width": 1.5},
@@ -73,17 +85,16 @@ class LivePlots:
             self.history.add_scatter(name=f"{name} best so far", mode="lines+markers")
             self.history.add_scatter(name=f"{name} median", mode="lines", line={"dash": "dash"})
         for i in (EVALS, FRONT, BASELINE, FAILED):
-            self.pareto.data[i].on_click(self._clicked)
+            self.pareto.data[i].on_click(guard(self._clicked))
         self.pareto.add_class("compileiq-pareto")
-        self.x.observe(self._axes_changed, names="value")
-        self.y.observe(self._axes_changed, names="value")
-        self.view.observe(self._view_changed, names="value")
+        self.x.observe(guard(self._axes_changed), names="value")
+        self.y.observe(guard(self._axes_changed), names="value")
+        self.view.observe(guard(self._view_changed), names="value")
         self._results: Results | None = None
-        self._directions: list[str] = ["min"] * k
-        self._cache = _PointCache(self.names)
+        self._cache = _PointCache(self.objectives)
         self.explain = w.Button(description="Explain", icon="question", tooltip="fit a model of the objective on x "
                                 "vs the controls and show each control's influence")
-        self.explain.on_click(lambda _: self.show_influence())
+        self.explain.on_click(guard(lambda _: self.show_influence()))
         self.explain_note = w.HTML()
         self.side = w.VBox([w.HBox([self.explain, self.explain_note])])
         self.box = w.VBox([w.HBox([self.x, self.y, self.view]), w.HBox([self.pareto, self.side]), self.history])
@@ -92,7 +103,6 @@ class LivePlots:
     def update(self, results: Results) -> None:
         """Show ``results`` (a snapshot): Pareto traces, 3-D view and history, one batch per figure."""
         self._results = results
-        self._directions = list(results.directions)
         self._update_pareto(results)
         if self.view.value == "3-D":
             self._update_3d(results)
@@ -114,24 +124,29 @@ class LivePlots:
         lo, hi = (float(xs.min()), float(xs.max())) if len(xs) else (0.0, 1.0)
         y_lo, y_hi = (float(ys.min()), float(ys.max())) if len(ys) else (0.0, 1.0)
         base = c.baseline_index
+        fx, fy, fids = xs[on_front][order], ys[on_front][order], ids[on_front][order]
         with self.pareto.batch_update():
             t = self.pareto.data
-            t[EVALS].update(x=xs, y=ys, text=np.asarray(c.ok_text, dtype=object), customdata=ids,
-                            marker={"color": np.asarray(c.ok_gen)})
-            t[FRONT].update(x=xs[on_front][order], y=ys[on_front][order], customdata=ids[on_front][order],
+            t[EVALS].update(x=xs.tolist(), y=ys.tolist(), text=list(c.ok_text), customdata=ids.tolist(),
+                            marker={"color": list(c.ok_gen), "cmin": 0, "cmax": max(1, self.generations)})
+            t[FRONT].update(x=fx.tolist(), y=fy.tolist(), customdata=fids.tolist(),
                             line={"shape": "hv" if yi is not None else "linear"})
-            t[BASELINE].update(x=[xs[base]] if base is not None else [], y=[ys[base]] if base is not None else [],
+            t[BASELINE].update(x=[float(xs[base])] if base is not None else [],
+                               y=[float(ys[base])] if base is not None else [],
                                customdata=[int(ids[base])] if base is not None else [],
                                text=["baseline (compiler defaults)"] if base is not None else [])
-            t[FAILED].update(x=np.linspace(lo, hi, n_failed + 2)[1:-1] if n_failed else [],
-                             y=np.full(n_failed, y_lo - 0.12 * ((y_hi - y_lo) or 1.0)),
-                             text=np.asarray(c.failed_text, dtype=object), customdata=np.asarray(c.failed_ids),
+            t[FAILED].update(x=np.linspace(lo, hi, n_failed + 2)[1:-1].tolist() if n_failed else [],
+                             y=[y_lo - 0.12 * ((y_hi - y_lo) or 1.0)] * n_failed,
+                             text=list(c.failed_text), customdata=list(c.failed_ids),
                              name=f"failed ({n_failed}, no scores)")
-            dirs = dict(zip(self.names, self._directions))
-            self.pareto.layout.xaxis.title.text = html.escape(f"{self.x.value} ({dirs[self.x.value]})")
+            self.pareto.layout.xaxis.title.text = html.escape(self.labels[self.x.value])
             self.pareto.layout.yaxis.title.text = html.escape(
-                f"{self.y.value} ({dirs[self.y.value]})" if yi is not None else "evaluation")
+                self.labels[self.y.value] if yi is not None else "evaluation id")
             self.pareto.layout.title.text = f"{len(xs)} ok, {n_failed} failed, {len(c.front)} on the front"
+
+    def set_generations(self, generations: int) -> None:
+        """The run's generations changed (a resumed run extended): the colour bar spans 0..generations."""
+        self.generations = generations
 
     def _make_3d(self) -> Any:
         import plotly.graph_objects as go
@@ -158,12 +173,12 @@ class LivePlots:
         ok = [r for r in results.records if r.status == "ok" and r.scores is not None]
         a = np.array([(r.scores or [])[:3] for r in ok], dtype=float).reshape(len(ok), 3)
         with self.pareto3d.batch_update():
-            self.pareto3d.data[0].update(x=a[:, 0], y=a[:, 1], z=a[:, 2], text=[f"eval {r.eval_id}" for r in ok],
-                                         customdata=[r.eval_id for r in ok],
-                                         marker={"color": [r.generation for r in ok]})
-            self.pareto3d.layout.scene = {"xaxis": {"title": {"text": self.names[0]}},
-                                          "yaxis": {"title": {"text": self.names[1]}},
-                                          "zaxis": {"title": {"text": self.names[2]}}}
+            self.pareto3d.data[0].update(x=a[:, 0].tolist(), y=a[:, 1].tolist(), z=a[:, 2].tolist(),
+                                         text=[f"eval {r.eval_id}" for r in ok], customdata=[r.eval_id for r in ok],
+                                         marker={"color": [r.generation for r in ok], "cmin": 0,
+                                                 "cmax": max(1, self.generations)})
+            self.pareto3d.layout.scene = {axis: {"title": {"text": html.escape(self.objectives[i].label)}}
+                                          for i, axis in enumerate(("xaxis", "yaxis", "zaxis"))}
 
     def _update_history(self, results: Results) -> None:
         d = history_data(results)
@@ -235,10 +250,10 @@ class LivePlots:
         self._make_influence()
         with self.influence.batch_update():
             self.influence.data[0].update(
-                x=explored["influence"].to_numpy(), y=list(explored["control"]),
+                x=explored["influence"].tolist(), y=list(explored["control"]),
                 error_x={"type": "data", "symmetric": False,
-                         "array": (explored["high"] - explored["influence"]).to_numpy(),
-                         "arrayminus": (explored["influence"] - explored["low"]).to_numpy()})
+                         "array": (explored["high"] - explored["influence"]).tolist(),
+                         "arrayminus": (explored["influence"] - explored["low"]).tolist()})
             self.influence.layout.title.text = f"influence on {html.escape(objective)} (R\u00b2 {df.attrs['r2']:.2f})"
         self.explain_note.value = ("not explored: " + html.escape(", ".join(skipped))) if skipped else ""
 
@@ -255,8 +270,8 @@ class _PointCache:
     ones (hover text included), and the front is kept as front(old front + new points), which is exact:
     a dominated point never returns to the front."""
 
-    def __init__(self, names: list[str]) -> None:
-        self.names = names
+    def __init__(self, objectives: list[Objective]) -> None:
+        self.objectives = objectives
         self.reset()
 
     def reset(self) -> None:
@@ -269,7 +284,7 @@ class _PointCache:
         self.baseline_index: int | None = None
         self.front: dict[int, np.ndarray] = {}
         self._rows: list[np.ndarray] = []
-        self._scores = np.empty((0, len(self.names)))
+        self._scores = np.empty((0, len(self.objectives)))
 
     def scores(self) -> np.ndarray:
         if self._rows:
@@ -291,7 +306,7 @@ class _PointCache:
                     self.baseline_index = len(self.ok_ids)
                 self.ok_ids.append(r.eval_id)
                 self.ok_gen.append(r.generation)
-                self.ok_text.append(hover_text(r, self.names))
+                self.ok_text.append(hover_text(r, self.objectives))
                 self._rows.append(row[None, :])
                 fresh[r.eval_id] = row
             else:

@@ -10,6 +10,7 @@ import ipywidgets as w
 from compileiq_lab.exceptions import ConfigurationError
 from compileiq_lab.kernels import (
     CATALOGS,
+    METRICS,
     KernelRun,
     KernelSpec,
     default_objectives,
@@ -31,9 +32,13 @@ _FORM_CATALOGS = {lang: [c for c in names if c != "nvcc_frontend"] for lang, nam
 
 
 class RunForm:
-    """The setup half of the dashboard. ``build()`` returns (Run, KernelRun or None) for the current choices."""
+    """The setup half of the dashboard. ``build()`` returns (Run, KernelRun or None) for the current choices.
 
-    def __init__(self) -> None:
+    Args:
+        folder: Where the run store and exports go (the form's "folder" field starts with it).
+    """
+
+    def __init__(self, folder: str = "compileiq_runs") -> None:
         kernels = [TOY, *list_kernels()]
         self.kernel = w.Dropdown(options=kernels, value=TOY, description="kernel")
         self.path = w.Text(placeholder="or a kernel folder / .cu / .c file", description="path")
@@ -45,16 +50,20 @@ class RunForm:
         self.generations = w.BoundedIntText(value=8, min=1, max=10_000, description="generations")
         self.pool = w.BoundedIntText(value=0, min=0, max=10_000, description="pool (0=auto)")
         self.seed = w.IntText(value=0, description="seed")
+        self.folder = w.Text(value=folder, description="folder", layout={"width": "420px"},
+                             tooltip="runs (.db) and exported files go here; relative to the notebook's folder")
+        self.objective_docs = w.HTML()
         self.note = w.HTML()
         self._spec: KernelSpec | None = None
         for widget, handler in ((self.kernel, self._kernel_changed), (self.path, self._kernel_changed),
                                 (self.target, self._target_changed), (self.catalog, self._catalog_changed),
-                                (self.categories, self._categories_changed)):
+                                (self.categories, self._categories_changed),
+                                (self.objectives, self._objectives_changed)):
             widget.observe(handler, names="value")
         self._kernel_changed()
         self.box = w.VBox([w.HBox([self.kernel, self.path]), w.HBox([self.target, self.catalog]),
-                           w.HBox([self.categories, self.objectives]), self.docs,
-                           w.HBox([self.generations, self.pool, self.seed]), self.note])
+                           w.HBox([self.categories, self.objectives]), self.objective_docs, self.docs,
+                           w.HBox([self.generations, self.pool, self.seed]), self.folder, self.note])
 
     # -- choices follow each other ---------------------------------------------------------------
     def spec(self) -> KernelSpec | None:
@@ -91,6 +100,12 @@ class RunForm:
         names = objective_choices(spec.language, self.target.value)
         self.objectives.options = names
         self.objectives.value = tuple(d for d in default_objectives(spec.language, self.target.value) if d in names)
+
+    def _objectives_changed(self, change: Any = None) -> None:
+        """Each chosen objective with its unit, direction and what it measures (how noisy it is, where known)."""
+        chosen = [METRICS[n] for n in self.objectives.value if n in METRICS]
+        self.objective_docs.value = "".join(f"<div><b>{html.escape(o.label)}</b>: {html.escape(o.doc)}</div>"
+                                            for o in chosen)
 
     def _catalog_changed(self, change: Any = None) -> None:
         if self.catalog.value in (None, "(toy space)"):

@@ -25,8 +25,9 @@ from compileiq_lab.acf.format import (
 from compileiq_lab.exceptions import ConfigurationError
 from compileiq_lab.kernels import KernelRun, load_kernel
 from compileiq_lab.space.catalogs import CATALOGS, get_catalog
+from compileiq_lab.testing import tool_available
 
-needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
+needs_nvcc = pytest.mark.skipif(not tool_available("nvcc"), reason="needs nvcc")
 needs_gcc = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 
 _COMMON: dict[str, Any] = {"objectives": {"text_bytes": 120.0}, "baseline": {"text_bytes": 160.0},
@@ -70,7 +71,7 @@ def c_acf(tmp_path: Path) -> ACF:
 
 @pytest.fixture
 def cuda_acf(tmp_path: Path) -> ACF:
-    if shutil.which("nvcc") is None:
+    if not tool_available("nvcc"):
         pytest.skip("needs nvcc")
     return _make("reduction", "nvcc", _cuda_config(), "registers", tmp_path)
 

@@ -4,7 +4,6 @@ search, interleaved re-measurement, and the speedup CI carried into the exported
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 
@@ -16,9 +15,10 @@ from compileiq_lab.analysis.validation import validate
 from compileiq_lab.exceptions import ConfigurationError
 from compileiq_lab.kernels import KernelRun, load_kernel
 from compileiq_lab.space.catalogs import PTXAS
+from compileiq_lab.testing import tool_available
 from compileiq_lab.testing.gpu_standin import STANDIN_BACKEND
 
-needs_cuda = pytest.mark.skipif(shutil.which("nvcc") is None and shutil.which("ptxas") is None,
+needs_cuda = pytest.mark.skipif(not (tool_available("nvcc") or tool_available("ptxas")),
                                 reason="nvcc/ptxas not installed")
 NO_NVML = "compileiq_lab.testing.gpu_standin:NoNvmlStandIn"
 

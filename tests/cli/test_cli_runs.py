@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
-needs_cuda = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
+from compileiq_lab.testing import tool_available
+
+needs_cuda = pytest.mark.skipif(not tool_available("nvcc"), reason="nvcc not installed")
 needs_gcc = pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc not installed")
 
 
@@ -21,7 +23,7 @@ def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 @pytest.fixture(scope="module")
 def cuda_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    if shutil.which("nvcc") is None:
+    if not tool_available("nvcc"):
         pytest.skip("nvcc not installed")
     d = tmp_path_factory.mktemp("cuda")
     out = cli("tune", "sgemm", "--space", "ptxas", "--objectives", "registers,sass_instructions",
@@ -119,3 +121,69 @@ def test_verify_a_c_point_tuned_for_runtime(tmp_path):
 def test_every_help_page_prints_and_exits_0(command, tmp_path):
     out = cli(*command, "--help", cwd=tmp_path)
     assert out.returncode == 0 and "usage: compileiq-lab" in out.stdout and "Traceback" not in out.stderr, out.stderr
+
+
+@pytest.fixture
+def c_point(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A tuned, exported point of the dot kernel, from a copy of the kernels the CLI reads (the tests edit it)."""
+    if shutil.which("gcc") is None:
+        pytest.skip("gcc not installed")
+    from compileiq_lab.kernels import load_kernel
+
+    shutil.copytree(load_kernel("dot").folder, tmp_path / "kernels" / "dot")
+    monkeypatch.setenv("COMPILEIQ_KERNELS", str(tmp_path / "kernels"))  # the CLI subprocesses inherit it
+    out = cli("tune", "dot", "--objectives", "text_bytes", "--generations", "1", "--pool-size", "3",
+              "--store", "d.db", "--export", "p.acf", cwd=tmp_path)
+    assert out.returncode == 0, out.stdout + out.stderr
+    ok = cli("verify", "p.acf", cwd=tmp_path)
+    assert ok.returncode == 0 and ok.stdout.splitlines()[-1].startswith("verify: OK"), ok.stdout + ok.stderr
+    return tmp_path
+
+
+def _verdict(out: subprocess.CompletedProcess[str]) -> str:
+    return out.stdout.splitlines()[-1] if out.stdout.strip() else ""
+
+
+def test_verify_fails_when_the_kernel_source_changed(c_point):
+    with (c_point / "kernels" / "dot" / "dot.c").open("a") as f:
+        f.write("\n/* edited after the export */\n")  # same machine code, another source
+    out = cli("verify", "p.acf", cwd=c_point)
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert _verdict(out).startswith("verify: CHANGED: the kernel source changed since the ACF was made"), out.stdout
+    assert "pass --ignore-changes to compare anyway" in _verdict(out) and "OK" not in out.stdout
+    # told to ignore it, verify warns and compares: the comment left the machine code as it was
+    anyway = cli("verify", "p.acf", "--ignore-changes", cwd=c_point)
+    assert anyway.returncode == 0 and _verdict(anyway).startswith("verify: OK"), anyway.stdout + anyway.stderr
+    assert "warning: the kernel source changed since the ACF was made" in anyway.stderr
+
+
+def test_verify_ignore_changes_reports_the_comparison_of_changed_code(c_point):
+    with (c_point / "kernels" / "dot" / "dot.c").open("a") as f:
+        f.write("\nint compileiq_added_after_export(int x) { return 3 * x + 1; }\n")  # more machine code
+    out = cli("verify", "p.acf", cwd=c_point)
+    assert out.returncode == 1 and _verdict(out).startswith("verify: CHANGED: "), out.stdout + out.stderr
+    anyway = cli("verify", "p.acf", "--ignore-changes", cwd=c_point)
+    assert anyway.returncode == 1 and _verdict(anyway).startswith("verify: MISMATCH"), anyway.stdout + anyway.stderr
+    assert "warning: the kernel source changed" in anyway.stderr
+
+
+def test_verify_fails_when_the_toolchain_changed(c_point):
+    # the ACF as another compiler version would have recorded it (the same machine code, another gcc)
+    doc = json.loads((c_point / "p.acf").read_text())
+    doc["toolchain"] = dict.fromkeys(doc["toolchain"], "0.0-recorded-elsewhere")
+    (c_point / "old.acf").write_text(json.dumps(doc))
+    out = cli("verify", "old.acf", cwd=c_point)
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert _verdict(out).startswith("verify: CHANGED: the installed toolchain differs from the recorded one")
+    assert "0.0-recorded-elsewhere" in _verdict(out) and "--ignore-changes" in _verdict(out)
+    anyway = cli("verify", "old.acf", "--ignore-changes", cwd=c_point)
+    assert anyway.returncode == 0 and _verdict(anyway).startswith("verify: OK"), anyway.stdout + anyway.stderr
+    assert "warning: the installed toolchain differs" in anyway.stderr
+
+
+def test_verify_help_documents_ignore_changes_and_exit_codes(tmp_path):
+    out = cli("verify", "--help", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "--ignore-changes" in out.stdout and "compileiq-lab verify best.acf --ignore-changes" in out.stdout
+    for verdict in ("0  OK", "1  CHANGED", "1  MISMATCH", "1  FAILED", "1  UNKNOWN", "2  bad arguments"):
+        assert verdict in out.stdout, verdict

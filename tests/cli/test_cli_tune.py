@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from compileiq_lab import load_results
+from compileiq_lab.testing import tool_available
 
-needs_cuda = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
+needs_cuda = pytest.mark.skipif(not tool_available("nvcc"), reason="nvcc not installed")
 needs_gcc = pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc not installed")
 
 
@@ -70,7 +71,7 @@ def test_tune_c_kernel_for_runtime(tmp_path):
 
 
 def test_catalog_and_user_errors(tmp_path):
-    if shutil.which("ptxas") is not None:
+    if tool_available("ptxas"):
         out = cli("catalog", "ptxas", cwd=tmp_path)
         assert out.returncode == 0 and "maxrregcount" in out.stdout and "register_allocation" in out.stdout
     bad = cli("catalog", "fortran", cwd=tmp_path)
@@ -109,3 +110,64 @@ def test_bare_c_file_tunes_on_static_objectives(tmp_path):
               "--store", "s.db", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     assert load_results(str(tmp_path / "s.db")).status_counts().get("ok", 0) >= 4
+
+
+@needs_cuda
+@pytest.mark.parametrize(("source", "space", "why"), [
+    ('extern "C" __global__ void k(float* x) { x[threadIdx.x] = not_declared; }\n', "ptxas",
+     "front end (nvcc -ptx) and the searched controls (ptxas) cannot change that"),
+    ('#include "not_there.cuh"\nextern "C" __global__ void k(float* x) { x[0] = 1.0f; }\n', "nvcc",
+     "a file it includes is missing"),
+])
+def test_a_baseline_no_control_can_fix_stops_the_run(tmp_path, source, space, why):
+    src = tmp_path / "broken.cu"
+    src.write_text(source)
+    out = cli("tune", str(src), "--space", space, "--objectives", "registers", "--generations", "4", "--store",
+              "b.db", cwd=tmp_path)
+    assert out.returncode == 1 and why in out.stderr and "Traceback" not in out.stderr, out.stderr
+    res = load_results(str(tmp_path / "b.db"))
+    assert len(res) == 1 and res.status == "baseline_failed" and why in res.header.stop_reason
+
+
+@needs_cuda
+def test_a_failing_baseline_a_searched_control_may_fix_searches_on(tmp_path):
+    src = tmp_path / "broken.cu"
+    src.write_text('extern "C" __global__ void k(float* x) { x[threadIdx.x] = not_declared; }\n')
+    out = cli("tune", str(src), "--space", "nvcc", "--objectives", "registers", "--generations", "2",
+              "--pool-size", "4", "--store", "b.db", cwd=tmp_path)
+    res = load_results(str(tmp_path / "b.db"))
+    assert res.status == "finished" and len(res) == 1 + 2 * 4 and out.returncode == 1
+
+
+@needs_cuda
+def test_tune_prints_units_directions_and_changes_vs_the_baseline(tmp_path):
+    out = cli("tune", "reduction", "--space", "ptxas", "--objectives", "registers,sass_instructions",
+              "--generations", "2", "--pool-size", "6", "--store", "r.db", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "objectives: registers (count, lower is better); sass_instructions (count, lower is better)" in out.stdout
+    assert "vs baseline, " in out.stdout and "x the baseline" not in out.stdout
+
+
+@needs_cuda
+def test_tune_show_export_and_the_report_pick_one_representative(tmp_path):
+    out = cli("tune", "reduction", "--space", "ptxas", "--objectives", "registers,sass_instructions",
+              "--generations", "3", "--pool-size", "8", "--seed", "3", "--store", "r.db", "--export", "t.acf",
+              cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    res = load_results(str(tmp_path / "r.db"))
+    chosen = res.best_record(0)
+    tied = [r for r in res.records if r.status == "ok" and r.scores == chosen.scores]
+    assert chosen == min(tied, key=lambda r: (len(r.params), r.eval_id))
+    tune_acf = json.loads((tmp_path / "t.acf").read_text())
+    assert cli("export", "r.db", "-o", "e.acf", cwd=tmp_path).returncode == 0
+    export_acf = json.loads((tmp_path / "e.acf").read_text())
+    assert tune_acf["run"]["eval_id"] == export_acf["run"]["eval_id"] == chosen.eval_id
+    show = cli("show", "r.db", cwd=tmp_path)
+    best_line = f"best registers (count, lower is better): {chosen.scores[0]:.0f} count at eval {chosen.eval_id}"
+    assert best_line in show.stdout
+    front_ids = [int(line.split()[1].rstrip(":")) for line in show.stdout.splitlines() if line.startswith("  eval ")]
+    assert front_ids == [r.eval_id for r, _ in res.distinct_front()]
+    assert cli("report", "r.db", "-o", "r.html", cwd=tmp_path).returncode == 0
+    html = (tmp_path / "r.html").read_text()
+    rows = html.split('<tr class="front-row">')[1:]
+    assert len(rows) == len(res.distinct_front()) and f">{chosen.eval_id}" in rows[0]

@@ -12,8 +12,9 @@ import pytest
 from compileiq_lab import Search, load_results
 from compileiq_lab.exceptions import ConfigurationError, StoreMismatchError
 from compileiq_lab.kernels import KernelRun, kernels_root, load_kernel, offered_catalog
+from compileiq_lab.testing import tool_available
 
-needs_cuda = pytest.mark.skipif(shutil.which("nvcc") is None and shutil.which("ptxas") is None,
+needs_cuda = pytest.mark.skipif(not (tool_available("nvcc") or tool_available("ptxas")),
                                 reason="nvcc/ptxas not installed")
 needs_gcc = pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc not installed")
 
@@ -106,3 +107,50 @@ def test_from_header_refuses_a_python_objective_run(tmp_path):
     with pytest.raises(ConfigurationError, match="not made by `compileiq-lab tune`"):
         KernelRun.from_header(results.header)
     assert load_kernel("reduction").spec_file == kernels_root() / "reduction" / "kernel.toml"
+
+
+def _failed(error: str, stage: str, status: str = "compile_error"):
+    from compileiq_lab.store.sqlite import EvalRecord
+
+    return EvalRecord(eval_id=0, generation=0, config_key="b", params={}, status=status, error=error, scores=None,
+                      elapsed_s=0.0, started_at=0.0, is_baseline=True, detail={"failed_stage": stage})
+
+
+@needs_cuda
+def test_baseline_verdict_stops_only_where_no_searched_control_can_help(tmp_path):
+    bare = tmp_path / "k.cu"  # no -D knobs: under a ptxas-only space nothing reaches the front end
+    bare.write_text('extern "C" __global__ void k(float* x) { x[threadIdx.x] = 1.0f; }\n')
+    ptxas_only = KernelRun(str(bare), "ptxas", ["registers"], workdir=tmp_path, measure=False)
+    front = KernelRun(str(bare), "nvcc", ["registers"], workdir=tmp_path, measure=False)
+    knobs = KernelRun("reduction", "ptxas", ["registers"], workdir=tmp_path, measure=False)
+    syntax = _failed('k.cu(3): error: identifier "oops" is undefined', "frontend")
+    header = _failed("k.cu:1:10: fatal error: missing.cuh: No such file or directory", "frontend")
+    backend = _failed("ptxas error   : Entry function uses too much shared data", "backend")
+    assert "cannot change that" in (ptxas_only.baseline_verdict(syntax) or "")
+    assert front.baseline_verdict(syntax) is None  # front-end controls are searched: search on
+    assert knobs.baseline_verdict(syntax) is None  # the -D knobs (BLOCK) go to the front end: search on
+    assert "include" in (front.baseline_verdict(header) or "")  # no control brings a header back
+    assert ptxas_only.baseline_verdict(backend) is None and front.baseline_verdict(backend) is None
+    entry = _failed("CUDA_ERROR_NOT_FOUND: named symbol not found", "", status="run_error")
+    assert "entry 'reduce_sum'" in (knobs.baseline_verdict(entry) or "")
+    ok = _failed("", "", status="ok")
+    assert front.baseline_verdict(ok) is None
+
+
+@needs_cuda
+def test_compile_time_runs_warm_the_compiler_up_outside_the_run_cache(tmp_path):
+    run = KernelRun("reduction", "ptxas", ["compile_time", "registers"], target="static", workdir=tmp_path)
+    try:
+        m = run({})  # the first evaluation (the baseline) comes after the warm-up
+        assert m.status == "ok"
+        cc = run.backend.cc  # type: ignore[attr-defined]
+        assert cc.ptx_misses == 1 and cc.ptx_hits == 0  # the warm-up did not fill the run's PTX cache
+        assert not list(tmp_path.glob("scratch-*"))  # and left nothing behind
+        assert run.warm_up() is None  # once per run
+    finally:
+        run.close()
+    cold = KernelRun("reduction", "ptxas", ["registers"], target="static", workdir=tmp_path / "other")
+    try:
+        assert cold._warmed  # no compile_time objective: nothing to warm up
+    finally:
+        cold.close()

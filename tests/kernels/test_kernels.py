@@ -14,13 +14,14 @@ import pytest
 
 from compileiq_lab.exceptions import CompileIQLabError, ConfigurationError
 from compileiq_lab.kernels import KernelSpec, eval_expr, kernels_root, list_kernels, load_kernel
+from compileiq_lab.testing import tool_available
 
 CUDA_KERNELS = ["attention", "reduction", "sgemm", "softmax", "stencil"]
 C_KERNELS = ["dot", "matmul_c", "stencil_c"]
 ALL_KERNELS = sorted(CUDA_KERNELS + C_KERNELS)
 CC = shutil.which("gcc") or shutil.which("cc")
 needs_cc = pytest.mark.skipif(CC is None, reason="no C compiler (gcc or cc) on PATH")
-needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
+needs_nvcc = pytest.mark.skipif(not tool_available("nvcc"), reason="nvcc is not on PATH")
 C_TYPES = {"float32": "float", "float64": "double", "int32": "int"}
 
 

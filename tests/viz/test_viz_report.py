@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import re
 import subprocess
 import sys
@@ -22,7 +21,7 @@ from compileiq_lab.viz.data import (
     history_data,
     parallel_data,
     pareto_data,
-    speedup,
+    quantity_text,
 )
 
 XSS = "<script>alert(1)</script>"
@@ -161,27 +160,33 @@ def test_flatten_params() -> None:
     assert flatten_params({"a": 1, "g": {"b": {"c": "x"}}}) == {"a": 1, "g.b.c": "x"}
 
 
-def test_front_table_speedups(small: Results) -> None:
+def test_front_table_changes(small: Results) -> None:
     rows = front_table(small)
     assert [r["eval_id"] for r in rows] == [1, 0, 3]
     r1 = rows[0]
     assert r1["objectives"] == {"t": 1.0, "size": 20.0}
-    assert r1["speedups"] == {"t": 2.0, "size": 0.5}
-    assert rows[1]["speedups"] == {"t": 1.0, "size": 1.0} and rows[1]["is_baseline"]
+    assert r1["changes"] == {"t": "-50 % vs baseline, better", "size": "+100 % vs baseline, worse"}
+    assert rows[1]["changes"] == {"t": "same as baseline", "size": "same as baseline"} and rows[1]["is_baseline"]
     assert r1["params"] == {"a": "-fa", "opt": {"O": 3}}
 
 
-def test_speedup_arithmetic() -> None:
-    assert speedup(2.0, 4.0, "min") == 2.0
-    assert speedup(6.0, 3.0, "max") == 2.0
-    assert speedup(0.0, 4.0, "min") is None
-    assert speedup(1.0, None, "min") is None
-    assert speedup(math.nan, 1.0, "max") is None
+def test_change_wording_and_units() -> None:
+    from compileiq_lab.space.objectives import METRICS, Objective
+
+    regs, ct = METRICS["registers"], METRICS["compile_time"]
+    assert regs.label == "registers (count, lower is better)"
+    assert regs.change(25, 31) == "-19 % vs baseline, better"  # the example: 25 registers vs 31
+    assert ct.change(0.29 * 1.246, 0.29) == "+25 % vs baseline, worse"
+    assert Objective("gflops", "max", "").change(110.0, 100.0) == "+10 % vs baseline, better"
+    assert Objective("x").change(1.0, 0.0) is None and Objective("x").change(None, 1.0) is None
+    assert ct.format(0.000123) == "123 \u00b5s" and regs.format(25.0) == "25 count"
+    assert quantity_text("ptxas_time_ms", 12.5) == "12.5 ms" and quantity_text("spill_bytes", 8.0) == "8 bytes"
+    assert quantity_text("launches_per_sample", 3.0) == "3"
 
 
 def test_front_table_without_baseline() -> None:
     res = Results([_rec(0, 0, None, "error", "e", base=True), _rec(1, 1, [1.0, 2.0])], directions=["min", "max"])
-    assert front_table(res)[0]["speedups"] == {"score_1": None, "score_2": None}
+    assert front_table(res)[0]["changes"] == {"score_1": None, "score_2": None}
 
 
 def test_failure_summary(small: Results, run: Results) -> None:

@@ -40,7 +40,7 @@ CHROMIUM_ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-b
                  "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic",
                  "--no-proxy-server"]
 #: Run states the dashboard status can end in (compileiq_lab.run.thread.RUN_STATES minus the live ones).
-FINAL_STATES = ("finished", "exhausted", "stopped", "interrupted", "failed")
+FINAL_STATES = ("finished", "exhausted", "baseline_failed", "stopped", "interrupted", "failed")
 VIEWPORT = {"width": 1400, "height": 1600}
 
 # JupyterLab user settings: every cell in the DOM (the dashboard cell must be findable), no news,
@@ -359,7 +359,8 @@ def _browser(base_url: str) -> Iterator[tuple[Any, dict[str, list[str]]]]:
     """A Chromium page that only reaches ``base_url``; yields (page, log of blocked requests and errors)."""
     from playwright.sync_api import sync_playwright
 
-    log: dict[str, list[str]] = {"blocked": [], "page_errors": [], "console_errors": []}
+    log: dict[str, list[str]] = {"blocked": [], "page_errors": [], "console_errors": [], "kernel_errors": [],
+                                 "step": []}
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=chromium_path(), args=CHROMIUM_ARGS)
         try:
@@ -370,11 +371,42 @@ def _browser(base_url: str) -> Iterator[tuple[Any, dict[str, list[str]]]]:
             # a regex (matched by the Playwright driver, no round trip to Python for the local requests)
             context.route(re.compile("^(?!" + re.escape(base_url) + "/|data:|blob:)"), block)
             page = context.new_page()
+            page.on("websocket", lambda ws: ws.on("framereceived", lambda frame: _kernel_error(frame, log)))
             page.on("pageerror", lambda e: log["page_errors"].append(str(e)[:500]))
             page.on("console", lambda m: log["console_errors"].append(m.text[:500]) if m.type == "error" else None)
             yield page, log
         finally:
             browser.close()
+
+
+def _ws_message(frame: Any) -> dict[str, Any] | None:
+    """A kernel websocket message as a dict (JSON text, or the binary v1 protocol: offsets, then channel,
+    header, parent_header, metadata, content), or None for anything else."""
+    with contextlib.suppress(ValueError, TypeError, IndexError, UnicodeDecodeError):
+        if isinstance(frame, str):
+            msg = json.loads(frame)
+            return msg if isinstance(msg, dict) else None
+        data = bytes(frame)
+        n = int.from_bytes(data[:8], "little")
+        offsets = [int.from_bytes(data[8 + 8 * i:16 + 8 * i], "little") for i in range(n)]
+        parts = [data[offsets[i]:offsets[i + 1]].decode() for i in range(min(n - 1, 5))]
+        channel, header, parent, _meta, content = parts[0], *map(json.loads, parts[1:5])
+        return {"channel": channel, "header": header, "parent_header": parent, "content": content}
+    return None
+
+
+def _kernel_error(frame: Any, log: dict[str, list[str]]) -> None:
+    """Record stderr and error output the kernel sends in answer to a widget message (not to a cell): what
+    JupyterLab shows only in its log console."""
+    msg = _ws_message(frame)
+    if not msg or msg.get("channel") != "iopub":
+        return
+    kind = (msg.get("header") or {}).get("msg_type")
+    parent = (msg.get("parent_header") or {}).get("msg_type")
+    content = msg.get("content") or {}
+    if parent == "comm_msg" and (kind == "error" or (kind == "stream" and content.get("name") == "stderr")):
+        text = content.get("text") or f"{content.get('ename')}: {content.get('evalue')}"
+        log["kernel_errors"].append(f"[during: {log['step'][-1] if log.get('step') else '?'}] {str(text)[:800]}")
 
 
 def _js(page_or_locator: Any, body: str, arg: Any = None) -> Any:
@@ -383,9 +415,10 @@ def _js(page_or_locator: Any, body: str, arg: Any = None) -> Any:
 
 
 def run_lab_flow(notebook: Path, workdir: Path, screenshot: Path | None = None,
-                 timeout: float = 120.0) -> dict[str, Any]:
+                 timeout: float = 120.0, broken_kernel: str | None = None) -> dict[str, Any]:
     """Open ``notebook`` (a copy in ``workdir``) in JupyterLab in headless Chromium, run it, and drive its
-    dashboard: Start, wait for points and the end of the run, click a point, export it.
+    dashboard: Start, wait for points and the end of the run, click a point, export it; with ``broken_kernel``
+    (CUDA source), then start a second run of that kernel from the form under a ptxas-only space.
 
     Returns latencies in seconds (``*_s``; ``browser_*`` measured in the page from the click event to the
     first animation frame with the change in the DOM, the others by this process around Playwright calls)
@@ -404,6 +437,7 @@ def run_lab_flow(notebook: Path, workdir: Path, screenshot: Path | None = None,
     out: dict[str, Any] = {"notebook": rel_text, "notebook_is_quickstart": Path(notebook) == QUICKSTART}
     lab = JupyterLab(workdir, kernel, timeout)
     flow = _Flow(out, timeout)
+    flow.broken_kernel = broken_kernel
     t_all = time.perf_counter()
     try:
         lab.start()
@@ -451,7 +485,21 @@ class _Flow:
     """The steps in the page; ``step`` says which one is running (for error messages)."""
 
     def __init__(self, out: dict[str, Any], timeout: float) -> None:
-        self.out, self.ms, self.step = out, timeout * 1000, "start JupyterLab"
+        self.out, self.ms = out, timeout * 1000
+        self._steps: list[str] = []
+        self.step = "start JupyterLab"
+
+    @property
+    def step(self) -> str:
+        """The step running now (kept in the browser log too, so that an error names its step)."""
+        return self._steps[-1]
+
+    @step.setter
+    def step(self, name: str) -> None:
+        self._steps.append(name)
+        log = self.out.get("browser_log")
+        if log is not None:
+            log["step"] = self._steps
 
     def drive(self, page: Any, lab: JupyterLab, nb_path: Path, workdir: Path, screenshot: Path | None) -> None:
         out, ms = self.out, self.ms
@@ -559,8 +607,13 @@ class _Flow:
         out["export_click_to_wrote_s"] = time.perf_counter() - t
         out["export_message"] = code.locator("xpath=..").inner_text().strip()
         name = code.inner_text().strip()
-        exported = Path(name) if Path(name).is_absolute() else workdir / name
+        folder = root.locator("code.compileiq-export-folder").inner_text().strip()
+        exported = (Path(folder) if Path(folder).is_absolute() else workdir / folder) / name  # relative: notebook
         out["export_file"], out["export_exists"] = str(exported), exported.is_file()
+        out["x_axis_title"] = _js(output, "(ciq.pareto(root).querySelector('.xtitle') || {}).textContent || ''")
+        out["detail_text"] = _js(output, "ciq.detail(root)")
+        out["error_line"] = _js(output, "(root.querySelector('.compileiq-error') || {}).innerText || ''")
+        out["notes"] = _js(output, "(root.querySelector('.compileiq-notes') || {}).innerText || ''")
 
         if screenshot is not None:
             self.step = "take the screenshot"
@@ -571,6 +624,38 @@ class _Flow:
             self._hover(page, point)
             page.screenshot(path=str(screenshot), full_page=True)
             out["screenshot"] = str(screenshot)
+        if self.broken_kernel is not None:
+            self._broken_run(page, root, output, workdir)
+
+    broken_kernel: str | None = None
+
+    def _broken_run(self, page: Any, root: Any, output: Any, workdir: Path) -> None:
+        """A second run from the same form: a kernel whose defaults do not compile, under a ptxas-only space.
+        The last run's point must leave the detail panel, and a banner must show the compiler's message."""
+        self.step = "start a run of a broken kernel"
+        source = workdir / "broken.cu"
+        source.write_text(self.broken_kernel or "")
+        path_input = root.locator("input[placeholder^='or a kernel folder']").first
+        path_input.fill(str(source))
+        path_input.press("Enter")
+        space = root.locator(".widget-dropdown", has=page.locator("label", has_text=re.compile(r"^space$")))
+        page.wait_for_function("(sel) => [...sel.options].some(o => o.textContent === 'ptxas')",
+                               arg=space.locator("select").element_handle(), timeout=self.ms)
+        space.locator("select").select_option(label="ptxas")
+        page.wait_for_timeout(300)
+        status_before = _js(output, "ciq.status(root)")
+        root.locator("button.widget-button", has_text=re.compile(r"^\s*Start\s*$")).first.click(timeout=self.ms)
+        page.wait_for_function(
+            f"([root, prev]) => {{ {_JS_HELPERS} const s = ciq.status(root); return s && s !== prev && "
+            f"new RegExp('^({'|'.join(FINAL_STATES)}):').test(s); }}",
+            arg=[output.element_handle(), status_before], timeout=self.ms, polling=200)
+        page.wait_for_timeout(500)
+        out = self.out
+        out["broken_status"] = _js(output, "ciq.status(root)")
+        out["broken_banner"] = _js(output, "(root.querySelector('.compileiq-banner') || {}).innerText || ''")
+        out["broken_detail"] = _js(output, "(root.querySelector('.compileiq-detail') || {}).innerText || ''")
+        export = root.locator("button.widget-button", has_text=re.compile(r"^\s*Export (JSON|ACF)\s*$")).first
+        out["broken_export_enabled"] = export.is_enabled()
 
     @staticmethod
     def _deselect(page: Any, output: Any, point: Any) -> None:

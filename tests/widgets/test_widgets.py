@@ -15,7 +15,7 @@ pytest.importorskip("anywidget")
 
 import compileiq_lab.space as ss
 from compileiq_lab import Run, Search, SearchConfiguration, load_acf
-from compileiq_lab.testing import toy_objective, toy_space
+from compileiq_lab.testing import tool_available, toy_objective, toy_space
 from compileiq_lab.widgets import Dashboard, EventBridge
 from compileiq_lab.widgets.live import BASELINE, EVALS, FAILED, FRONT
 from compileiq_lab.widgets.setup import TOY, RunForm
@@ -106,10 +106,15 @@ def test_a_kernel_run_from_the_form_exports_an_acf(tmp_path, monkeypatch):
     results = dash.wait(timeout=120)
     ok = [r for r in results.records if r.status == "ok"]
     dash.select(ok[-1].eval_id)
-    assert "arguments:" in dash.detail.html.value and "sass_instructions (min)" in dash.detail.html.value
-    out = dash.export(path=tmp_path / "p.acf")
+    shown = results.representative_of(ok[-1].eval_id).eval_id  # identical points: the representative is shown
+    assert f"<b>eval {shown}</b>" in dash.detail.html.value and dash.detail.eval_id == shown
+    assert "arguments:" in dash.detail.html.value
+    assert "sass_instructions (count, lower is better)" in dash.detail.html.value
+    out = dash.export(path="p.acf")
+    assert out == (tmp_path / "compileiq_runs" / "p.acf").resolve()  # exports go to the form's folder
+    assert "compileiq_runs" in dash.form.folder.value and "count, lower is better" in dash.form.objective_docs.value
     acf = load_acf(out)
-    assert acf.kernel == "reduction" and acf.run["eval_id"] == ok[-1].eval_id
+    assert acf.kernel == "reduction" and acf.run["eval_id"] == shown
 
 
 def test_bad_choices_and_run_failures_are_shown_not_raised(store_path, monkeypatch):
@@ -248,3 +253,125 @@ def test_a_stored_kernel_run_reopens_with_its_points_and_continues(tmp_path):
     with pytest.raises(ConfigurationError, match="pass it again"):
         Dashboard.open(toy_store)
     assert Dashboard.open(toy_store, objective=toy_objective).run.search.store_path == toy_store
+
+
+def _bad_kernel(folder):
+    source = folder / "broken.cu"
+    source.write_text('extern "C" __global__ void broken(float* x) { x[threadIdx.x] = not_declared; }\n')
+    return source
+
+
+@pytest.mark.skipif(not tool_available("nvcc"), reason="needs nvcc")
+def test_a_new_run_clears_the_detail_panel_and_a_broken_baseline_shows_a_banner(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    dash = Dashboard()
+    dash.form.generations.value = 2
+    dash.start()
+    dash.wait(timeout=60)
+    dash.select(0)
+    assert dash.detail.eval_id is not None and not dash.detail.export_button.disabled
+    # a second run: a kernel whose defaults do not compile, under a ptxas-only space
+    dash.form.path.value = str(_bad_kernel(tmp_path))
+    dash.form.target.value = "static"
+    dash.form.catalog.value = "ptxas"
+    dash.form.generations.value = 5
+    dash.start()
+    assert dash.detail.eval_id is None and dash.detail.export_button.disabled  # no stale point of the last run
+    assert "click a point" in dash.detail.html.value
+    results = dash.wait(timeout=120)
+    assert results.status == "baseline_failed" and len(results) == 1  # stopped after the baseline
+    assert dash.run.state == "baseline_failed"
+    banner = dash.banner.value
+    assert "baseline (compiler defaults) failed" in banner and "not_declared" in banner  # the compiler's message
+    assert "ptxas" in banner and "cannot change that" in banner
+    assert list((tmp_path / "compileiq_runs").glob("run-*.db"))  # runs of the form go to its folder
+
+
+def test_exceptions_in_callbacks_and_widget_messages_show_as_the_error_line(monkeypatch):
+    import logging
+
+    dash = Dashboard(toy_run())
+
+    def broken(*args):
+        raise ValueError("plot update went wrong")
+    monkeypatch.setattr(dash.plots, "update", broken)
+    dash.start()
+    dash.run.join(60)
+    dash.bridge.flush()  # what the notebook's event loop does: the update raises inside the guarded callback
+    assert "plot update went wrong" in dash.error.value and "traceback" in dash.error.value
+    dash.error.value = ""
+    try:
+        raise TypeError("a FigureWidget message failed")
+    except TypeError:
+        logging.getLogger("Comm").error("Exception in comm_msg for %s", "abc", exc_info=True)
+    assert "a widget update failed" in dash.error.value and "a FigureWidget message failed" in dash.error.value
+
+
+def test_traces_hold_plain_lists_so_plotly_can_fold_the_browser_reply():
+    """The browser answers each update with the trace's defaults (plotly's JS diffs its full data against the
+    trace's data): a numpy array reaches it as a typed array, which the diff walks as an object, so the reply
+    holds a dict where the trace holds an array, and plotly's _remove_overlapping_props raised "truth value of
+    an array is ambiguous". The traces hold plain lists, which come back as lists and fold."""
+    import numpy as np
+    from plotly.basewidget import BaseFigureWidget
+
+    def arrays(value, path=()):
+        if isinstance(value, np.ndarray):
+            yield path
+        elif isinstance(value, dict):
+            for k, v in value.items():
+                yield from arrays(v, (*path, k))
+
+    dash = Dashboard(toy_run(generations=3))
+    dash.start()
+    dash.wait(timeout=60)
+    for trace in dash.plots.pareto.data:
+        assert list(arrays(trace._props)) == []
+        reply = {k: list(trace[k]) for k in ("x", "y", "customdata") if trace[k] is not None}
+        BaseFigureWidget._remove_overlapping_props(dict(trace._props), reply)
+    numpy_props = {"x": np.arange(3.0)}  # what the traces held before: the same fold raises
+    with pytest.raises(ValueError, match="truth value"):
+        BaseFigureWidget._remove_overlapping_props(numpy_props, {"x": {"0": 0.0}})
+
+
+def test_colour_bar_spans_the_run_and_no_eta_while_paused(store_path):
+    def slow(config):
+        time.sleep(0.02)
+        return toy_objective(config)
+
+    run = Run(Search(slow, toy_space(), SearchConfiguration(generations=6, pool_size=6, seed=1), store=store_path))
+    dash = Dashboard(run)
+    marker = dash.plots.pareto.data[EVALS].marker
+    assert (marker.cmin, marker.cmax) == (0, 6)  # generations 0..6 from the start, not 0..generations seen
+    dash.start()
+    deadline = time.monotonic() + 30
+    while run.progress()["generation"] < 1 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    dash.toggle_pause()
+    time.sleep(0.2)
+    dash.flush()
+    assert run.state == "paused" and "paused" in dash.status.value and "left" not in dash.status.value
+    assert run.progress()["eta_s"] is None
+    dash.toggle_pause()
+    dash.wait(timeout=60)
+    assert dash.plots.pareto.data[EVALS].marker.cmax == 6
+
+
+def test_package_warnings_show_in_the_dashboard_not_on_stderr(tmp_path, monkeypatch, capfd):
+    monkeypatch.chdir(tmp_path)
+    dash = Dashboard()  # the form's toy run: its space declares no defaults, which the package warns about
+    dash.form.generations.value = 1
+    dash.start()
+    dash.wait(timeout=60)
+    assert "no baseline row" in dash.notes.value
+    assert "no baseline row" not in capfd.readouterr().err  # JupyterLab would show stderr in its log console
+
+
+def test_warnings_from_elsewhere_are_not_swallowed_by_an_open_dashboard(capfd):
+    import logging
+
+    dash = Dashboard(toy_run())
+    logging.getLogger("compileiq_lab.elsewhere").warning("a warning of another cell")
+    dash.refresh()
+    assert "a warning of another cell" not in dash.notes.value
+    assert "a warning of another cell" in capfd.readouterr().err

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from collections.abc import Mapping, Sequence
 from importlib import resources
@@ -51,7 +52,8 @@ class CHost:
                 return [self.cc, "-std=c11", *flags, source, str(self.harness), "-o", str(target), "-lm"]
             return [self.cc, "-std=c11", *flags, "-c", source, "-o", str(target)]
 
-        return build_cached(argv_for, out, "compile_time_s", self.timeout_s, cwd=self.workdir)[0]
+        outcome = build_cached(argv_for, out, "compile_time_s", self.timeout_s, cwd=self.workdir)[0]
+        return outcome if outcome.ok else dataclasses.replace(outcome, stage="c")
 
     def metrics(self) -> frozenset[str]:
         return HOST_METRICS

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -35,10 +36,10 @@ class CudaTwoStage:
     def compile(self, argv: Mapping[str, Sequence[str]]) -> CompileOutcome:
         ptx = self.cc.ptx(self.source, argv["frontend"])
         if not ptx.ok or ptx.path is None:
-            return ptx
+            return dataclasses.replace(ptx, stage="frontend")
         out = self.cc.cubin(ptx.path, argv["backend"], self.entry)
         out.metrics.update(ptx.metrics)
-        return out
+        return out if out.ok else dataclasses.replace(out, stage="backend")
 
     def metrics(self) -> frozenset[str]:
         return CUBIN_METRICS

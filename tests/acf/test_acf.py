@@ -26,6 +26,7 @@ from compileiq_lab.exceptions import ConfigurationError
 from compileiq_lab.kernels import KernelRun, load_kernel
 from compileiq_lab.space.catalogs import CATALOGS, get_catalog
 from compileiq_lab.testing import tool_available
+from compileiq_lab.toolchain.tools import find_tool
 
 needs_nvcc = pytest.mark.skipif(not tool_available("nvcc"), reason="needs nvcc")
 needs_gcc = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
@@ -122,7 +123,7 @@ def test_round_trip_cuda_and_stage_args(cuda_acf: ACF, tmp_path: Path) -> None:
 @needs_nvcc
 def test_nvcc_compiles_with_args_and_options_file(cuda_acf: ACF, tmp_path: Path) -> None:
     src = str(load_kernel("reduction").source_path)
-    base = ["nvcc", "-cubin", src]  # the target comes from the ACF
+    base = [find_tool("nvcc"), "-cubin", src]  # the target comes from the ACF
     res = subprocess.run([*base, *cuda_acf.nvcc_args(), "-o", "a.cubin"], cwd=tmp_path, capture_output=True,
                          text=True, timeout=120, check=False)
     assert res.returncode == 0, res.stderr

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from compileiq_lab.testing import tool_available
+from compileiq_lab.toolchain.tools import find_tool
 
 needs_cuda = pytest.mark.skipif(not tool_available("nvcc"), reason="nvcc not installed")
 needs_gcc = pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc not installed")
@@ -47,8 +48,8 @@ def test_export_flags_and_verify_round_trip(cuda_run):
     from compileiq_lab.measure.binary import inspect_elf
 
     src = load_kernel("sgemm").source_path
-    rebuilt = subprocess.run(["nvcc", "-cubin", *flags.stdout.split(), str(src), "-o", "re.cubin"], cwd=cuda_run,
-                             capture_output=True, text=True, timeout=300)
+    rebuilt = subprocess.run([find_tool("nvcc"), "-cubin", *flags.stdout.split(), str(src), "-o", "re.cubin"],
+                             cwd=cuda_run, capture_output=True, text=True, timeout=300)
     assert rebuilt.returncode == 0, rebuilt.stderr
     assert inspect_elf(cuda_run / "re.cubin").code_hash == doc["code_hash"]
     ok = cli("verify", "p3.acf", cwd=cuda_run)

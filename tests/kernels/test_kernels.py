@@ -15,6 +15,7 @@ import pytest
 from compileiq_lab.exceptions import CompileIQLabError, ConfigurationError
 from compileiq_lab.kernels import KernelSpec, eval_expr, kernels_root, list_kernels, load_kernel
 from compileiq_lab.testing import tool_available
+from compileiq_lab.toolchain.tools import find_tool
 
 CUDA_KERNELS = ["attention", "reduction", "sgemm", "softmax", "stencil"]
 C_KERNELS = ["dot", "matmul_c", "stencil_c"]
@@ -154,7 +155,7 @@ def test_c_kernel_compiles_without_warnings(name: str, tmp_path: Path) -> None:
 def test_cuda_kernel_compiles_to_ptx(name: str, defines: dict[str, Any], tmp_path: Path) -> None:
     spec = load_kernel(name)
     ptx = tmp_path / f"{name}.ptx"
-    cmd = ["nvcc", "-arch=sm_90", "-ptx", *spec.define_args(defines), str(spec.source_path), "-o", str(ptx)]
+    cmd = [find_tool("nvcc"), "-arch=sm_90", "-ptx", *spec.define_args(defines), str(spec.source_path), "-o", str(ptx)]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert "warning" not in done.stderr.lower(), done.stderr

@@ -5,7 +5,6 @@ from __future__ import annotations
 import atexit
 import logging
 import os
-import re
 import shutil
 import tempfile
 import threading
@@ -14,6 +13,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from compileiq_lab.exceptions import ConfigurationError, SearchStateError
+from compileiq_lab.kernels.baseline import baseline_stop_reason
 from compileiq_lab.kernels.choices import (
     CATALOGS,
     DEFAULT_ARCH,
@@ -43,13 +43,6 @@ from compileiq_lab.store.sqlite import EvalRecord
 __all__ = ["KernelRun", "RecordedPoint"]
 
 log = logging.getLogger(__name__)
-
-#: Compiler messages of a header the compiler cannot find (nvcc/cicc, gcc, clang): no control brings it back.
-_MISSING_FILE = re.compile(r"cannot open source file|fatal error: .*: No such file or directory|file not found",
-                           re.IGNORECASE)
-#: Launch errors of an entry (kernel) the module does not have.
-_MISSING_ENTRY = re.compile(r"named symbol not found|CUDA_ERROR_NOT_FOUND", re.IGNORECASE)
-_STAGE_NAMES = {"frontend": "the front end (nvcc -ptx)", "backend": "ptxas", "c": "the C compiler"}
 
 
 class RecordedPoint(Protocol):
@@ -224,31 +217,9 @@ class KernelRun:
         return outcome.status, sum(v for k, v in outcome.metrics.items() if k.endswith("_time_s"))
 
     def baseline_verdict(self, record: EvalRecord) -> str | None:
-        """Why a search cannot get anywhere after this baseline evaluation, or None to search on.
-
-        The one rule (the CLI and the lab both stop a run on it): the baseline (compiler defaults) failed,
-        and no searched control can change what failed: the failing compile stage has no control in the
-        searched space (a front-end error under a ptxas-only space), a header the compiler cannot find,
-        or an entry the module does not have.
-        """
-        if record.status == "ok":
-            return None
-        detail = record.detail if isinstance(record.detail, Mapping) else {}
-        stage = str(detail.get("failed_stage", ""))
-        first = next((line.strip() for line in record.error.splitlines() if line.strip()), record.status)
-        searched = {c.stage for c in self.catalog.controls}
-        if self.kernel.defines:
-            searched.add(self.catalog.stages[0])  # -D knobs go to the first stage
-        if stage and _MISSING_FILE.search(record.error):
-            return f"the kernel does not compile: a file it includes is missing ({first}); fix the include path"
-        if _MISSING_ENTRY.search(record.error):
-            return (f"the kernel's entry {self.kernel.entry!r} is not in the compiled module ({first}); fix entry "
-                    "in kernel.toml")
-        if stage and stage not in searched:
-            return (f"the baseline fails in {_STAGE_NAMES.get(stage, stage)} and the searched controls "
-                    f"({', '.join(_STAGE_NAMES.get(s, s) for s in sorted(searched)) or 'none'}) cannot change that: "
-                    f"{first}")
-        return None
+        """Why a search cannot get anywhere after this baseline evaluation, or None to search on (the one rule,
+        used by the CLI and the lab alike: ``compileiq_lab.kernels.baseline.baseline_stop_reason``)."""
+        return baseline_stop_reason(self.kernel, self.catalog, record)
 
     def search_space(self) -> dict[str, Any]:
         """The searched controls plus a ``defines`` group for the kernel's -D knobs."""

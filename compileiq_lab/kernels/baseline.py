@@ -1,0 +1,46 @@
+"""When a kernel run stops after its baseline: no searched control can change what made the defaults fail."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+from compileiq_lab.kernels.spec import KernelSpec
+from compileiq_lab.space.catalogs import Catalog
+from compileiq_lab.store.sqlite import EvalRecord
+
+__all__ = ["baseline_stop_reason"]
+
+#: Compiler messages of a header the compiler cannot find (nvcc/cicc, gcc, clang): no control brings it back.
+_MISSING_FILE = re.compile(r"cannot open source file|fatal error: .*: No such file or directory|file not found",
+                           re.IGNORECASE)
+#: Launch errors of an entry (kernel) the module does not have.
+_MISSING_ENTRY = re.compile(r"named symbol not found|CUDA_ERROR_NOT_FOUND", re.IGNORECASE)
+_STAGE_NAMES = {"frontend": "the front end (nvcc -ptx)", "backend": "ptxas", "c": "the C compiler"}
+
+
+def baseline_stop_reason(kernel: KernelSpec, catalog: Catalog, record: EvalRecord) -> str | None:
+    """Why a search of ``catalog``'s controls (and the kernel's -D knobs) cannot get anywhere after this
+    baseline evaluation, or None to search on.
+
+    The rule: the baseline (compiler defaults) failed, and no searched control can change what failed:
+    the failing compile stage has no control in the searched space (a front-end error under a ptxas-only
+    space), a header the compiler cannot find, or an entry the module does not have.
+    """
+    if record.status == "ok":
+        return None
+    detail = record.detail if isinstance(record.detail, Mapping) else {}
+    stage = str(detail.get("failed_stage", ""))
+    first = next((line.strip() for line in record.error.splitlines() if line.strip()), record.status)
+    searched = {c.stage for c in catalog.controls}
+    if kernel.defines:
+        searched.add(catalog.stages[0])  # -D knobs go to the first stage
+    if stage and _MISSING_FILE.search(record.error):
+        return f"the kernel does not compile: a file it includes is missing ({first}); fix the include path"
+    if _MISSING_ENTRY.search(record.error):
+        return f"the kernel's entry {kernel.entry!r} is not in the compiled module ({first}); fix entry in kernel.toml"
+    if stage and stage not in searched:
+        names = ", ".join(_STAGE_NAMES.get(s, s) for s in sorted(searched)) or "none"
+        return (f"the baseline fails in {_STAGE_NAMES.get(stage, stage)} and the searched controls ({names}) "
+                f"cannot change that: {first}")
+    return None

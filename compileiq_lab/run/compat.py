@@ -117,7 +117,7 @@ class SearchOptions:
         return timeout_s if timeout_s is not None or not self.isolated else ISOLATED_TIMEOUT_S
 
 
-# engine option -> (SearchConfiguration setting, how the value maps)
+# engine option -> the SearchConfiguration setting it sets
 _ENGINE_OPTIONS = {"seed": "seed", "mutation_probability": "mutate_rate"}
 
 

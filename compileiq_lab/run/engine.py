@@ -197,14 +197,19 @@ class Engine:
         """Whether a candidate already has its outcome (told, or stored by an earlier run: replayed)."""
         if c.key in self._outcomes:
             return True
-        rec = self._store.lookup(c.key)
-        if rec is None and c.is_baseline:  # a run made by an older version stored its baseline as {}
-            rec = next((r for r in self._store.records() if r.is_baseline), None)
+        rec = self._stored(c)
         if rec is None:
             return False
         self._record(c, Measurement(rec.status, tuple(rec.scores) if rec.scores is not None else None,
                                     rec.error, rec.elapsed_s, rec.detail))
         return True
+
+    def _stored(self, c: Candidate) -> EvalRecord | None:
+        """The stored evaluation of a candidate, if any."""
+        rec = self._store.lookup(c.key)
+        if rec is None and c.is_baseline:  # a run made by an older version stored its baseline as {}
+            rec = next((r for r in self._store.records() if r.is_baseline), None)
+        return rec
 
     def _record(self, c: Candidate, m: Measurement) -> None:
         new = c.key not in self._outcomes
@@ -234,8 +239,7 @@ class Engine:
                     F[i], feasible[i] = np.asarray(m.scores) * self._sign, True
             self._strategy.tell(F, feasible)
         if self._generation == 0 and self._pending and self._baseline_check is not None:
-            rec = self._store.lookup(self._pending[0].key) or next(
-                (r for r in self._store.records() if r.is_baseline), None)
+            rec = self._stored(self._pending[0])
             why = self._baseline_check(rec) if rec is not None else None
             if why:
                 self._done_reason, self.stop_reason = "baseline_failed", why

@@ -201,7 +201,7 @@ class Results:
         rec = self.record(eval_id)
         if rec is None or rec.status != "ok" or rec.scores is None:
             return None
-        return representative([r for r in self.records if r.status == "ok" and r.scores == rec.scores])
+        return representative([rec, *self.identical_to(rec)])
 
     def identical_to(self, rec: EvalRecord) -> list[EvalRecord]:
         """The other successful evaluations with exactly ``rec``'s scores, in call order."""

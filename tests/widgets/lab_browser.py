@@ -360,7 +360,7 @@ def _browser(base_url: str) -> Iterator[tuple[Any, dict[str, list[str]]]]:
     from playwright.sync_api import sync_playwright
 
     log: dict[str, list[str]] = {"blocked": [], "page_errors": [], "console_errors": [], "kernel_errors": [],
-                                 "step": []}
+                                 "control_comms": [], "step": []}
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=chromium_path(), args=CHROMIUM_ARGS)
         try:
@@ -371,7 +371,10 @@ def _browser(base_url: str) -> Iterator[tuple[Any, dict[str, list[str]]]]:
             # a regex (matched by the Playwright driver, no round trip to Python for the local requests)
             context.route(re.compile("^(?!" + re.escape(base_url) + "/|data:|blob:)"), block)
             page = context.new_page()
-            page.on("websocket", lambda ws: ws.on("framereceived", lambda frame: _kernel_error(frame, log)))
+            def watch(ws: Any) -> None:
+                ws.on("framereceived", lambda frame: _kernel_error(frame, log))
+                ws.on("framesent", lambda frame: _control_comm(frame, log))
+            page.on("websocket", watch)
             page.on("pageerror", lambda e: log["page_errors"].append(str(e)[:500]))
             page.on("console", lambda m: log["console_errors"].append(m.text[:500]) if m.type == "error" else None)
             yield page, log
@@ -393,6 +396,27 @@ def _ws_message(frame: Any) -> dict[str, Any] | None:
         channel, header, parent, _meta, content = parts[0], *map(json.loads, parts[1:5])
         return {"channel": channel, "header": header, "parent_header": parent, "content": content}
     return None
+
+
+def _control_comm(frame: Any, log: dict[str, list[str]]) -> None:
+    """Record the id of each comm the page opens on the widget manager's control target
+    (``jupyter.widget.control``): JupyterLab opens one whenever it connects to a kernel, and a kernel that has
+    not imported ipywidgets yet answers its first request with "No such comm: <that id>", which is not ours."""
+    msg = _ws_message(frame)
+    if not msg or (msg.get("header") or {}).get("msg_type") != "comm_open":
+        return
+    content = msg.get("content") or {}
+    if content.get("target_name") == "jupyter.widget.control" and content.get("comm_id"):
+        log["control_comms"].append(str(content["comm_id"]))
+
+
+def benign_kernel_errors(log: dict[str, list[str]]) -> list[str]:
+    """The kernel errors in ``log`` that are JupyterLab's, not the dashboard's: "No such comm" for a control
+    comm the page opened before the kernel had imported ipywidgets (at any step: on a slow machine the
+    widget manager connects while the first cells already run)."""
+    controls = set(log.get("control_comms", []))
+    return [e for e in log.get("kernel_errors", [])
+            if (m := re.search(r"\] No such comm: (\S+)", e)) and m.group(1) in controls]
 
 
 def _kernel_error(frame: Any, log: dict[str, list[str]]) -> None:

@@ -1,8 +1,11 @@
-"""Compiler calls: two-stage CUDA compile, PTX cache, timeouts, -v parsing and machine-code identity."""
+"""Compiler calls: two-stage CUDA compile, PTX cache, timeouts, -v parsing, code identity (of a file or a kernel)."""
 
 from __future__ import annotations
 
+import hashlib
+import re
 import shutil
+import struct
 import sys
 import time
 from pathlib import Path
@@ -10,12 +13,15 @@ from pathlib import Path
 import pytest
 
 from compileiq_lab.exceptions import ConfigurationError
-from compileiq_lab.measure.binary import inspect_elf
+from compileiq_lab.measure.binary import _sections, inspect_elf
+from compileiq_lab.measure.entries import cubin_entries
 from compileiq_lab.measure.nvcc import CudaCompiler, parse_ptxas_verbose
+from compileiq_lab.testing import tool_available
 from compileiq_lab.toolchain import run_tool
+from compileiq_lab.toolchain.tools import find_tool
 
-needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None or shutil.which("ptxas") is None,
-                                reason="nvcc/ptxas not on PATH")
+needs_nvcc = pytest.mark.skipif(not (tool_available("nvcc") and tool_available("ptxas")),
+                                reason="nvcc/ptxas not found (PATH or the CUDA wheels)")
 
 KERNEL = r"""
 extern "C" __global__ void scale(float* __restrict__ y, const float* __restrict__ x, float a, int n) {
@@ -144,3 +150,167 @@ ptxas info    : Used 24 registers, 380 bytes cmem[0]
 """
     m = parse_ptxas_verbose(text, "k")
     assert m["spill_bytes"] == 456 and m["stack_bytes"] == 224 and m["registers"] == 24
+
+
+# ---- one kernel of a multi-kernel cubin -------------------------------------------------------------------------
+
+TWO_KERNELS = r"""
+#ifndef B_SCALE
+#define B_SCALE 1
+#endif
+__constant__ float coef[4] = {1.f, 2.f, 3.f, 4.f};
+__device__ __noinline__ float helper(float x) { return x * coef[1] + sqrtf(x); }
+
+extern "C" __global__ void kernel_a(float* y, const float* x, int n) {
+  __shared__ float tile[128];
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  tile[threadIdx.x] = i < n ? x[i] : 0.f;
+  __syncthreads();
+  if (i < n) y[i] = helper(tile[threadIdx.x]) * coef[0];
+}
+
+extern "C" __global__ void kernel_b(float* y, int n) {
+  __shared__ float acc[64];
+  int t = threadIdx.x % 64;
+  acc[t] = 0.f;
+  for (int k = 0; k < n; ++k) acc[t] += coef[k & 3] * k * B_SCALE;
+#ifdef B_CALLS_HELPER
+  acc[t] = helper(acc[t]);
+#endif
+  y[threadIdx.x] = acc[t];
+}
+"""
+
+_CUBIN_IDENTITY = (".text.", ".nv.info.", ".nv.constant", ".nv.global.init", ".nv.shared.", ".rela.text.")
+
+
+def _whole_hash_before_entries(path: Path) -> str:
+    """The whole-cubin code hash exactly as inspect_elf computed it before it could inspect one kernel."""
+    data = path.read_bytes()
+    h = hashlib.sha256()
+    for name, typ, off, size, _ in sorted(_sections(data)):
+        if name.startswith(_CUBIN_IDENTITY):
+            body = data[off:off + size] if typ != 8 else b""
+            h.update(name.encode() + b"\0" + struct.pack("<QQ", size, len(body)) + body)
+    return h.hexdigest()
+
+
+def _cubin(tmp_path: Path, name: str, *flags: str) -> Path:
+    src = tmp_path / "two.cu"
+    src.write_text(TWO_KERNELS)
+    out = tmp_path / f"{name}.cubin"
+    res = run_tool([find_tool("nvcc"), "-arch=sm_90", "-cubin", *flags, str(src), "-o", str(out)], 300)
+    assert res.returncode == 0, res.tail()
+    return out
+
+
+@needs_nvcc
+@pytest.mark.parametrize("rdc", [[], ["-rdc=true"]], ids=["whole-program", "rdc"])
+@pytest.mark.parametrize("change", [["-DB_SCALE=3"], ["-DB_CALLS_HELPER"]], ids=["b-constant", "b-calls-helper"])
+def test_per_entry_hash_follows_only_its_own_kernel(tmp_path, rdc, change):
+    # b-calls-helper gives kernel_b a clone of helper: new symbols renumber the table kernel_a's info refers to
+    base, other = _cubin(tmp_path, "base", *rdc), _cubin(tmp_path, "other", *rdc, *change)
+    assert inspect_elf(base).code_hash != inspect_elf(other).code_hash
+    assert inspect_elf(base, entry="kernel_a").code_hash == inspect_elf(other, entry="kernel_a").code_hash
+    assert inspect_elf(base, entry="kernel_b").code_hash != inspect_elf(other, entry="kernel_b").code_hash
+
+
+@needs_nvcc
+def test_per_entry_sections_and_counts(tmp_path):
+    path = _cubin(tmp_path, "base")
+    whole, a, b = inspect_elf(path), inspect_elf(path, entry="kernel_a"), inspect_elf(path, entry="kernel_b")
+    for info, me, other in ((a, "kernel_a", "kernel_b"), (b, "kernel_b", "kernel_a")):
+        assert {f".text.{me}", f".nv.info.{me}", f".nv.shared.{me}", f".nv.constant0.{me}"} <= set(info.sections)
+        assert not [s for s in info.sections if s.endswith(other)]
+        assert ".nv.info" in info.sections  # the file-wide info (registers ...), less the other kernel's records
+        assert any(re.fullmatch(r"\.nv\.constant\d+", s) for s in info.sections)  # the bank holding `coef`
+        assert info.text_bytes == info.sections[f".text.{me}"] and info.file_bytes == whole.file_bytes
+    # without -rdc, helper is cloned into each kernel's own .text: the kernels' counts add up to the whole
+    assert 0 < a.sass_instructions < whole.sass_instructions
+    assert a.sass_instructions + b.sass_instructions == whole.sass_instructions
+    assert a.padding_instructions + b.padding_instructions == whole.padding_instructions
+
+
+@needs_nvcc
+def test_per_entry_takes_in_device_functions_compiled_on_their_own(tmp_path):
+    path = _cubin(tmp_path, "rdc", "-rdc=true")
+    whole, a, b = inspect_elf(path), inspect_elf(path, entry="kernel_a"), inspect_elf(path, entry="kernel_b")
+    shared = [s for s in whole.sections if s.startswith(".text.") and s not in (".text.kernel_a", ".text.kernel_b")]
+    assert ".text._Z6helperf" in shared  # the __noinline__ function, a section of its own with -rdc
+    assert all(s in a.sections and s in b.sections for s in shared)
+    assert a.sass_instructions <= whole.sass_instructions and b.sass_instructions <= whole.sass_instructions
+    assert a.text_bytes + b.text_bytes - sum(whole.sections[s] for s in shared) == whole.text_bytes
+
+
+@needs_nvcc
+def test_whole_cubin_hash_is_as_before_per_entry_inspection(tmp_path):
+    for path in (_cubin(tmp_path, "base"), _cubin(tmp_path, "rdc", "-rdc=true")):
+        assert inspect_elf(path).code_hash == _whole_hash_before_entries(path)
+        assert inspect_elf(path, kind="cubin", entry=None) == inspect_elf(path)
+
+
+# a hand-made ELF64 "cubin": the per-entry rules without nvcc
+
+_STO_ENTRY, _FUNC_GLOBAL, _FUNC_LOCAL = 0x10, 0x12, 0x02
+
+
+def _regcount(sym: int, regs: int) -> bytes:
+    return struct.pack("<BBHII", 4, 0x2F, 8, sym, regs)  # EIFMT_SVAL, EIATTR_REGCOUNT, (symbol, value)
+
+
+def _tiny_cubin(path: Path, b_code: bytes = b"\x22", b_regs: int = 20, a_regs: int = 10,
+                extra_local: bool = False) -> Path:
+    """.text/.nv.info of kernels A and B and of a device function `helper`, a global .nv.info keyed by symbol."""
+    symbols = [("", 0, 0, "")]  # name, st_info, st_other, section
+    if extra_local:  # a clone inside B's code, listed before A: every later symbol index moves
+        symbols.append(("$B$helper", _FUNC_LOCAL, 0, ".text.B"))
+    symbols += [("A", _FUNC_GLOBAL, _STO_ENTRY, ".text.A"), ("B", _FUNC_GLOBAL, _STO_ENTRY, ".text.B"),
+                ("helper", _FUNC_GLOBAL, 0, ".text.helper")]
+    index = {s[0]: i for i, s in enumerate(symbols)}
+    user = [(".text.A", 1, b"\x11" * 32), (".text.B", 1, b_code * 48), (".text.helper", 1, b"\x33" * 16),
+            (".nv.info.A", 0x70000000, b""), (".nv.info.B", 0x70000000, b""),
+            (".nv.info", 0x70000000, _regcount(index["A"], a_regs) + _regcount(index["B"], b_regs))]
+    names = ["", ".shstrtab", ".strtab", ".symtab"] + [u[0] for u in user]
+    shstr = b"\0".join(n.encode() for n in names) + b"\0"
+    name_off = {n: shstr.index(n.encode() + b"\0") if n else 0 for n in names}
+    strtab = b"\0" + b"".join(s[0].encode() + b"\0" for s in symbols[1:])
+    sec_index = {n: i for i, n in enumerate(names)}
+    symtab = b"".join(struct.pack("<IBBHQQ", strtab.index(s[0].encode() + b"\0") if s[0] else 0, s[1], s[2],
+                                  sec_index.get(s[3], 0), 0, 0) for s in symbols)
+    bodies = [(".shstrtab", 3, shstr, 0, 0), (".strtab", 3, strtab, 0, 0), (".symtab", 2, symtab, 2, 24)]
+    bodies += [(n, t, body, 0, 0) for n, t, body in user]
+    out, headers = bytearray(64), [bytes(64)]
+    for name, typ, body, link, entsize in bodies:
+        while len(out) % 16:
+            out.append(0)
+        headers.append(struct.pack("<IIQQQQIIQQ", name_off[name], typ, 0, 0, len(out), len(body), link, 0, 1,
+                                   entsize))
+        out += body
+    shoff = len(out)
+    out += b"".join(headers)
+    out[:64] = (b"\x7fELF" + bytes([2, 1, 1]) + bytes(9) + struct.pack("<HHIQQQIHHHHHH", 2, 190, 1, 0, 0, shoff, 0,
+                                                                       64, 0, 0, 64, len(headers), 1))
+    path.write_bytes(bytes(out))
+    return path
+
+
+def test_per_entry_hash_on_a_hand_made_cubin(tmp_path):
+    base = _tiny_cubin(tmp_path / "base.cubin")
+    assert cubin_entries(base) == ["A", "B"]  # helper: a FUNC without the entry bit
+    a = inspect_elf(base, entry="A")
+    assert set(a.sections) == {".text.A", ".text.helper", ".nv.info.A", ".nv.info"}
+    assert a.text_bytes == 48 and a.sass_instructions == 3 and inspect_elf(base).text_bytes == 96
+    # B's code and registers, and the symbol numbering, change: A's hash stays
+    b_only = _tiny_cubin(tmp_path / "b.cubin", b_code=b"\x44", b_regs=40, extra_local=True)
+    assert inspect_elf(b_only, entry="A").code_hash == a.code_hash
+    assert inspect_elf(b_only, entry="B").code_hash != inspect_elf(base, entry="B").code_hash
+    # A's own register count is part of A's identity
+    assert inspect_elf(_tiny_cubin(tmp_path / "a.cubin", a_regs=12), entry="A").code_hash != a.code_hash
+
+
+def test_per_entry_errors_state_the_rule_and_the_kernels(tmp_path):
+    path = _tiny_cubin(tmp_path / "t.cubin")
+    with pytest.raises(ConfigurationError, match=r"mangled name of a kernel.*'helper'.*\['A', 'B'\].*resolve_entry"):
+        inspect_elf(path, entry="helper")
+    with pytest.raises(ConfigurationError, match="kind='cubin'"):
+        inspect_elf(path, kind="host", entry="A")

@@ -1,0 +1,222 @@
+"""Kernels of a PTX or cubin file: their entry names, readable (demangled) names, and which one a user's name means."""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import shutil
+import subprocess
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from compileiq_lab.exceptions import ConfigurationError
+from compileiq_lab.measure.binary import _is_entry, _symbols
+from compileiq_lab.toolchain.tools import find_tool, run_tool
+
+__all__ = ["cubin_entries", "demangle", "ptx_entries", "resolve_entry"]
+
+log = logging.getLogger(__name__)
+
+_DEMANGLE_TIMEOUT_S = 30.0
+#: Quoted strings (``.file 1 "a//b.cu"``), block and line comments: blanked before PTX is searched.
+_PTX_NOISE = re.compile(r'"[^"\n]*"|/\*.*?\*/|//[^\n]*', re.S)
+#: ``.entry <name>``, however the directives before it and the parameter list after it are laid out.
+_PTX_ENTRY = re.compile(r"(?<![\w.$%])\.entry\s+([A-Za-z_$%][\w$%]*)")
+_IDENT = re.compile(r"[A-Za-z_]\w*\Z")
+
+
+def ptx_entries(ptx_text: str) -> list[str]:
+    """The kernels (``.entry`` directives) a PTX file declares, as written there (mangled unless ``extern "C"``).
+
+    Handles ``.visible .entry name(`` and ``.entry name (`` with the parameters on the same or following
+    lines; ``.func`` device functions and anything inside comments are not kernels.
+    """
+    text = _PTX_NOISE.sub(lambda m: '""' if m.group().startswith('"') else " ", ptx_text)
+    return list(dict.fromkeys(m.group(1) for m in _PTX_ENTRY.finditer(text)))
+
+
+def cubin_entries(path: str | Path) -> list[str]:
+    """The kernels of a cubin, from its ELF symbol table: FUNC symbols with ``STO_CUDA_ENTRY`` in ``st_other``.
+
+    The ``.nv.info.<name>`` sections are not used: with ``-rdc`` a device function compiled on its own has one
+    too. Names are mangled as in the symbol table, in its order.
+
+    Raises:
+        ValueError: If the file is not ELF.
+    """
+    return list(dict.fromkeys(s.name for s in _symbols(Path(path).read_bytes()) if _is_entry(s)))
+
+
+def _demanglers() -> list[str]:
+    """The demanglers to try, best first: cu++filt (PATH, then beside nvcc), then c++filt."""
+    tools = []
+    cu = shutil.which("cu++filt")
+    if cu is None:
+        try:
+            nvcc: Path | None = Path(find_tool("nvcc"))
+        except ConfigurationError:
+            nvcc = None
+        for folder in dict.fromkeys((nvcc.parent, nvcc.resolve().parent) if nvcc else ()):
+            candidate = folder / "cu++filt"
+            if candidate.is_file() and os.access(candidate, os.X_OK):
+                cu = str(candidate)
+                break
+    if cu is not None:
+        tools.append(cu)
+    cxx = shutil.which("c++filt")
+    if cxx is not None:
+        tools.append(cxx)
+    return tools
+
+
+def demangle(names: Iterable[str]) -> dict[str, str]:
+    """Readable names of mangled symbols (``_Z...``), by name; others, and everything when no demangler works,
+    map to themselves.
+
+    One call of cu++filt (from the CUDA toolkit, found on PATH or beside nvcc), else of c++filt, for all names.
+    Never raises: a missing, failing or misbehaving demangler leaves the names as they are.
+    """
+    out = {n: n for n in names}
+    mangled = [n for n in out if n.startswith("_Z")]
+    if not mangled:
+        return out
+    for tool in _demanglers():
+        try:
+            res = run_tool([tool, *mangled], _DEMANGLE_TIMEOUT_S)
+        except (OSError, ValueError, subprocess.SubprocessError) as exc:
+            log.debug("demangler %s could not run: %s", tool, exc)
+            continue
+        lines = res.stdout.splitlines()
+        if res.returncode == 0 and len(lines) == len(mangled):
+            out.update((n, line.strip() or n) for n, line in zip(mangled, lines))
+            return out
+        log.debug("demangler %s gave %d lines for %d names (exit %s); trying the next", tool, len(lines),
+                  len(mangled), res.returncode)
+    return out
+
+
+def _source_name(mangled: str) -> str | None:
+    """The unqualified name of the function an Itanium-mangled symbol names (``kern`` in ``_Z4kernPf``, in
+    ``_Z4kernIfEvPT_`` and in ``_ZN2ns4kernEPfi``), or None when the symbol does not have that form."""
+    if not mangled.startswith("_Z"):
+        return None
+    i = 3 if mangled.startswith("_ZL") else 2
+    nested = mangled.startswith("N", i)
+    if nested:
+        i += 1
+        while i < len(mangled) and mangled[i] in "rVKRO":  # cv- and ref-qualifiers
+            i += 1
+    last = None
+    while i < len(mangled):
+        if mangled.startswith("St", i) or mangled[i] == "L":  # std::, internal linkage of a component
+            i += 2 if mangled[i] == "S" else 1
+            continue
+        length = re.match(r"\d+", mangled[i:])
+        if length is None:
+            break
+        start = i + len(length.group())
+        last, i = mangled[start:start + int(length.group())], start + int(length.group())
+        while (tag := re.match(r"B(\d+)", mangled[i:])) is not None:  # ABI tags: B5cxx11
+            i += len(tag.group()) + int(tag.group(1))
+        if not nested:
+            break
+    if nested and not (i < len(mangled) and mangled[i] in "IE"):
+        return None
+    return last or None
+
+
+def _top_level(text: str, sep: str) -> list[str]:
+    """``text`` split at ``sep`` outside ``<>``, ``()`` and ``[]``."""
+    parts, depth, start, i = [], 0, 0, 0
+    while i < len(text):
+        c = text[i]
+        if c in "<([":
+            depth += 1
+        elif c in ">)]":
+            depth -= 1
+        elif depth == 0 and text.startswith(sep, i):
+            parts.append(text[start:i])
+            start = i = i + len(sep)
+            continue
+        i += 1
+    return parts + [text[start:]]
+
+
+def _strip_templates(name: str) -> str:
+    """``ns::kern<float, 4>`` -> ``ns::kern``: template argument lists removed."""
+    out, depth = [], 0
+    for c in name:
+        depth += c == "<"
+        if depth == 0:
+            out.append(c)
+        depth -= c == ">" and depth > 0
+    return "".join(out)
+
+
+def _squash(text: str) -> str:
+    return "".join(text.split())
+
+
+def _spellings(readable: str) -> set[str]:
+    """The ways a user may write a demangled kernel name, whitespace removed: the full signature, without its
+    return type, the qualified name with and without template arguments, and its last component."""
+    forms = {readable}
+    params = ""
+    if readable.endswith(")"):
+        depth = 0
+        for i in range(len(readable) - 1, -1, -1):
+            depth += {")": 1, "(": -1}.get(readable[i], 0)
+            if depth == 0:
+                readable, params = readable[:i], readable[i:]
+                break
+    qualified = _top_level(readable.strip(), " ")[-1]
+    bare = _strip_templates(qualified)
+    forms |= {qualified + params, qualified, bare, _top_level(qualified, "::")[-1], _top_level(bare, "::")[-1]}
+    return {_squash(f) for f in forms if f}
+
+
+def _listing(kernels: Sequence[str], readable: dict[str, str]) -> str:
+    return "; ".join(f"{readable[k]} ({k})" if readable[k] != k else k for k in kernels)
+
+
+def resolve_entry(name: str, entries: Sequence[str], where: str = "") -> str:
+    """The mangled entry (one of ``entries``) that a user's kernel name means.
+
+    An exact match (a mangled symbol, or the name of an ``extern "C"`` kernel) wins; else a plain C++ name
+    matches the kernels whose Itanium source name it is (``kern`` matches ``_Z4kernPf``, the instantiations
+    ``_Z4kernIfEvPT_`` and ``_ZN2ns4kernEPfi``), and a demangled spelling (``ns::kern``, ``reduce6<float, 256>``,
+    a full signature) the kernels whose demangled name reads so (whitespace ignored).
+
+    Args:
+        name: The entry as the user wrote it.
+        entries: The kernels of the module (``ptx_entries`` or ``cubin_entries``).
+        where: The module's name, for messages.
+
+    Raises:
+        ConfigurationError: No kernel matches (the message lists them all, demangled with the mangled name in
+            parentheses), or several do (overloads, template instantiations: the message lists them).
+    """
+    kernels = list(dict.fromkeys(entries))
+    if name in kernels:
+        return name
+    who = f"{where}: entry" if where else "entry"
+    plain = _IDENT.fullmatch(name) is not None
+    matches = [k for k in kernels if plain and _source_name(k) == name]
+    if len(matches) == 1:
+        return matches[0]
+    readable = demangle(kernels)
+    want = _squash(name)
+    matches += [k for k in kernels if k not in matches and want in _spellings(readable[k])]
+    if len(matches) == 1:
+        return matches[0]
+    if not matches:
+        found = (f"the kernels are: {_listing(kernels, readable)}" if kernels
+                 else "the module holds no kernel (no __global__ function, no PTX .entry)")
+        raise ConfigurationError(
+            f"{who}: `the entry names a kernel of the module (its C++ name, demangled signature or mangled symbol)` "
+            f"must hold, but got {name!r}, and {found}. Pass one of these names (the mangled one always works).")
+    raise ConfigurationError(
+        f"{who}: `the entry names exactly one kernel` must hold, but got {name!r}, which names {len(matches)} "
+        f"(overloads or template instantiations): {_listing(matches, readable)}. Pass one of the mangled names, "
+        f"or the full demangled signature (e.g. {readable[matches[0]]!r}).")

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from compileiq_lab.acf.format import ACF
+from compileiq_lab.acf.format import ACF, NO_BUILD
+from compileiq_lab.acf.shape import _rel_path_ok
 from compileiq_lab.exceptions import ConfigurationError
 from compileiq_lab.measure.evaluator import config_argv
 from compileiq_lab.store.header import KernelMeta, Validation
@@ -16,7 +19,39 @@ if TYPE_CHECKING:
     from compileiq_lab.store.results import Results
     from compileiq_lab.store.sqlite import EvalRecord
 
-__all__ = ["full_controls", "point_acf"]
+__all__ = ["build_section", "effective_params", "full_controls", "point_acf"]
+
+
+def effective_params(rec: EvalRecord) -> dict[str, Any]:
+    """A point's controls without those the compiler said it ignored (what the point really was)."""
+    eff = rec.detail.get("effective_params") if isinstance(rec.detail, Mapping) else None
+    return dict(eff) if isinstance(eff, Mapping) else dict(rec.params)
+
+
+def _relative(path: Path, root: Path) -> str | None:
+    text = Path(os.path.relpath(path, root)).as_posix()
+    return text if _rel_path_ok(text) else None
+
+
+def build_section(kernel: KernelSpec, bundled: bool) -> dict[str, Any]:
+    """The ACF's build section of a kernel: its source relative to the working folder (None for a bundled kernel
+    or one too far away: verify then needs --kernel), its entry, include directories relative to the source's
+    folder, fixed defines and extra arguments.
+
+    Raises:
+        ConfigurationError: An include directory more than 8 levels above the kernel source's folder.
+    """
+    where = kernel.source_path.parent
+    dirs = []
+    for d in kernel.build.include_dirs:
+        rel = _relative(d, where)
+        if rel is None:
+            raise ConfigurationError(f"an ACF records include directories relative to the kernel source's folder "
+                                     f"(at most 8 levels up), but {d} is not; keep the headers in the kernel's project")
+        dirs.append(rel)
+    ref = kernel.source_path if kernel.spec_file is None else kernel.folder
+    return {**NO_BUILD, "source": None if bundled else _relative(ref, Path.cwd()), "entry": kernel.entry,
+            "include_dirs": dirs, "defines": dict(kernel.build.defines), "args": list(kernel.build.args)}
 
 
 def full_controls(kernel: KernelSpec, params: Mapping[str, Any]) -> dict[str, Any]:
@@ -40,7 +75,8 @@ def _summary(validation: Validation, row: dict[str, Any], gpu: str | None) -> di
 
 
 def point_acf(results: Results, rec: EvalRecord, kernel: KernelSpec, catalog: Catalog,
-              meta: KernelMeta | Mapping[str, Any] | None = None, validation: Validation | None = None) -> ACF:
+              meta: KernelMeta | Mapping[str, Any] | None = None, validation: Validation | None = None,
+              controls: Mapping[str, Any] | None = None, dropped: Mapping[str, str] | None = None) -> ACF:
     """The ACF of one evaluated point of a kernel run, with its re-measured speedup where the run has one.
 
     Args:
@@ -50,6 +86,9 @@ def point_acf(results: Results, rec: EvalRecord, kernel: KernelSpec, catalog: Ca
         catalog: The catalog its controls come from.
         meta: The run's kernel facts (default: its header's).
         validation: A re-measurement (default: the run's latest one).
+        controls: The controls to write (default: the point's, without those the compiler ignored), e.g. a
+            minimal set (``compileiq_lab.kernels.minimal_controls``) with ``dropped`` saying what was left out.
+        dropped: {control: why} of controls left out.
 
     Raises:
         ConfigurationError: The run records no kernel facts, or the point breaks a rule of the format.
@@ -60,7 +99,10 @@ def point_acf(results: Results, rec: EvalRecord, kernel: KernelSpec, catalog: Ca
         raise ConfigurationError("an ACF needs the kernel facts of the run (kernel, catalog, objectives), but its "
                                  "header has none; pass meta=kernel_run.metadata()")
     base = results.baseline_record
-    controls = full_controls(kernel, rec.params)
+    ignored = rec.detail.get("ignored_controls", {}) if isinstance(rec.detail, Mapping) else {}
+    why = {k: f"ignored by the compiler: {v}" for k, v in (ignored if isinstance(ignored, Mapping) else {}).items()}
+    why.update(dropped or {})
+    controls = full_controls(kernel, controls if controls is not None else effective_params(rec))
     validation = validation if validation is not None else results.validation
     row = validation.row(rec.eval_id) if validation is not None else None
     gpu = (facts.gpu or {}).get("name")
@@ -78,4 +120,5 @@ def point_acf(results: Results, rec: EvalRecord, kernel: KernelSpec, catalog: Ca
                   for i, n in enumerate(facts.objectives)},
         arch=facts.arch, toolchain=facts.toolchain, code_hash=rec.detail.get("code_hash"),
         run={"store": results.store_path, "eval_id": rec.eval_id, "seed": results.header.config.get("seed")},
-        ci=ci, validation=summary, gpu=gpu)
+        ci=ci, validation=summary, gpu=gpu, build=build_section(kernel, "kernel_path" not in facts.extra),
+        dropped={k: v for k, v in why.items() if k not in controls})

@@ -14,11 +14,25 @@ from typing import Any
 
 from compileiq_lab.acf.argcheck import acf_error as _fail
 from compileiq_lab.acf.argcheck import check_argument as _check_token
-from compileiq_lab.acf.shape import _CUDA, _FIELDS, _OPTIONAL, _RUN_KEYS, ACF_FORMAT, COMPILERS, check_shape
+from compileiq_lab.acf.shape import (
+    _CUDA,
+    _FIELDS,
+    _OPTIONAL,
+    _RUN_KEYS,
+    _V2,
+    ACF_FORMAT,
+    ACF_FORMATS,
+    COMPILERS,
+    check_shape,
+)
 from compileiq_lab.exceptions import ConfigurationError
 from compileiq_lab.space.catalogs import get_catalog
+from compileiq_lab.toolchain.context import BuildContext
 
-__all__ = ["ACF", "ACF_FORMAT", "COMPILERS", "SCHEMA_PATH", "load_acf"]
+__all__ = ["ACF", "ACF_FORMAT", "ACF_FORMATS", "COMPILERS", "NO_BUILD", "SCHEMA_PATH", "load_acf"]
+
+#: The build section of a point that needs no build context (and of a version-1 document).
+NO_BUILD: dict[str, Any] = {"source": None, "entry": None, "include_dirs": [], "defines": {}, "args": []}
 
 #: The JSON Schema (draft 2020-12) of the document; documentation and contract, checked by hand here.
 SCHEMA_PATH = Path(__file__).with_name("schema.json")
@@ -44,7 +58,13 @@ class ACF:
         run: Where it came from: {"store", "run_id", "eval_id", "seed"}.
         created: ISO-8601 creation time.
         host: {"platform": ..., "gpu": ...}.
-        format: Always ACF_FORMAT.
+        format: ACF_FORMAT when written; a read document keeps its version (ACF_FORMATS).
+        build: The fixed build context (version 2): source (the kernel file relative to the folder the ACF was
+            exported from, or null for a bundled kernel), entry (the tuned kernel of a multi-kernel file, or
+            null), include_dirs (relative to the kernel source's folder), defines {NAME: VALUE} and extra
+            args; none of it searched. Read from version 1: no context.
+        dropped: Controls of the tuned point left out of ``controls`` because they had no effect (the compiler
+            ignored them, or the code was identical without them): {control: why} (version 2).
         validation: None, or the interleaved re-measurement of this point against the baseline:
             speedup with its CI (low, high, confidence, method, rounds), noise_floor (how far an A/A
             measurement of the baseline with itself strayed from 1), win (the CI lies above 1 + noise_floor),
@@ -68,13 +88,16 @@ class ACF:
     host: dict[str, str | None]
     format: str = ACF_FORMAT
     validation: dict[str, Any] | None = None
+    build: dict[str, Any] = dataclasses.field(default_factory=lambda: json.loads(json.dumps(NO_BUILD)))
+    dropped: dict[str, str] = dataclasses.field(default_factory=dict)
 
     @classmethod
     def from_choice(cls, *, compiler: str, controls: Mapping[str, Any], argv: Mapping[str, Any],
                     objectives: Mapping[str, Any], baseline: Mapping[str, Any], kernel: str, source_sha256: str,
                     arch: str | None, toolchain: Mapping[str, str], code_hash: str | None = None,
                     run: Mapping[str, Any] | None = None, ci: Mapping[str, Any] | None = None,
-                    validation: Mapping[str, Any] | None = None, gpu: str | None = None) -> ACF:
+                    validation: Mapping[str, Any] | None = None, gpu: str | None = None,
+                    build: Mapping[str, Any] | None = None, dropped: Mapping[str, str] | None = None) -> ACF:
         """Build and validate an ACF for one evaluated point (created = now, host = this machine).
 
         Raises:
@@ -85,7 +108,8 @@ class ACF:
                "objectives": objectives, "baseline": baseline, "ci": ci or {},
                "run": {**dict.fromkeys(_RUN_KEYS), **dict(run or {})},
                "created": datetime.now(UTC).isoformat(timespec="seconds"),
-               "host": {"platform": platform.platform(), "gpu": gpu}, "validation": validation}
+               "host": {"platform": platform.platform(), "gpu": gpu}, "validation": validation,
+               "build": {**NO_BUILD, **dict(build or {})}, "dropped": dict(dropped or {})}
         try:  # plain JSON data (numpy scalars become Python numbers, tuples lists)
             doc = json.loads(json.dumps(doc, default=_plain, allow_nan=False))
         except (TypeError, ValueError, RecursionError) as exc:
@@ -94,8 +118,22 @@ class ACF:
         return _validate(doc)
 
     def to_dict(self) -> dict[str, Any]:
-        """The document as plain JSON data (a deep copy)."""
-        return dataclasses.asdict(self)
+        """The document as plain JSON data (a deep copy; a version-1 document keeps its version-1 keys)."""
+        doc = dataclasses.asdict(self)
+        if self.format == ACF_FORMATS[0]:
+            for key in _V2:
+                doc.pop(key)
+        return doc
+
+    def build_context(self, kernel_folder: str | os.PathLike[str]) -> BuildContext:
+        """The fixed build context, include directories resolved against the kernel source's folder.
+
+        Raises:
+            ConfigurationError: An include directory that does not exist there.
+        """
+        b = self.build
+        return BuildContext.make(b["include_dirs"], b["defines"], b["args"], base=Path(kernel_folder),
+                                 where="ACF build")
 
     def to_json(self) -> str:
         """The document as JSON text: indent 2, sorted keys, trailing newline."""
@@ -212,7 +250,7 @@ def _validate(doc: Any) -> ACF:
         for i, tok in enumerate(doc["argv"][stage]):
             _check_token(f"argv.{stage}[{i}]", tok)
     try:
-        acf = ACF(**json.loads(json.dumps({k: doc[k] for k in _FIELDS + _OPTIONAL if k in doc}, allow_nan=False)))
+        acf = ACF(**json.loads(json.dumps({k: doc[k] for k in _FIELDS + _OPTIONAL + _V2 if k in doc}, allow_nan=False)))
     except (TypeError, ValueError, RecursionError) as exc:
         raise _fail("document", "every value is JSON data", type(exc).__name__, f"Fix the data ({exc}).") from None
     _check_semantics(acf)

@@ -11,10 +11,12 @@ from typing import Any
 from compileiq_lab.acf.argcheck import DEFINE as _DEFINE
 from compileiq_lab.acf.argcheck import acf_error as _fail
 
-__all__ = ["ACF_FORMAT", "COMPILERS", "check_shape"]
+__all__ = ["ACF_FORMAT", "ACF_FORMATS", "COMPILERS", "check_shape"]
 
-#: The one format version this reader and writer speak.
-ACF_FORMAT = "compileiq-lab-acf/1"
+#: The format version this writer writes.
+ACF_FORMAT = "compileiq-lab-acf/2"
+#: The versions this reader reads: 1 (no build context, no dropped controls) and 2.
+ACF_FORMATS = ("compileiq-lab-acf/1", ACF_FORMAT)
 #: Catalog names an ACF may record.
 COMPILERS = ("nvcc", "ptxas", "nvrtc", "gcc", "clang")
 
@@ -23,6 +25,11 @@ _FIELDS = ("format", "compiler", "toolchain", "arch", "kernel", "source_sha256",
            "objectives", "baseline", "ci", "code_hash", "run", "created", "host")
 #: Optional fields (absent = null).
 _OPTIONAL = ("validation",)
+#: Fields of version 2 (required there, absent in version 1).
+_V2 = ("build", "dropped")
+_BUILD_KEYS = ("source", "entry", "include_dirs", "defines", "args")
+_PART = re.compile(r"[A-Za-z0-9_.+-]{1,255}\Z")
+_ENTRY = re.compile(r"[A-Za-z0-9_$.:<>,()*& ~\[\]-]{1,1024}\Z")
 #: validation: key -> (check, rule)
 _VALIDATION: dict[str, tuple[Callable[[Any], bool], str]] = {
     "speedup": (lambda v: _is_num(v) and v > 0, "a positive number"),
@@ -71,20 +78,26 @@ def check_shape(doc: Any) -> None:
     _check_validation(doc.get("validation"))
     _check_controls_shape(doc["controls"])
     _check_argv_shape(doc["compiler"], doc["argv"])
+    if doc["format"] != ACF_FORMATS[0]:
+        _check_build(doc["build"])
+        _check_map("dropped", doc["dropped"], lambda v: isinstance(v, str) and len(v) <= 500,
+                   "values say why the control was dropped (a string)", "Write {control: reason}.")
 
 
 def _check_top(doc: Any) -> None:
     if not isinstance(doc, Mapping):
         raise _fail("document", "it is a JSON object", type(doc).__name__, "Write an ACF as exported by compileiq-lab.")
     fmt = doc.get("format")
-    if fmt != ACF_FORMAT:
-        raise _fail("format", f"format is the supported version {ACF_FORMAT!r}", fmt,
+    if fmt not in ACF_FORMATS:
+        raise _fail("format", f"format is a supported version {list(ACF_FORMATS)}", fmt,
                     "This reader does not know that version; export the ACF again with this compileiq-lab.")
-    missing = [k for k in _FIELDS if k not in doc]
-    extra = sorted(str(k) for k in doc if k not in _FIELDS + _OPTIONAL)
+    fields = _FIELDS + (() if fmt == ACF_FORMATS[0] else _V2)
+    missing = [k for k in fields if k not in doc]
+    extra = sorted(str(k) for k in doc if k not in fields + _OPTIONAL)
     if missing or extra:
-        raise _fail("document", f"the keys are exactly {list(_FIELDS)} (and optionally {list(_OPTIONAL)})",
-                    f"missing {missing}, extra {extra}", "Add the missing keys and remove the extra ones.")
+        raise _fail("document", f"the keys of a {fmt} document are exactly {list(fields)} (and optionally "
+                    f"{list(_OPTIONAL)})", f"missing {missing}, extra {extra}",
+                    "Add the missing keys and remove the extra ones.")
 
 
 def _check_scalars(doc: Mapping[str, Any]) -> None:
@@ -194,3 +207,51 @@ def _check_argv_shape(compiler: str, argv: Any) -> None:
         toks = argv[stage]
         if not isinstance(toks, list) or not all(isinstance(t, str) for t in toks):
             raise _fail(f"argv.{stage}", "it is a list of strings", toks, "Write one argument per string.")
+
+
+def _rel_path_ok(text: Any) -> bool:
+    """A relative POSIX path: "." or up to 8 leading "..", then plain names (no "." or ".." among them)."""
+    if not isinstance(text, str) or not text or len(text) > 1024 or text.startswith("/"):
+        return False
+    if text == ".":
+        return True
+    parts = text.split("/")
+    ups = next((i for i, p in enumerate(parts) if p != ".."), len(parts))
+    rest = parts[ups:]
+    return ups <= 8 and all(_PART.match(p) and p not in (".", "..") for p in rest)
+
+
+def _check_build(build: Any) -> None:
+    """The fixed build context: the source and include folders relative to the kernel's folder (never absolute,
+    never outside its project by more than 8 levels), defines as NAME=VALUE, extra arguments from the allow-list."""
+    from compileiq_lab.acf.argcheck import check_argument
+    from compileiq_lab.toolchain.context import check_extra_arg, parse_define
+
+    if not isinstance(build, Mapping) or sorted(map(str, build)) != sorted(_BUILD_KEYS):
+        raise _fail("build", f"build is an object with exactly the keys {list(_BUILD_KEYS)}",
+                    sorted(map(str, build)) if isinstance(build, Mapping) else build, "Export the ACF again.")
+    source, entry = build["source"], build["entry"]
+    if source is not None and not _rel_path_ok(source):
+        raise _fail("build.source", "source is null or a relative path (letters, digits, _.+-, at most 8 leading ../)",
+                    source, "Write the kernel file's path relative to the folder the ACF is used from.")
+    if entry is not None and not (isinstance(entry, str) and _ENTRY.match(entry)):
+        raise _fail("build.entry", "entry is null or a kernel name (mangled or demangled, no quotes or ;|$`\\)",
+                    entry, "Write the kernel's name as the run recorded it.")
+    dirs = build["include_dirs"]
+    if not isinstance(dirs, list) or len(dirs) > 64:
+        raise _fail("build.include_dirs", "include_dirs is a list of at most 64 paths", dirs, "Export the ACF again.")
+    for i, d in enumerate(dirs):
+        if not _rel_path_ok(d):
+            raise _fail(f"build.include_dirs[{i}]", "include directories are relative to the kernel's folder (no "
+                        "absolute paths, at most 8 leading ../, letters, digits, _.+-)", d,
+                        "Write the folder relative to the kernel source's folder.")
+    _check_map("build.defines", build["defines"], lambda v: isinstance(v, str), "values are strings",
+               "Write {NAME: VALUE}.")
+    for name, value in build["defines"].items():
+        parse_define(f"{name}={value}", f"ACF build.defines.{name}")
+    args = build["args"]
+    if not isinstance(args, list) or len(args) > 64:
+        raise _fail("build.args", "args is a list of at most 64 arguments", args, "Export the ACF again.")
+    for i, a in enumerate(args):
+        check_argument(f"build.args[{i}]", a)
+        check_extra_arg(a, f"ACF build.args[{i}]")

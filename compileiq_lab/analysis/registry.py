@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 from dataclasses import dataclass
@@ -16,7 +17,7 @@ from compileiq_lab.store.sqlite import DEFAULT_DIR
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["RunInfo", "compare_fronts", "find_runs", "warm_start_configs"]
+__all__ = ["RunInfo", "build_key", "compare_fronts", "find_runs", "warm_start_configs"]
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +36,8 @@ class RunInfo:
     evaluations: int
     status: str
     created_at: float
+    entry: str | None = None
+    build: str = ""
 
 
 def find_runs(directory: str | os.PathLike[str] = DEFAULT_DIR, kernel: str | None = None,
@@ -55,21 +58,32 @@ def find_runs(directory: str | os.PathLike[str] = DEFAULT_DIR, kernel: str | Non
         if meta is None or (kernel and meta.kernel != kernel) or (arch and meta.arch != arch):
             continue
         found.append(RunInfo(str(path), meta.kernel, meta.arch, meta.catalog, meta.objectives, dict(meta.toolchain),
-                             meta.source_sha256, len(res), res.status, float(res.header.created_at)))
+                             meta.source_sha256, len(res), res.status, float(res.header.created_at),
+                             meta.extra.get("entry"), build_key(meta.extra.get("build"))))
     return sorted(found, key=lambda r: r.created_at, reverse=True)
 
 
+def build_key(build: Any) -> str:
+    """A stable text of a run header's build context (``extra["build"]``), "" for none."""
+    if not isinstance(build, dict) or not any(build.values()):
+        return ""
+    return json.dumps(build, sort_keys=True)
+
+
 def warm_start_configs(kernel: str, arch: str | None, catalog: str, directory: str | os.PathLike[str] = DEFAULT_DIR,
-                       limit: int = 16, source_sha256: str | None = None) -> tuple[list[dict[str, Any]], list[str]]:
-    """Configs to open a new run with: the fronts of earlier runs of ``kernel`` with the same catalog,
-    runs on the same architecture first, then other architectures (their front is a good start on a
-    new one), newest first; runs of another source version come last.
+                       limit: int = 16, source_sha256: str | None = None, entry: str | None = None,
+                       build: dict[str, Any] | None = None) -> tuple[list[dict[str, Any]], list[str]]:
+    """Configs to open a new run with: the fronts of earlier runs of ``kernel`` with the same catalog, entry
+    and build context (and, when ``source_sha256`` is given, the same source: another kernel of a file, or
+    another version of it, is another problem), runs on the same architecture first, then other
+    architectures (their front is a good start on a new one), newest first.
 
     Returns:
         (configs, store paths they came from); both empty when there is no earlier run.
     """
-    runs = [r for r in find_runs(directory, kernel) if r.catalog == catalog]
-    runs.sort(key=lambda r: (r.arch != arch, source_sha256 is not None and r.source_sha256 != source_sha256))
+    runs = [r for r in find_runs(directory, kernel) if r.catalog == catalog and r.entry == entry
+            and r.build == build_key(build) and (source_sha256 is None or r.source_sha256 == source_sha256)]
+    runs.sort(key=lambda r: r.arch != arch)
     configs: list[dict[str, Any]] = []
     seen, used = set(), []
     for info in runs:

@@ -81,7 +81,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit code."""
     from compileiq_lab.exceptions import CompileIQLabError
 
-    args = _parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    extra: list[str] = []
+    if "--" in argv:  # tune FILE ... -- fixed compiler arguments
+        cut = argv.index("--")
+        argv, extra = argv[:cut], argv[cut + 1:]
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if extra and args.command != "tune":
+        parser.error(f"arguments after -- are fixed compiler arguments of `tune`, not of `{args.command}`: {extra}")
+    args.extra = extra
     # SIGTERM ends a run like Ctrl-C: compiler and kernel process groups are killed, rows kept
     signal.signal(signal.SIGTERM, _terminate)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,

@@ -9,8 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from compileiq_lab.acf import load_acf
-from compileiq_lab.acf.export import point_acf
+from compileiq_lab.acf.format import ACF_FORMATS
 from compileiq_lab.analysis.validation import validate
+from compileiq_lab.cli.options import add_pick_arguments, export_point
 from compileiq_lab.exceptions import ConfigurationError
 from compileiq_lab.kernels import KernelRun
 from compileiq_lab.store import Validation, load_results
@@ -36,17 +37,23 @@ def add_run_parsers(sub: Any) -> None:
              "compileiq-lab export run.db --eval-id 42 -o best.acf")
     e.add_argument("store")
     e.add_argument("--eval-id", type=int, default=None,
-                   help="the point (default: the best on the first objective; of identical points the one with "
-                        "the fewest controls set, then the earliest, as tune --export picks)")
+                   help="the point (default: the one --pick picks; of identical points the one with the fewest "
+                        "controls set, then the earliest, as tune --export picks)")
     e.add_argument("-o", "--output", required=True, help="the .acf file to write")
+    add_pick_arguments(e)
     f = _sub(sub, "flags", "print the compiler arguments an ACF holds", "compileiq-lab flags best.acf --stage nvcc")
     f.add_argument("acf")
     f.add_argument("--stage", default=None, help="nvcc (default for CUDA), ptxas, nvrtc, c (default for C)")
     f.add_argument("--options-file", action="store_true", help="one argument per line, for nvcc --options-file")
+    f.add_argument("--with-build", action="store_true",
+                   help="also print the fixed build context (-I relative to the kernel source's folder, -D, extra "
+                        "arguments) before the tuned arguments")
     v = _sub(sub, "verify", "recompile a kernel with an ACF's controls and compare the machine-code hash",
              "compileiq-lab verify best.acf")
     v.add_argument("acf")
-    v.add_argument("--kernel", default=None, help="kernel name or folder (default: the one the ACF names)")
+    v.add_argument("--kernel", default=None, help="kernel name, folder or .cu/.c file (default: the ACF's build.source "
+                                                  "or its bundled kernel)")
+    v.add_argument("--full-nvcc", action="store_true", help="rebuild with one nvcc call instead of nvcc -ptx + ptxas")
     v.add_argument("--ignore-changes", action="store_true",
                    help="compare the machine code even where the kernel source or the installed toolchain differs "
                         "from the recorded one (warns instead of failing)")
@@ -110,17 +117,17 @@ def _show(args: argparse.Namespace) -> int:
 def _export(args: argparse.Namespace) -> int:
     res = load_results(args.store)
     run = KernelRun.from_header(res.header, measure=False)
-    if args.eval_id is None:
-        rec = res.best_record(0)  # the same point tune --export and the report pick
-    else:
+    rec = None
+    if args.eval_id is not None:
         rec = res.record(args.eval_id)
-    if rec is None or rec.status != "ok":
-        raise ConfigurationError(f"--eval-id must name a successful evaluation of {args.store}, but got "
-                                 f"{args.eval_id!r} ({rec.status if rec else 'no such evaluation'}); "
-                                 "see `compileiq-lab show` for the ids")
-    point_acf(res, rec, run.kernel, run.catalog).write(args.output)
-    print(f"wrote eval {rec.eval_id} of {args.store} to {args.output}")
-    return 0
+        if rec is None or rec.status != "ok":
+            raise ConfigurationError(f"--eval-id must name a successful evaluation of {args.store}, but got "
+                                     f"{args.eval_id!r} ({rec.status if rec else 'no such evaluation'}); "
+                                     "see `compileiq-lab show` for the ids")
+    code = export_point(args, args.output, res, run, rec=rec)
+    if code == 0:
+        print(f"wrote {args.output} from {args.store}")
+    return code
 
 
 def print_validation(v: Validation) -> None:
@@ -159,6 +166,14 @@ def _flags(args: argparse.Namespace) -> int:
     stage = args.stage or ("c" if acf.compiler in ("gcc", "clang") else "nvrtc" if acf.compiler == "nvrtc"
                            else "nvcc")
     argv = acf.args(stage)
+    build = _build_argv(acf)
+    if build and args.with_build:
+        argv = [*build, *argv] if stage != "ptxas" else argv
+    elif build:
+        print(f"note: the point was tuned with the fixed build context {shlex.join(build)} (include folders relative "
+              "to the kernel source's folder; --with-build prints it in front)", file=sys.stderr)
+    if acf.dropped:
+        print(f"note: left out as having no effect: {', '.join(sorted(acf.dropped))}", file=sys.stderr)
     extra = [t for t in acf.argv.get("frontend", []) if not t.startswith("-D")]
     if stage == "ptxas" and extra:
         print(f"note: the PTX must come from `nvcc -ptx` with the front-end controls {shlex.join(extra)} "
@@ -167,9 +182,15 @@ def _flags(args: argparse.Namespace) -> int:
     return 0
 
 
+def _build_argv(acf: Any) -> list[str]:
+    b = acf.build
+    return [*(f"-I{d}" for d in b["include_dirs"]), *(f"-D{k}={v}" for k, v in b["defines"].items()), *b["args"]]
+
+
 def _verify(args: argparse.Namespace) -> int:
     acf = load_acf(Path(args.acf))
-    run = KernelRun.from_acf(acf, kernel=args.kernel, measure=False)
+    run = KernelRun.from_acf(acf, kernel=args.kernel, measure=False, two_stage=not args.full_nvcc,
+                             acf_folder=Path(args.acf).resolve().parent)
     # what makes the recorded hash comparable: the same source, built by the same compilers
     changes: list[str] = []
     source = run.kernel.source_sha256()
@@ -193,7 +214,7 @@ def _verify(args: argparse.Namespace) -> int:
         status, why = ("compile_error", conflict) if outcome is None else (outcome.status, outcome.error)
         print(f"verify: FAILED: the compile ends in {status}: {(why or '')[:400]}", file=sys.stderr)
         return 1
-    _, code_hash = run.build(acf.controls)
+    code_hash = run.evaluator.identity(outcome, whole=acf.format == ACF_FORMATS[0])  # version 1: the whole module
     if acf.code_hash is None:
         print(f"verify: UNKNOWN: the ACF records no machine-code hash; this build is {code_hash[:16]}")
         return 1

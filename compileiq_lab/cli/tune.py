@@ -9,12 +9,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from compileiq_lab.acf.export import point_acf
 from compileiq_lab.analysis.registry import warm_start_configs
 from compileiq_lab.analysis.validation import validate
+from compileiq_lab.cli.options import add_build_arguments, add_pick_arguments, build_options, export_point
 from compileiq_lab.cli.runs import print_validation
 from compileiq_lab.exceptions import ConfigurationError
-from compileiq_lab.kernels import KernelRun, active_catalog
+from compileiq_lab.kernels import CATALOGS, KernelRun, active_catalog
 from compileiq_lab.run import Search
 from compileiq_lab.run.events import EvaluationEvent, FinishedEvent, GenerationEvent, RunEvent
 from compileiq_lab.store import DEFAULT_DIR, EvalRecord, Results, Validation, load_results
@@ -32,9 +32,17 @@ def add_tune_parser(sub: Any) -> None:
                     "examples:\n  compileiq-lab tune reduction --space ptxas --objectives registers,sass_instructions\n"
                     "  compileiq-lab tune sgemm --objectives runtime,energy --export sgemm.acf   (NVIDIA GPU)\n"
                     "  compileiq-lab tune kernels/dot --objectives runtime --generations 8\n"
-                    "  compileiq-lab tune my_kernel.cu --arch sm_90 --export best.json")
+                    "  compileiq-lab tune my_kernel.cu --arch sm_90 --export best.acf\n\n"
+                    "your own kernel (include folders, fixed defines, the kernel of a multi-kernel file, and fixed\n"
+                    "compiler arguments after --):\n"
+                    "  compileiq-lab tune matrixMul.cu -I ../Common --arch sm_90 --space ptxas "
+                    "--objectives registers,sass_instructions\n"
+                    "  compileiq-lab tune softmax.cu -I include --entry softmax_kernel4 --define BLOCK=256 -- "
+                    "-std=c++17 --expt-relaxed-constexpr")
     t.add_argument("kernel", help="bundled kernel name, kernel folder, or a bare .cu/.c file")
-    t.add_argument("--arch", default=None, help="CUDA target (default: the GPU's own for GPU objectives, else sm_90)")
+    add_build_arguments(t)
+    t.add_argument("--arch", default=None, help="CUDA target, e.g. sm_90 or sm_90a (default: the GPU's own for GPU "
+                                                "objectives, else sm_90)")
     t.add_argument("--space", default=None, help="catalog: nvcc (front end + ptxas), ptxas, nvrtc (in-process "
                                                   "NVRTC), gcc, clang (default: nvcc for CUDA, gcc for C)")
     t.add_argument("--objectives", default=None, help="comma list, e.g. registers,sass_instructions,compile_time "
@@ -51,8 +59,9 @@ def add_tune_parser(sub: Any) -> None:
     t.add_argument("--workers", type=int, default=None,
                    help="candidates evaluated at once (default: the CPU count; 1 when CPU runs are timed)")
     t.add_argument("--store", default=None, help="run store path (default: a new file under ./compileiq_runs/)")
-    t.add_argument("--export", default=None, help="write the best point as an ACF (open JSON: controls, argv, "
-                                                   "arch, objectives, baseline, code hash)")
+    t.add_argument("--export", default=None, help="write a point of the front as an ACF (open JSON: controls, argv, "
+                                                   "build context, arch, objectives, baseline, code hash); see --pick")
+    add_pick_arguments(t)
     t.add_argument("--timeout", type=float, default=120.0, help="limit per compiler call / run in seconds")
     t.add_argument("--workdir", default=None, help="scratch folder for PTX cache and binaries")
     t.add_argument("--full-nvcc", action="store_true", help="one nvcc call per candidate instead of cached PTX + ptxas")
@@ -69,11 +78,12 @@ def add_tune_parser(sub: Any) -> None:
 
 def add_catalog_parser(sub: Any) -> None:
     """Register `catalog`."""
+    names = [n for group in CATALOGS.values() for n in group]
     c = sub.add_parser("catalog", help="list the compiler controls active for the installed compiler",
                        description="List a catalog's controls checked against the installed compiler.\n\n"
-                                   "example: compileiq-lab catalog ptxas",
+                                   f"catalogs: {', '.join(names)}\n\nexample: compileiq-lab catalog ptxas",
                        formatter_class=argparse.RawDescriptionHelpFormatter)
-    c.add_argument("name", help="nvcc, nvcc_frontend, ptxas, gcc or clang")
+    c.add_argument("name", help=f"one of {', '.join(names)}")
 
 
 def _split(text: str | None) -> list[str] | None:
@@ -123,7 +133,7 @@ def run_tune(args: argparse.Namespace) -> int:
                                  "create the folder first")
     run = KernelRun(args.kernel, args.space, _split(args.objectives), arch=args.arch, controls=_split(args.controls),
                     categories=_split(args.categories), unsafe_math=args.unsafe_math, two_stage=not args.full_nvcc,
-                    timeout_s=args.timeout, workdir=args.workdir, workers=args.workers)
+                    timeout_s=args.timeout, workdir=args.workdir, workers=args.workers, **build_options(args))
     try:
         return _tune(args, run)
     finally:
@@ -150,7 +160,7 @@ def _tune(args: argparse.Namespace, run: KernelRun) -> int:
     if run.gpu is not None and rounds > 0 and results.status != "interrupted" and results.pareto_front():
         validation = _validate_run(results, run, rounds)
     if args.export:
-        _export(args.export, results, run, validation)
+        export_point(args, args.export, results, run, validation)
     if results.status == "interrupted":
         return 130
     if results.status == "baseline_failed":
@@ -173,8 +183,10 @@ def _warm_start(args: argparse.Namespace, run: KernelRun) -> tuple[list[dict[str
         front = load_results(args.warm_start).front_records()
         return [r.params for r in front if r.params], [args.warm_start]
     directory = Path(args.store).resolve().parent if args.store else Path(DEFAULT_DIR)
+    extra = run.metadata()
     return warm_start_configs(run.kernel.name, run.arch, run.catalog_name, directory,
-                              source_sha256=run.kernel.source_sha256())
+                              source_sha256=run.kernel.source_sha256(), entry=extra.get("entry"),
+                              build=extra.get("build"))
 
 
 def _validate_run(results: Results, run: KernelRun, rounds: int) -> Validation | None:
@@ -216,14 +228,3 @@ def _print_front(results: Results, run: KernelRun) -> None:
 
 def _flat_argv(run: KernelRun, rec: EvalRecord) -> list[str]:
     return [a for v in run.argv(rec.params).values() for a in v]
-
-
-def _export(path: str, results: Results, run: KernelRun, validation: Validation | None) -> None:
-    """Write the best point on the first objective (``Results.best_record``: the representative on ties) as an
-    ACF."""
-    best = results.best_record(0)
-    if best is None:
-        print("nothing to export: no successful evaluation", file=sys.stderr)
-        return
-    point_acf(results, best, run.kernel, run.catalog, validation=validation).write(path)
-    print(f"exported eval {best.eval_id} to {path}", file=sys.stderr)

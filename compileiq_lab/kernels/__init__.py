@@ -20,12 +20,15 @@ from compileiq_lab.kernels.choices import (
 from compileiq_lab.kernels.load import ENV_VAR, kernels_root, list_kernels, load_kernel
 from compileiq_lab.kernels.spec import BufferSpec, KernelSpec, eval_expr
 from compileiq_lab.space.objectives import METRICS, Objective
+from compileiq_lab.toolchain.context import BuildContext
 
-__all__ = ["CATALOGS", "DEFAULT_ARCH", "ENV_VAR", "METRICS", "TARGETS", "BufferSpec", "KernelRun", "KernelSpec",
-           "Objective", "active_catalog", "default_objectives", "eval_expr", "gpu_arch", "gpu_reason", "kernels_root",
-           "list_kernels", "load_kernel", "objective_choices", "offered_catalog", "targets"]
+__all__ = ["CATALOGS", "DEFAULT_ARCH", "ENV_VAR", "METRICS", "TARGETS", "BufferSpec", "BuildContext", "KernelRun",
+           "KernelSpec", "Minimal", "Objective", "active_catalog", "default_objectives", "eval_expr", "gpu_arch",
+           "gpu_reason", "kernels_root", "list_kernels", "load_kernel", "minimal_controls", "objective_choices",
+           "offered_catalog", "targets"]
 
 if TYPE_CHECKING:
+    from compileiq_lab.kernels.minimal import Minimal, minimal_controls
     from compileiq_lab.kernels.run import KernelRun
 
 
@@ -34,4 +37,6 @@ def __getattr__(name: str) -> Any:
     # unpickles a KernelSpec never needs them)
     if name == "KernelRun":
         return importlib.import_module("compileiq_lab.kernels.run").KernelRun
+    if name in ("Minimal", "minimal_controls"):
+        return getattr(importlib.import_module("compileiq_lab.kernels.minimal"), name)
     raise AttributeError(f"module 'compileiq_lab.kernels' has no attribute {name!r}")

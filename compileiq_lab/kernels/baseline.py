@@ -25,7 +25,8 @@ def baseline_stop_reason(kernel: KernelSpec, catalog: Catalog, record: EvalRecor
 
     The rule: the baseline (compiler defaults) failed, and no searched control can change what failed:
     the failing compile stage has no control in the searched space (a front-end error under a ptxas-only
-    space), a header the compiler cannot find, or an entry the module does not have.
+    space), a header the compiler cannot find, or an entry the module does not have (at build: the name matches
+    none or several of its kernels; at launch: the symbol is missing).
     """
     if record.status == "ok":
         return None
@@ -35,8 +36,12 @@ def baseline_stop_reason(kernel: KernelSpec, catalog: Catalog, record: EvalRecor
     searched = {c.stage for c in catalog.controls}
     if kernel.defines:
         searched.add(catalog.stages[0])  # -D knobs go to the first stage
-    if stage and _MISSING_FILE.search(record.error):
-        return f"the kernel does not compile: a file it includes is missing ({first}); fix the include path"
+    if stage == "entry":
+        return f"the kernel's entry is not in the compiled module: {record.error.strip()[:1500]}"
+    missing = next((ln.strip() for ln in record.error.splitlines() if _MISSING_FILE.search(ln)), "")
+    if stage and missing:
+        return (f"the kernel does not compile: a file it includes is missing ({missing}); add its folder with "
+                "-I/--include-dir (kernel.toml: [build] include_dirs)")
     if _MISSING_ENTRY.search(record.error):
         return f"the kernel's entry {kernel.entry!r} is not in the compiled module ({first}); fix entry in kernel.toml"
     if stage and stage not in searched:

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 from compileiq_lab.exceptions import ConfigurationError, OptionalDependencyError
 from compileiq_lab.kernels.spec import IDENT, LANGUAGES, SPEC_FILE, KernelSpec, need
 from compileiq_lab.kernels.toml import SpecParser
+from compileiq_lab.toolchain.context import BuildContext
 
-__all__ = ["ENV_VAR", "kernels_root", "list_kernels", "load_kernel"]
+__all__ = ["ENV_VAR", "adapt_kernel", "kernels_root", "list_kernels", "load_kernel"]
 
 log = logging.getLogger(__name__)
 
@@ -42,13 +45,50 @@ def list_kernels() -> list[str]:
     return sorted(p.name for p in root.iterdir() if (p / SPEC_FILE).is_file())
 
 
-def load_kernel(name_or_path: str | os.PathLike[str]) -> KernelSpec:
+def load_kernel(name_or_path: str | os.PathLike[str], *, entry: str | None = None, build: BuildContext | None = None,
+                block: Sequence[int] | None = None) -> KernelSpec:
     """Load a kernel: a bundled name ("dot"; wins over a local folder "dot", use "./dot"), a kernel folder,
-    its kernel.toml, or a bare .cu/.c file (a static-only spec: language from the suffix, no entry, no buffers).
+    its kernel.toml, or a bare .cu/.c file (a static-only spec: language from the suffix, no buffers).
+
+    Args:
+        name_or_path: The kernel.
+        entry: For a bare .cu file: the kernel whose metrics and code are tuned (plain or mangled name; default: the
+            whole file). A kernel folder names its entry in kernel.toml.
+        build: Build context added to the kernel's own (``[build]`` of kernel.toml).
+        block: For a bare file: the threads per block it is launched with (x, y, z), so that ``--maxntid`` values
+            below it are not offered.
 
     Raises:
         ConfigurationError: Nothing is found, or the spec breaks a rule (the message says which and the fix).
     """
+    return adapt_kernel(_load(name_or_path), entry=entry, build=build, block=block)
+
+
+def adapt_kernel(spec: KernelSpec, *, entry: str | None = None, build: BuildContext | None = None,
+                 block: Sequence[int] | None = None) -> KernelSpec:
+    """A loaded kernel with a command line's entry, build context and block (see ``load_kernel``)."""
+    changes: dict[str, object] = {}
+    if build:
+        changes["build"] = spec.build.merged(build)
+    if entry is not None and entry != spec.entry:
+        need(spec.spec_file is None, f"kernel {spec.name!r}", "--entry names the kernel of a bare source file; a "
+             "kernel folder names its entry in kernel.toml", entry, f"Drop --entry, or edit entry in {spec.spec_file}.")
+        need(spec.language == "cuda", f"kernel {spec.name!r}", "--entry is for CUDA files", entry,
+             "C kernels are built whole; drop --entry.")
+        need(isinstance(entry, str) and entry.strip() and len(entry) <= 4096, f"kernel {spec.name!r}",
+             "the entry is a kernel name", entry, "Pass a kernel's name, e.g. --entry softmax_kernel4.")
+        changes.update(entry=entry.strip(), description=f"{spec.description}, entry {entry.strip()}")
+    if block is not None:
+        need(spec.spec_file is None, f"kernel {spec.name!r}", "--block is for bare source files", list(block),
+             f"A kernel folder's block comes from [launch] in {spec.spec_file}.")
+        need(1 <= len(block) <= 3 and all(type(b) is int and 1 <= b <= 1024 for b in block),
+             f"kernel {spec.name!r}", "the block is 1 to 3 ints between 1 and 1024", list(block),
+             "Pass e.g. --block 256 or --block 16,16.")
+        changes["block"] = tuple(block)
+    return dataclasses.replace(spec, **changes) if changes else spec  # type: ignore[arg-type]
+
+
+def _load(name_or_path: str | os.PathLike[str]) -> KernelSpec:
     text = os.fspath(name_or_path)
     if IDENT.match(text) and (kernels_root() / text / SPEC_FILE).is_file():
         return _load_folder(kernels_root() / text)

@@ -24,7 +24,7 @@ from compileiq_lab.kernels.choices import (
     static_metrics,
     targets,
 )
-from compileiq_lab.kernels.load import kernels_root, load_kernel
+from compileiq_lab.kernels.load import adapt_kernel, kernels_root, load_kernel
 from compileiq_lab.kernels.spec import SPEC_FILE, KernelSpec
 from compileiq_lab.measure.backends.base import Backend
 from compileiq_lab.measure.backends.c import CHost
@@ -39,6 +39,7 @@ from compileiq_lab.space.objectives import METRICS, Objective
 from compileiq_lab.space.space import SearchSpace
 from compileiq_lab.store.header import KernelMeta, RunHeader
 from compileiq_lab.store.sqlite import EvalRecord
+from compileiq_lab.toolchain.context import BuildContext
 
 __all__ = ["KernelRun", "RecordedPoint"]
 
@@ -59,6 +60,11 @@ class RecordedPoint(Protocol):
 
     @property
     def objectives(self) -> Mapping[str, float]: ...
+
+    @property
+    def build(self) -> Mapping[str, Any]: ...
+
+    def build_context(self, kernel_folder: str | os.PathLike[str]) -> BuildContext: ...
 
 
 class KernelRun:
@@ -91,6 +97,10 @@ class KernelRun:
         measure: False for a build-only run (argv, build, ACF export, verify): no runner is started, and the
             build is made the way a measuring run would make it (an executable with the timing harness when
             CPU runs are among the objectives).
+        entry, build, block: A bare .cu file's kernel to tune (plain or mangled name), a build context added to the
+            kernel's own (include directories, fixed defines, extra arguments), and a bare file's launch block
+            (see ``compileiq_lab.kernels.load_kernel``).
+        learn: Turn controls the compiler said it ignored into constraints for the rest of the run.
 
     Raises:
         ConfigurationError: A kernel, catalog, objective or target that cannot work here (the message says
@@ -103,8 +113,10 @@ class KernelRun:
                  tiers: Sequence[str] | None = None, unsafe_math: bool = False, two_stage: bool = True,
                  timeout_s: float = 120.0, workdir: str | os.PathLike[str] | None = None, workers: int | None = None,
                  gpu_options: GpuOptions | None = None, gpu_backend: str | None = None,
-                 catalog_name: str | None = None, measure: bool = True) -> None:
-        self.kernel = kernel if isinstance(kernel, KernelSpec) else load_kernel(kernel)
+                 catalog_name: str | None = None, measure: bool = True, entry: str | None = None,
+                 build: BuildContext | None = None, block: Sequence[int] | None = None, learn: bool = True) -> None:
+        spec = kernel if isinstance(kernel, KernelSpec) else load_kernel(kernel)
+        self.kernel = adapt_kernel(spec, entry=entry, build=build, block=block)
         language = self.kernel.language
         self.catalog_name, self.catalog, self.left_out, self.catalog_note = _catalog(
             language, catalog, catalog_name, controls, categories, tiers, unsafe_math)
@@ -130,7 +142,7 @@ class KernelRun:
                                           gpu_backend)
             elif runs:
                 runner = CpuRunner(self.kernel, self.workdir, names, timeout_s=timeout_s)
-            self._evaluator = KernelEvaluator(self.kernel, self.catalog, names, backend, runner)
+            self._evaluator = KernelEvaluator(self.kernel, self.catalog, names, backend, runner, learn=learn)
         # CPU runs must not share the CPU with compiles unless asked; GPU runs are serialised, compiles overlap
         self.workers = workers or (1 if language == "c" and runs else (os.cpu_count() or 1))
         self._warm = threading.Lock()
@@ -155,29 +167,41 @@ class KernelRun:
                                      "KernelRun): its header names no kernel and catalog, so its points cannot be "
                                      "turned into compiler arguments")
         names = [k for k in header.space if k != "defines"]
-        return cls(kernel or meta.extra.get("kernel_path") or meta.kernel,
+        extra = meta.extra
+        context = BuildContext.make(**extra["build"]) if isinstance(extra.get("build"), dict) else None
+        more = {"entry": extra.get("entry"), "build": context,
+                "block": tuple(extra["block"]) if extra.get("block") else None}
+        return cls(kernel or extra.get("kernel_path") or meta.kernel,
                    get_catalog(meta.catalog).select(names=names), list(meta.objectives),
-                   arch=meta.arch, catalog_name=meta.catalog, **options)
+                   arch=meta.arch, catalog_name=meta.catalog, **{**more, **options})
 
     @classmethod
-    def from_acf(cls, acf: RecordedPoint, kernel: str | None = None, **options: Any) -> KernelRun:
-        """A build-only kernel run (``measure=False``) that compiles an ACF's point the way its tuning run did.
+    def from_acf(cls, acf: RecordedPoint, kernel: str | None = None, acf_folder: Path | None = None,
+                 **options: Any) -> KernelRun:
+        """A build-only kernel run (``measure=False``) that compiles an ACF's point the way its tuning run did:
+        the same kernel (its ``build.source``, else its bundled name), entry and build context.
 
         Args:
             acf: The ACF.
             kernel: Another kernel name or path to load instead of the one the ACF names.
-            **options: Other KernelRun arguments (workdir, timeout_s, ...).
+            acf_folder: The ACF file's folder: ``build.source`` is looked up there when it is not found relative to
+                the working folder.
+            **options: Other KernelRun arguments (workdir, timeout_s, two_stage, ...).
 
         Raises:
-            ConfigurationError: A CUDA ACF without arch, or a kernel that cannot be loaded.
+            ConfigurationError: A CUDA ACF without arch, or a kernel that cannot be found or loaded (the message
+                says to pass ``kernel``).
         """
-        spec = load_kernel(kernel or acf.kernel)
+        build = acf.build
+        spec = load_kernel(kernel or _acf_kernel(acf.kernel, build.get("source"), acf_folder))
         if spec.language == "cuda" and not acf.arch:
             raise ConfigurationError(f"the ACF of CUDA kernel {acf.kernel!r} records no arch; it cannot be rebuilt")
+        context = acf.build_context(spec.source_path.parent)
+        entry = build.get("entry") if spec.spec_file is None else None
         # built as the tune built it: an executable with the timing harness where CPU runs were measured
         names = [n for n in acf.objectives if n in METRICS] or None
         return cls(spec, get_catalog(acf.compiler), names, arch=acf.arch, catalog_name=acf.compiler,
-                   **{"measure": False, **options})
+                   **{"measure": False, "entry": entry, "build": context or None, **options})
 
     # -- what a search needs (the Problem protocol of ``compileiq_lab.run``) ----------------------
     def __call__(self, config: dict[str, Any]) -> Measurement:
@@ -226,14 +250,24 @@ class KernelRun:
         return kernel_space(self.kernel, self.catalog)
 
     def constraint(self, config: Mapping[str, Any]) -> str | None:
-        """Why the compiler would reject a config (a known conflict), or None."""
+        """Why a config is not worth compiling (a known conflict, or a combination the compiler was seen to ignore
+        earlier in this run), or None."""
+        if self._evaluator is not None:
+            return self._evaluator.constraint(config)
         return config_conflict(self.catalog, config)
 
     def metadata(self, **extra: Any) -> dict[str, Any]:
         """The run header's facts of this kernel run (``extra``: more facts, e.g. warm-start sources)."""
-        ref = _kernel_ref(self.kernel)
-        if ref != self.kernel.name:
+        ref, k = _kernel_ref(self.kernel), self.kernel
+        if ref != k.name:
             extra = {"kernel_path": ref, **extra}
+        if k.spec_file is None and k.entry:
+            extra = {"entry": k.entry, **extra}
+        if k.spec_file is None and k.block:
+            extra = {"block": list(k.block), **extra}
+        if k.build:
+            extra = {"build": {"include_dirs": [str(d) for d in k.build.include_dirs], "defines": dict(k.build.defines),
+                               "args": list(k.build.args)}, **extra}
         gpu = self.gpu
         return KernelMeta(kernel=self.kernel.name, catalog=self.catalog_name,
                           objectives=tuple(self.objective_names), language=self.kernel.language,
@@ -307,14 +341,14 @@ class KernelRun:
         k, workdir = self.kernel, workdir or self.workdir
         if k.language == "c":
             return CHost(k, workdir, compiler=self.catalog.compiler, timeout_s=self.timeout_s,
-                         link_harness=self._link)
+                         link_harness=self._link, context=k.build)
         arch = self.arch or DEFAULT_ARCH
         if self.catalog.compiler == "nvrtc":
             from compileiq_lab.measure.backends.nvrtc import Nvrtc
 
-            return Nvrtc(k.source_path, k.entry, arch, workdir)
+            return Nvrtc(k.source_path, k.entry, arch, workdir, k.build)
         kind = CudaTwoStage if self._two_stage else CudaFull
-        return kind(k.source_path, k.entry, arch, workdir, self.timeout_s)
+        return kind(k.source_path, k.entry, arch, workdir, self.timeout_s, k.build)
 
 
 def _catalog(language: str, catalog: str | Catalog | None, name: str | None, controls: Sequence[str] | None,
@@ -371,6 +405,20 @@ def _check_objectives(kernel: KernelSpec, names: Sequence[str]) -> None:
             f"kernel {kernel.name!r} cannot run (it needs an entry, inputs, outputs and a reference in kernel.toml), "
             f"so objectives {sorted(runs)} cannot be measured; use static objectives "
             f"{sorted(static_metrics(kernel.language))}")
+
+
+def _acf_kernel(name: str, source: str | None, acf_folder: Path | None) -> str:
+    """Where an ACF's kernel is: its recorded source relative to the working folder, else to the ACF's folder,
+    else its bundled name."""
+    if source:
+        for base in (Path.cwd(), acf_folder):
+            if base is not None and (base / source).exists():
+                return str(base / source)
+        if not (kernels_root() / name / SPEC_FILE).is_file():
+            raise ConfigurationError(f"the ACF's kernel {source!r} (relative to the folder it was exported from) "
+                                     f"must be found, but it is neither under {Path.cwd()} nor under {acf_folder}; "
+                                     "pass --kernel PATH (verify) or kernel= to name the kernel")
+    return name
 
 
 def _kernel_ref(kernel: KernelSpec) -> str:

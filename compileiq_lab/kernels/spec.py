@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from compileiq_lab.exceptions import ConfigurationError
+from compileiq_lab.toolchain.context import BuildContext
 
 __all__ = ["BufferSpec", "KernelSpec", "eval_expr", "need"]
 
@@ -139,6 +140,7 @@ class KernelSpec:
     workloads: dict[str, dict[str, int]] = field(default_factory=dict)
     workload: str | None = None
     spec_file: Path | None = None
+    build: BuildContext = field(default_factory=BuildContext)
 
     @property
     def static_only(self) -> bool:
@@ -163,6 +165,26 @@ class KernelSpec:
     def define_args(self, values: Mapping[str, Any] | None = None) -> list[str]:
         """Return ``["-DNAME=value", ...]`` for every knob (sorted by name), defaults filling what ``values`` lacks."""
         return [f"-D{k}={v}" for k, v in sorted(self.define_values(values).items())]
+
+    def block_threads(self) -> int | None:
+        """Threads per block of the kernel's launch (the largest over its -D knobs' values), or None when unknown."""
+        if not self.block:
+            return None
+        import itertools
+
+        names = list(self.defines)
+        combos = list(itertools.islice(itertools.product(*self.defines.values()), 256)) if names else [()]
+        most = 0
+        for combo in combos:
+            values = {**self.params, **{k: v for k, v in zip(names, combo) if type(v) is int}}
+            threads = 1
+            try:
+                for dim in self.block:
+                    threads *= eval_expr(dim, values)
+            except ConfigurationError:  # a knob value the block expression cannot use: not a launch
+                continue
+            most = max(most, threads)
+        return most or None
 
     def launch_dims(self, values: Mapping[str, Any] | None = None) -> tuple[tuple[int, ...], tuple[int, ...], int]:
         """Return (grid, block, shared_bytes) of a CUDA kernel, evaluated over params and define values."""

@@ -18,12 +18,15 @@ from compileiq_lab.kernels.spec import (
     KernelSpec,
     need,
 )
+from compileiq_lab.toolchain.context import BuildContext
 
 __all__ = ["SpecParser"]
 
 _REQUIRED = ("name", "language", "source", "entry")
 _TABLES: dict[str, tuple[str, ...]] = {
-    "": _REQUIRED + ("description", "defines", "params", "inputs", "outputs", "check", "run", "launch", "workloads"),
+    "": _REQUIRED + ("description", "defines", "params", "inputs", "outputs", "check", "run", "launch", "workloads",
+                  "build"),
+    "build": ("include_dirs", "defines", "args"),
     "workloads": ("name", "params"),
     "inputs": ("name", "dtype", "shape", "init"), "outputs": ("name", "dtype", "shape"), "run": ("seed", "repeats"),
     "check": ("reference", "rtol", "atol"), "launch": ("grid", "block", "shared_bytes", "args")}
@@ -73,6 +76,7 @@ class SpecParser:
         fields.update(self.check_and_run(self.table(d.get("check", {}), "check"), self.table(d.get("run", {}), "run")))
         fields.update(self.launch(self.table(d.get("launch", {}), "launch"), fields))
         fields["workloads"] = self.workloads(d.get("workloads", []), fields["params"])
+        fields["build"] = self.build(self.table(d.get("build", {}), "build"), set(fields["defines"]))
         spec = KernelSpec(**fields)
         for variant in [spec] + [spec.with_workload(w) for w in spec.workloads]:
             try:  # evaluate every shape and launch expression once, so broken ones fail at load
@@ -84,6 +88,22 @@ class SpecParser:
             self.need(all(min(s) >= 1 for s in shapes.values()), "every buffer dim is >= 1",
                       {k: s for k, s in shapes.items() if min(s) < 1}, "Fix the shapes or the params.")
         return spec
+
+    def build(self, t: dict[str, Any], knobs: set[str]) -> BuildContext:
+        dirs, defines, args = t.get("include_dirs", []), t.get("defines", {}), t.get("args", [])
+        self.need(isinstance(dirs, list) and all(isinstance(x, str) and x for x in dirs),
+                  "[build] include_dirs is a list of folders", dirs, 'Write include_dirs = ["../include"].')
+        self.need(not any(Path(x).is_absolute() for x in dirs),
+                  "[build] include_dirs are relative to the kernel folder", [x for x in dirs if Path(x).is_absolute()],
+                  "Write them relative to the folder of kernel.toml.")
+        self.need(isinstance(defines, dict) and all(type(v) in (int, str) for v in defines.values()),
+                  "[build] defines is a table of NAME = value (int or string)", defines, 'Write defines = { N = "4" }.')
+        self.need(not set(defines) & knobs, "fixed defines are not also searched knobs in [defines]",
+                  sorted(set(defines) & knobs), "Keep each name in one of [build] defines or [defines].")
+        self.need(isinstance(args, list) and all(isinstance(a, str) for a in args),
+                  "[build] args is a list of strings", args, 'Write args = ["-std=c++17"].')
+        return BuildContext.make(dirs, {k: str(v) for k, v in defines.items()}, args, base=self.folder,
+                                 where=f"kernel.toml of {self.name!r}: [build]")
 
     def workloads(self, entries: Any, params: dict[str, int]) -> dict[str, dict[str, int]]:
         self.need(isinstance(entries, list), "workloads is a list of tables", entries, "Write [[workloads]].")

@@ -16,7 +16,9 @@ __all__ = ["CompileOutcome", "build", "build_cached", "write_atomic"]
 @dataclass
 class CompileOutcome:
     """A compile: status ("ok", "compile_error", "compile_timeout"), output file and metrics; for a failure, the
-    argument stage whose compiler failed ("frontend", "backend", "c"; "" when one call spans several)."""
+    argument stage whose compiler failed ("frontend", "backend", "c", "entry"; "" when one call spans several).
+    ``log`` holds what the compilers printed (warnings included) and ``symbol`` the entry's symbol in the binary
+    when the kernel run names an entry."""
 
     status: str
     path: Path | None = None
@@ -24,6 +26,8 @@ class CompileOutcome:
     metrics: dict[str, float] = field(default_factory=dict)
     argv: list[list[str]] = field(default_factory=list)
     stage: str = ""
+    log: str = ""
+    symbol: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -50,7 +54,7 @@ def build(argv_for: Callable[[Path], list[str]], out: Path, timeout_s: float,
         tmp.unlink(missing_ok=True)
         return res, _failed(res, timeout_s, argv_for(out))
     os.replace(tmp, out)
-    return res, CompileOutcome("ok", out, argv=[argv_for(out)])
+    return res, CompileOutcome("ok", out, argv=[argv_for(out)], log=(res.stderr + res.stdout)[-20000:])
 
 
 def build_cached(argv_for: Callable[[Path], list[str]], out: Path, metric: str, timeout_s: float,
@@ -58,16 +62,21 @@ def build_cached(argv_for: Callable[[Path], list[str]], out: Path, metric: str, 
     """``build`` unless an earlier build of ``out`` is complete; the build time is kept beside it.
 
     The ``<out>.time`` file is written last, so its presence marks a complete build; cache hits
-    report the time the build took (as ``metrics[metric]``), not zero.
+    report the time the build took (as ``metrics[metric]``), not zero, and what the compiler printed
+    (``<out>.log``).
 
     Returns:
         The outcome and whether it came from the cache.
     """
-    timing = out.with_name(out.name + ".time")
+    timing, log = out.with_name(out.name + ".time"), out.with_name(out.name + ".log")
     if out.exists() and timing.exists():
-        return CompileOutcome("ok", out, metrics={metric: float(timing.read_text())}, argv=[argv_for(out)]), True
+        text = log.read_text(errors="replace") if log.exists() else ""
+        return CompileOutcome("ok", out, metrics={metric: float(timing.read_text())}, argv=[argv_for(out)],
+                              log=text), True
     res, outcome = build(argv_for, out, timeout_s, cwd)
     if outcome.ok:
+        if outcome.log.strip():  # the compiler's warnings come back with every cache hit
+            write_atomic(log, outcome.log)
         write_atomic(timing, f"{res.elapsed_s:.6f}")
         outcome.metrics = {metric: res.elapsed_s}
     return outcome, False

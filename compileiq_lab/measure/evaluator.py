@@ -12,6 +12,7 @@ from compileiq_lab.exceptions import ConfigurationError
 from compileiq_lab.measure.backends.base import Backend
 from compileiq_lab.measure.binary import inspect_elf
 from compileiq_lab.measure.build import CompileOutcome
+from compileiq_lab.measure.ignored import IgnoreRules, find_ignored
 from compileiq_lab.measure.kernel import Kernel
 from compileiq_lab.measure.measurement import Measurement
 from compileiq_lab.measure.runner import Runner
@@ -33,9 +34,29 @@ def config_argv(kernel: Kernel, catalog: Catalog, config: Mapping[str, Any]) -> 
     return catalog.stage_argv(controls, kernel.define_args(config.get("defines")))
 
 
+def _threads(value: Any) -> int:
+    """Threads per block of a ``--maxntid`` value (``256`` or ``"16,16"``)."""
+    total = 1
+    for part in str(value).split(","):
+        total *= int(part) if part.strip().isdigit() else 1
+    return total
+
+
 def kernel_space(kernel: Kernel, catalog: Catalog) -> dict[str, Any]:
-    """The search space of a kernel run: the catalog's controls plus a ``defines`` group for the kernel's knobs."""
+    """The search space of a kernel run: the catalog's controls plus a ``defines`` group for the kernel's knobs.
+
+    ``--maxntid`` values below the kernel's launch block are not offered (a launch with more threads than the
+    assumed maximum fails); with none left the control is left out.
+    """
     sp: dict[str, Any] = dict(catalog.space())
+    block = getattr(kernel, "block_threads", lambda: None)()
+    if block and "maxntid" in sp:
+        param = sp["maxntid"]
+        fits = [v for v in param.values if _threads(v) >= block]
+        if not fits:
+            del sp["maxntid"]
+        elif len(fits) < len(param.values):
+            sp["maxntid"] = ss.choice(fits, knockout_prob=param.knockout_prob)
     if kernel.defines:
         sp["defines"] = {k: ss.choice(list(v), default=v[0]) for k, v in kernel.defines.items()}
     return sp
@@ -53,6 +74,10 @@ class KernelEvaluator:
     ``defines`` group. Known compiler conflicts are rejected before any compile (see
     ``constraint``). Candidates whose machine code is identical to an earlier one (same hash of
     the code sections, same launch) reuse that one's run measurement instead of running again.
+    Controls the compiler says it ignored ("ignoring ..." warnings) are marked in the measurement
+    (``ignored_controls``, ``effective_params``: the config without them) and, with ``learn``, the
+    combination becomes a constraint for the rest of the run. With an entry, the static metrics and the
+    code hash are that kernel's own.
     Build one with ``compileiq_lab.kernels.KernelRun``, which picks the backend and the runner.
 
     Args:
@@ -67,7 +92,7 @@ class KernelEvaluator:
     """
 
     def __init__(self, kernel: Kernel, catalog: Catalog, objectives: Sequence[str], backend: Backend,
-                 runner: Runner | None = None) -> None:
+                 runner: Runner | None = None, learn: bool = True) -> None:
         self.kernel, self.catalog, self.objectives = kernel, catalog, list(objectives)
         self.backend, self.runner = backend, runner
         measured = backend.metrics() | (runner.metrics() if runner is not None else frozenset())
@@ -80,7 +105,9 @@ class KernelEvaluator:
         self._run_lock = threading.Lock()  # one timed run at a time: parallel runs distort each other
         self._by_hash: dict[str, dict[str, Any]] = {}
         self._hashes: set[str] = set()
-        self.stats = {"compiles": 0, "unique_code": 0, "runs": 0, "runs_saved": 0, "conflicts": 0}
+        self.stats = {"compiles": 0, "unique_code": 0, "runs": 0, "runs_saved": 0, "conflicts": 0, "ignored": 0}
+        self.learn = learn
+        self.ignore_rules = IgnoreRules()
 
     @property
     def gpu_info(self) -> dict[str, Any]:
@@ -110,8 +137,9 @@ class KernelEvaluator:
         return kernel_space(self.kernel, self.catalog)
 
     def constraint(self, config: Mapping[str, Any]) -> str | None:
-        """Why the compiler would reject a config (a known conflict), or None."""
-        return config_conflict(self.catalog, config)
+        """Why a config is not worth compiling: the compiler would reject it (a known conflict) or ignore one of
+        its controls (a combination seen ignored earlier in this run); None otherwise."""
+        return config_conflict(self.catalog, config) or self.ignore_rules.reason(config)
 
     def argv(self, config: Mapping[str, Any]) -> dict[str, list[str]]:
         """The compiler arguments of a config, per stage."""
@@ -119,7 +147,7 @@ class KernelEvaluator:
 
     def __call__(self, config: Mapping[str, Any]) -> Measurement:
         """Compile (and for run objectives, run) one config."""
-        reason = self.constraint(config)
+        reason = config_conflict(self.catalog, config)  # a learned rule only steers the search: such code is valid
         if reason:
             with self._lock:
                 self.stats["conflicts"] += 1
@@ -131,7 +159,7 @@ class KernelEvaluator:
         if not outcome.ok or outcome.path is None:
             return Measurement(outcome.status, error=outcome.error[-1500:],
                                detail={"argv": argv, "failed_stage": outcome.stage})
-        info = inspect_elf(outcome.path, kind=self.backend.binary_kind)
+        info = inspect_elf(outcome.path, kind=self.backend.binary_kind, entry=outcome.symbol)
         metrics = dict(outcome.metrics)
         metrics.update(text_bytes=float(info.text_bytes), binary_size=float(info.file_bytes),
                        compile_time=metrics.get("frontend_time_s", 0.0) + metrics.get("backend_time_s", 0.0)
@@ -139,6 +167,9 @@ class KernelEvaluator:
         if self.backend.binary_kind == "cubin":
             metrics["sass_instructions"] = float(info.sass_instructions)
         detail: dict[str, Any] = {"argv": argv, "code_hash": info.code_hash}
+        if outcome.symbol:
+            detail["entry_symbol"] = outcome.symbol
+        self._mark_ignored(config, outcome.log, detail)
         with self._lock:
             detail["duplicate_code"] = info.code_hash in self._hashes
             self._hashes.add(info.code_hash)
@@ -155,6 +186,19 @@ class KernelEvaluator:
         detail["metrics"] = metrics
         return Measurement("ok", scores=tuple(metrics[o] for o in self.objectives), detail=detail)
 
+    def _mark_ignored(self, config: Mapping[str, Any], log_text: str, detail: dict[str, Any]) -> None:
+        """Mark the controls the compiler ignored in ``detail`` and learn the rule (see the class docstring)."""
+        found = find_ignored(self.catalog, config, log_text) if log_text else []
+        if not found:
+            return
+        detail["ignored_controls"] = {name: rule.message for name, rule in found}
+        detail["effective_params"] = {k: v for k, v in config.items() if k not in detail["ignored_controls"]}
+        with self._lock:
+            self.stats["ignored"] += 1
+        for _, rule in found:
+            if self.learn and self.ignore_rules.add(rule):
+                log.info("learned: %s", rule.reason())
+
     def compile(self, config: Mapping[str, Any]) -> CompileOutcome:
         """Compile one config through the backend (no conflict check, no run)."""
         return self.backend.compile(self.argv(config))
@@ -165,12 +209,20 @@ class KernelEvaluator:
         Raises:
             ConfigurationError: The config conflicts or does not compile.
         """
-        reason = self.constraint(config)
+        reason = config_conflict(self.catalog, config)
         outcome = None if reason else self.compile(config)
         if outcome is None or not outcome.ok or outcome.path is None:
             why = reason or (outcome.error if outcome is not None else "")
             raise ConfigurationError(f"the config must compile, but it failed: {why[-400:]}")
-        return outcome.path, inspect_elf(outcome.path, kind=self.backend.binary_kind).code_hash
+        return outcome.path, self.identity(outcome)
+
+    def identity(self, outcome: CompileOutcome, whole: bool = False) -> str:
+        """The machine-code hash of a successful compile: the entry's own code when the run names an entry, unless
+        ``whole`` (the whole module, as version-1 ACFs recorded it)."""
+        if outcome.path is None:
+            raise ConfigurationError("identity() needs a successful compile")
+        entry = None if whole else outcome.symbol
+        return inspect_elf(outcome.path, kind=self.backend.binary_kind, entry=entry).code_hash
 
     def _run_once(self, runner: Runner, code_hash: str, binary: Path,
                   defines: Mapping[str, Any] | None = None) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from typing import Any
 
 from compileiq_lab.exceptions import ConfigurationError
 from compileiq_lab.measure.backends.base import CUBIN_METRICS
+from compileiq_lab.measure.entries import cubin_entries, resolve_entry
 from compileiq_lab.measure.kernel import Kernel
 from compileiq_lab.measure.runner import RunOutcome
 from compileiq_lab.measure.worker import WorkerDied, WorkerProcess, WorkerTimeout
@@ -22,6 +23,7 @@ __all__ = [
     "GpuOptions",
     "GpuRunner",
     "arch_runs_on",
+    "entry_symbol",
     "gpu_target",
     "gpu_unavailable_reason",
     "start_gpu_runner",
@@ -165,10 +167,11 @@ class GpuRunner:
         return self.worker.restarts
 
     def item(self, cubin: str | Path, define_values: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        """The launch request of one cubin (geometry from the kernel's [launch] and the define values)."""
+        """The launch request of one cubin (geometry from the kernel's [launch] and the define values; the entry as
+        its symbol in the cubin, so that a plain C++ name finds its mangled kernel)."""
         grid, block, shmem = self.kernel.launch_dims(define_values)
-        return {"cubin": str(cubin), "entry": self.kernel.entry, "grid": list(grid), "block": list(block),
-                "shared_bytes": shmem}
+        return {"cubin": str(cubin), "entry": entry_symbol(self.kernel.entry, cubin), "grid": list(grid),
+                "block": list(block), "shared_bytes": shmem}
 
     def run(self, cubin: str | Path, define_values: Mapping[str, Any] | None = None) -> RunOutcome:
         """Check, time (and measure the energy of) one cubin."""
@@ -227,6 +230,16 @@ class GpuRunner:
             from compileiq_lab.measure.power import PowerMeter
 
             PowerMeter(index=self.options.device).unlock_clocks()
+
+
+def entry_symbol(entry: str | None, cubin: str | Path) -> str | None:
+    """The symbol of ``entry`` in ``cubin`` (the name itself when it is not found there: the launch then says so)."""
+    if entry is None:
+        return None
+    try:
+        return resolve_entry(entry, cubin_entries(cubin))
+    except (ConfigurationError, ValueError, OSError):
+        return entry
 
 
 def start_gpu_runner(kernel: Kernel, arch: str, objectives: Sequence[str], timeout_s: float,

@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import re
+import shlex
+import tempfile
 import threading
 from collections.abc import Sequence
 from pathlib import Path
 
 from compileiq_lab.exceptions import ConfigurationError
 from compileiq_lab.measure.build import CompileOutcome, build, build_cached
+from compileiq_lab.toolchain.context import BuildContext
 from compileiq_lab.toolchain.tools import find_tool, run_tool, tool_version
 
-__all__ = ["CudaCompiler", "parse_ptxas_verbose", "supported_archs"]
+__all__ = ["CudaCompiler", "arch_problem", "header_deps", "parse_ptxas_verbose", "supported_archs"]
 
 log = logging.getLogger(__name__)
 
@@ -68,20 +72,25 @@ class CudaCompiler:
     then ``ptxas`` per back-end argument set; or a single full ``nvcc -cubin`` call.
 
     Args:
-        arch: Target, e.g. "sm_90".
+        arch: Target, e.g. "sm_90", "sm_90a", "sm_100f" (checked by asking the installed tools).
         workdir: Where PTX (cache) and cubins go.
         timeout_s: Limit per compiler process.
+        context: Include directories, fixed defines and extra arguments every front-end call gets.
     """
 
-    def __init__(self, arch: str, workdir: str | Path, timeout_s: float = 120.0) -> None:
+    def __init__(self, arch: str, workdir: str | Path, timeout_s: float = 120.0,
+                 context: BuildContext | None = None) -> None:
         if not re.fullmatch(r"sm_\d+[a-z]?", arch):
-            raise ConfigurationError(f"arch must look like 'sm_90', but got {arch!r}; see `nvcc --list-gpu-arch`")
+            raise ConfigurationError(f"arch must look like 'sm_90' (or a variant such as 'sm_90a'), but got {arch!r}; "
+                                     "see `nvcc --list-gpu-arch`")
         self.arch = arch
         self.nvcc, self.ptxas = find_tool("nvcc"), find_tool("ptxas")
         self.version = tool_version(self.nvcc)
-        archs = supported_archs(self.nvcc)
-        if archs and arch not in archs:
-            raise ConfigurationError(f"this nvcc ({self.version}) cannot target {arch!r}; supported: {archs}")
+        problem = arch_problem(self.nvcc, arch)
+        if problem:
+            raise ConfigurationError(problem)
+        self.context = context or BuildContext()
+        self._deps: dict[tuple[str, ...], tuple[Path, ...]] = {}
         self.workdir = Path(workdir)
         (self.workdir / "ptx").mkdir(parents=True, exist_ok=True)
         (self.workdir / "cubin").mkdir(parents=True, exist_ok=True)
@@ -96,15 +105,18 @@ class CudaCompiler:
     def ptx(self, source: Path, frontend_argv: Sequence[str]) -> CompileOutcome:
         """The PTX of a source under front-end arguments, from the cache when compiled before.
 
-        The cache key covers the source, the header files beside it, the arch, the toolchain
-        version and the arguments.
+        The cache key covers the source, every header the front end reads outside the toolchain (``nvcc -MM``,
+        once per include-changing argument set), the arch, the toolchain version, the build context and the
+        arguments.
         """
-        key = self._key(_source_digest(source), self.arch, self.version, *frontend_argv)
+        key = self._key(self._digest(source, frontend_argv), self.arch, self.version, self.context.key(),
+                        *frontend_argv)
         out = self.workdir / "ptx" / f"{key}.ptx"
         with self._guard:
             lock = self._locks.setdefault(key, threading.Lock())
         def argv_for(target: Path) -> list[str]:
-            return [self.nvcc, f"-arch={self.arch}", "-ptx", *frontend_argv, str(source), "-o", str(target)]
+            return [self.nvcc, f"-arch={self.arch}", "-ptx", *self.context.argv(), *frontend_argv, str(source),
+                    "-o", str(target)]
 
         with lock:  # two threads wanting the same PTX compile it once
             outcome, hit = build_cached(argv_for, out, "frontend_time_s", self.timeout_s, cwd=source.parent)
@@ -123,11 +135,12 @@ class CudaCompiler:
     def full(self, source: Path, frontend_argv: Sequence[str], backend_argv: Sequence[str],
              entry: str | None = None) -> CompileOutcome:
         """One ``nvcc -cubin`` call (back-end arguments passed through ``-Xptxas``)."""
-        key = self._key(_source_digest(source), "full", *frontend_argv, *backend_argv)
+        key = self._key(self._digest(source, frontend_argv), "full", self.context.key(), *frontend_argv,
+                        *backend_argv)
         out = self.workdir / "cubin" / f"{key}.cubin"
         xptxas = [a for tok in backend_argv for a in ("-Xptxas", tok)]
-        argv = [self.nvcc, f"-arch={self.arch}", "-cubin", *frontend_argv, "-Xptxas", "-v", *xptxas,
-                str(source), "-o", str(out)]
+        argv = [self.nvcc, f"-arch={self.arch}", "-cubin", *self.context.argv(), *frontend_argv, "-Xptxas", "-v",
+                *xptxas, str(source), "-o", str(out)]
         return self._assemble(argv, out, entry, cwd=source.parent)
 
     def _assemble(self, argv: list[str], out: Path, entry: str | None, cwd: Path | None) -> CompileOutcome:
@@ -139,16 +152,67 @@ class CudaCompiler:
         return outcome
 
 
+    def _digest(self, source: Path, frontend_argv: Sequence[str]) -> str:
+        """sha256 of the source and of every header it reads (a changed header is a new key)."""
+        wanted = tuple(a for a in frontend_argv if a.startswith(_INCLUDE_CHANGING))
+        with self._guard:
+            deps = self._deps.get(wanted)
+        if deps is None:
+            deps = header_deps(self.nvcc, self.arch, source, [*self.context.argv(), *wanted], self.timeout_s)
+            with self._guard:
+                self._deps[wanted] = deps
+        h = hashlib.sha256(source.read_bytes())
+        for f in deps:
+            with contextlib.suppress(OSError):  # a header that is gone: the compile says so
+                h.update(str(f).encode() + b"\0" + f.read_bytes())
+        return h.hexdigest()
+
+
+#: Front-end arguments that can change which headers are read.
+_INCLUDE_CHANGING = ("-D", "-U", "-I", "-std", "--std", "-include", "-isystem")
 _HEADERS = (".h", ".cuh", ".hpp", ".hh", ".inc", ".inl")
 
 
-def _source_digest(source: Path) -> str:
-    """sha256 of a source and of the header files in its folder (a changed header is a new key)."""
-    h = hashlib.sha256(source.read_bytes())
-    for f in sorted(source.parent.iterdir()):
-        if f.suffix in _HEADERS and f.is_file():
-            h.update(f.name.encode() + b"\0" + f.read_bytes())
-    return h.hexdigest()
+def header_deps(nvcc: str, arch: str, source: Path, argv: Sequence[str], timeout_s: float = 60.0) -> tuple[Path, ...]:
+    """The files a CUDA source reads outside the toolchain (``nvcc -MM``: the kernel's own and its include
+    directories' headers, not the CUDA toolkit's, which its version covers), sorted; when the dependency scan
+    fails (e.g. a missing header) the header files beside the source instead."""
+    res = run_tool([nvcc, f"-arch={arch}", "-MM", *argv, str(source)], timeout_s, cwd=source.parent)
+    toolkit = Path(nvcc).resolve().parent.parent
+    if res.returncode != 0:
+        return tuple(sorted(f for f in source.parent.iterdir() if f.suffix in _HEADERS and f.is_file()))
+    text = res.stdout.replace("\\\n", " ")
+    _, _, deps = text.partition(":")
+    out = set()
+    for tok in shlex.split(deps):
+        path = (source.parent / tok).resolve()
+        if path != source.resolve() and not path.is_relative_to(toolkit) and path.is_file():
+            out.add(path)
+    return tuple(sorted(out))
+
+
+_ARCH_PROBES: dict[tuple[str, str], str] = {}
+_PROBE = "__global__ void compileiq_probe(int *p) { p[0] = 1; }\n"
+
+
+def arch_problem(nvcc: str, arch: str) -> str:
+    """Why this nvcc (and its ptxas) cannot build for ``arch``, or "" when it can: an arch in ``--list-gpu-arch``
+    is taken as it is, any other (``sm_90a``, ``sm_100f`` ...) is asked of the tools with a one-line probe compile,
+    cached per nvcc and arch."""
+    archs = supported_archs(nvcc)
+    if not archs or arch in archs:
+        return ""
+    key = (nvcc, arch)
+    if key not in _ARCH_PROBES:
+        with tempfile.TemporaryDirectory(prefix="arch-probe-") as tmp:
+            src = Path(tmp) / "probe.cu"
+            src.write_text(_PROBE)
+            res = run_tool([nvcc, f"-arch={arch}", "-cubin", str(src), "-o", str(Path(tmp) / "probe.cubin")], 60)
+        first = next((ln.strip() for ln in (res.stderr + res.stdout).splitlines() if ln.strip()), "")
+        _ARCH_PROBES[key] = "" if res.returncode == 0 else (
+            f"this nvcc ({tool_version(nvcc)}) cannot target {arch!r}: a probe compile for it failed ({first[:200]}); "
+            f"it targets {archs} and the variants of those it accepts (e.g. 'sm_90a' where the toolchain has it)")
+    return _ARCH_PROBES[key]
 
 
 def supported_archs(nvcc: str) -> list[str]:

@@ -63,8 +63,8 @@ class NvrtcCompiler:
             nv.nvrtcGetProgramLog(prog, log)
             text = log.rstrip(b"\0 ").decode(errors="replace")
             if err != nv.nvrtcResult.NVRTC_SUCCESS:
-                status = "compile_error"
-                return CompileOutcome(status, error=(text or str(err))[-2000:], argv=[["nvrtc", *opts]])
+                return CompileOutcome("compile_error", error=(text or str(err))[-2000:], argv=[["nvrtc", *opts]],
+                                      stage="frontend")
             _, size = nv.nvrtcGetCUBINSize(prog)
             cubin = b" " * size
             nv.nvrtcGetCUBIN(prog, cubin)
@@ -76,4 +76,4 @@ class NvrtcCompiler:
         out.write_bytes(cubin)
         metrics = parse_ptxas_verbose(text, entry)
         metrics["backend_time_s"] = elapsed
-        return CompileOutcome("ok", out, metrics=metrics, argv=[["nvrtc", *opts]])
+        return CompileOutcome("ok", out, metrics=metrics, argv=[["nvrtc", *opts]], log=text)

@@ -15,7 +15,7 @@ from typing import Any
 
 from compileiq_lab.exceptions import ConfigurationError
 
-__all__ = ["ToolResult", "find_tool", "kill_process_group", "run_tool", "tool_version"]
+__all__ = ["ToolResult", "cuda_include_dirs", "find_tool", "kill_process_group", "run_tool", "tool_version"]
 
 _TAIL = 2000
 
@@ -40,6 +40,28 @@ def find_tool(name: str) -> str:
                 if name in ("nvcc", "ptxas") else f"install {name} (e.g. apt-get install {name})")
         raise ConfigurationError(f"compiler {name!r} is not on PATH; {hint}")
     return path
+
+
+def cuda_include_dirs() -> list[str]:
+    """The CUDA toolkit's header folders (next to nvcc, under ``$CUDA_HOME``/``$CUDA_PATH``, or in the CUDA wheels),
+    for compilers that do not know them (NVRTC): the folders that hold ``cuda_runtime.h``, first found first."""
+    import importlib.util
+
+    roots: list[Path] = []
+    for var in ("CUDA_HOME", "CUDA_PATH"):
+        if os.environ.get(var):
+            roots.append(Path(os.environ[var]))
+    nvcc = shutil.which("nvcc") or _wheel_tool("nvcc")
+    if nvcc:
+        roots.append(Path(nvcc).resolve().parent.parent)
+    spec = importlib.util.find_spec("nvidia")
+    roots += [Path(b) / "cu13" for b in ((spec.submodule_search_locations or []) if spec else [])]
+    found: list[str] = []
+    for root in roots:
+        for inc in [root / "include", *sorted(root.glob("targets/*/include"))]:
+            if (inc / "cuda_runtime.h").is_file() and str(inc.resolve()) not in found:
+                found.append(str(inc.resolve()))
+    return found
 
 
 def kill_process_group(proc: subprocess.Popen[Any]) -> None:

@@ -18,6 +18,7 @@ from compileiq_lab.acf.format import (
     _FIELDS,
     ACF,
     ACF_FORMAT,
+    ACF_FORMATS,
     SCHEMA_PATH,
     _check_token,
     load_acf,
@@ -166,8 +167,9 @@ def test_every_catalog_value_passes_the_token_checks() -> None:
     (lambda d: d["controls"].update(opt_level=7), "`value in the catalog domain` must hold, but got 7"),
     (lambda d: d["controls"].update(opt_level=2), "argv.c: `argv is what the catalog renders"),
     (lambda d: d["controls"]["defines"].update(ACCUMULATORS=8), "argv.c"),
-    (lambda d: d.update(format="compileiq-lab-acf/2"), "'compileiq-lab-acf/2'"),
-    (lambda d: d.pop("format"), "compileiq-lab-acf/1"),
+    (lambda d: d.update(format="compileiq-lab-acf/3"), "'compileiq-lab-acf/3'"),
+    (lambda d: d.pop("format"), "['compileiq-lab-acf/1', 'compileiq-lab-acf/2']"),
+    (lambda d: d.pop("build"), "missing ['build']"),
     (lambda d: d.update(compiler="icc"), "compiler is one of"),
     (lambda d: d.update(kernel="../../etc/x"), "kernel is a name"),
     (lambda d: d.pop("host"), "missing ['host']"),
@@ -217,7 +219,8 @@ def test_malformed_input_is_a_clean_error(text: str) -> None:
 def test_schema_matches_the_fields() -> None:
     schema = json.loads(SCHEMA_PATH.read_text())
     assert schema["$schema"].endswith("2020-12/schema") and sorted(schema["required"]) == sorted(_FIELDS)
-    assert schema["properties"]["format"]["const"] == ACF_FORMAT
+    assert schema["properties"]["format"]["enum"] == list(ACF_FORMATS) and ACF_FORMATS[-1] == ACF_FORMAT
+    assert {"build", "dropped"} <= set(schema["properties"])  # version 2; not required, so version 1 validates
 
 
 @needs_gcc

@@ -38,7 +38,7 @@ def test_export_flags_and_verify_round_trip(cuda_run):
     ex = cli("export", "run.db", "--eval-id", "3", "-o", "p3.acf", cwd=cuda_run)
     assert ex.returncode == 0, ex.stderr
     doc = json.loads((cuda_run / "p3.acf").read_text())
-    assert doc["format"] == "compileiq-lab-acf/1" and doc["run"]["eval_id"] == 3 and doc["kernel"] == "sgemm"
+    assert doc["format"] == "compileiq-lab-acf/2" and doc["run"]["eval_id"] == 3 and doc["kernel"] == "sgemm"
     flags = cli("flags", "p3.acf", cwd=cuda_run)
     assert flags.returncode == 0 and "-DTILE=" in flags.stdout
     ptxas = cli("flags", "p3.acf", "--stage", "ptxas", cwd=cuda_run)
@@ -51,7 +51,10 @@ def test_export_flags_and_verify_round_trip(cuda_run):
     rebuilt = subprocess.run([find_tool("nvcc"), "-cubin", *flags.stdout.split(), str(src), "-o", "re.cubin"],
                              cwd=cuda_run, capture_output=True, text=True, timeout=300)
     assert rebuilt.returncode == 0, rebuilt.stderr
-    assert inspect_elf(cuda_run / "re.cubin").code_hash == doc["code_hash"]
+    from compileiq_lab.measure.entries import cubin_entries, resolve_entry
+
+    symbol = resolve_entry(doc["build"]["entry"], cubin_entries(cuda_run / "re.cubin"))
+    assert inspect_elf(cuda_run / "re.cubin", entry=symbol).code_hash == doc["code_hash"]  # the entry's own code
     ok = cli("verify", "p3.acf", cwd=cuda_run)
     assert ok.returncode == 0 and "verify: OK" in ok.stdout, ok.stdout + ok.stderr
     # the recorded machine code no longer matches: verify says so and fails

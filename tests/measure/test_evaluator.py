@@ -10,9 +10,10 @@ from compileiq_lab import Search, SearchConfiguration
 from compileiq_lab.exceptions import ConfigurationError
 from compileiq_lab.kernels import KernelRun, load_kernel
 from compileiq_lab.space.catalogs import GCC, NVCC, PTXAS
+from compileiq_lab.testing import tool_available
 
-needs_cuda = pytest.mark.skipif(shutil.which("nvcc") is None and shutil.which("ptxas") is None,
-                                reason="nvcc/ptxas not installed")
+needs_cuda = pytest.mark.skipif(not (tool_available("nvcc") or tool_available("ptxas")),
+                                reason="nvcc/ptxas not found (PATH or the CUDA wheels)")
 needs_gcc = pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc not installed")
 needs_valgrind = pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind not installed")
 
@@ -83,7 +84,7 @@ def test_cpu_kernel_runs_checks_and_dedups(tmp_path):
     assert b.detail["code_hash"] == a.detail["code_hash"] and b.detail["run_reused"]
     assert b.scores[0] == a.scores[0]  # the measurement is reused, not re-taken
     assert c.detail["code_hash"] != a.detail["code_hash"] and not c.detail["run_reused"]
-    assert ev.stats == {"compiles": 3, "unique_code": 2, "runs": 2, "runs_saved": 1, "conflicts": 0}
+    assert ev.stats == {"compiles": 3, "unique_code": 2, "runs": 2, "runs_saved": 1, "conflicts": 0, "ignored": 0}
 
 
 def _broken_dot(tmp_path):

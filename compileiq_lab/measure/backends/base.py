@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol
 
+from compileiq_lab.exceptions import ConfigurationError
 from compileiq_lab.measure.build import CompileOutcome
+from compileiq_lab.measure.entries import resolve_entry
 
-__all__ = ["CUBIN_METRICS", "HOST_METRICS", "Backend"]
+__all__ = ["CUBIN_METRICS", "HOST_METRICS", "Backend", "EntryResolver"]
 
 #: Static objectives of a host build (an object file or an executable).
 HOST_METRICS = frozenset({"text_bytes", "binary_size", "compile_time"})
@@ -39,3 +42,33 @@ class Backend(Protocol):
     def toolchain(self) -> dict[str, str]:
         """The compiler versions it uses (for the run header)."""
         ...
+
+
+class EntryResolver:
+    """The symbol of a kernel run's entry in each compiled module (a plain C++ name becomes its mangled symbol; a
+    -D knob may change which template instantiations exist, so each module is asked once).
+
+    Args:
+        entry: The entry as the user spells it, or None (no entry: the whole module).
+        where: The source's name (for messages).
+    """
+
+    def __init__(self, entry: str | None, where: str) -> None:
+        self.entry, self.where = entry, where
+        self._known: dict[str, tuple[str | None, str]] = {}
+        self._lock = threading.Lock()
+
+    def resolve(self, module: str, entries: Callable[[], Sequence[str]]) -> tuple[str | None, str]:
+        """(symbol, "") for the module at ``module`` whose kernels ``entries()`` lists, or (None, why not)."""
+        if self.entry is None:
+            return None, ""
+        with self._lock:
+            if module in self._known:
+                return self._known[module]
+        try:
+            found: tuple[str | None, str] = (resolve_entry(self.entry, entries(), self.where), "")
+        except ConfigurationError as exc:
+            found = (None, str(exc))
+        with self._lock:
+            self._known[module] = found
+        return found

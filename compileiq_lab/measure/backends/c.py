@@ -11,6 +11,7 @@ from pathlib import Path
 from compileiq_lab.measure.backends.base import HOST_METRICS
 from compileiq_lab.measure.build import CompileOutcome, build_cached
 from compileiq_lab.measure.kernel import Kernel
+from compileiq_lab.toolchain.context import BuildContext
 from compileiq_lab.toolchain.tools import find_tool, tool_version
 
 __all__ = ["CHost"]
@@ -25,6 +26,7 @@ class CHost:
         compiler: "gcc" or "clang".
         timeout_s: Limit per compile.
         link_harness: Link an executable with the timing harness (to run it); else only the kernel's object file.
+        context: Include directories, fixed defines and extra arguments of every compile.
     """
 
     name: str = "c"
@@ -32,8 +34,9 @@ class CHost:
     binary_kind: str = "host"
 
     def __init__(self, kernel: Kernel, workdir: Path, compiler: str = "gcc", timeout_s: float = 60.0,
-                 link_harness: bool = True) -> None:
+                 link_harness: bool = True, context: BuildContext | None = None) -> None:
         self.kernel, self.compiler, self.timeout_s, self.link = kernel, compiler, timeout_s, link_harness
+        self.context = context or BuildContext()
         self.cc = find_tool(compiler)
         self.workdir = Path(workdir)
         (self.workdir / "bin").mkdir(parents=True, exist_ok=True)
@@ -42,7 +45,7 @@ class CHost:
             self.harness.write_text(resources.files("compileiq_lab.measure").joinpath("harness.c").read_text())
 
     def compile(self, argv: Mapping[str, Sequence[str]]) -> CompileOutcome:
-        flags = list(argv["c"])
+        flags = [*self.context.argv(), *argv["c"]]
         key = hashlib.sha256("\0".join([self.kernel.source_sha256(), self.compiler, str(self.link), *flags]).encode())
         out = self.workdir / "bin" / (f"k-{key.hexdigest()[:20]}" + ("" if self.link else ".o"))
         source = str(self.kernel.source_path)

@@ -6,9 +6,11 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from compileiq_lab.measure.backends.base import CUBIN_METRICS
+from compileiq_lab.measure.backends.base import CUBIN_METRICS, EntryResolver
 from compileiq_lab.measure.build import CompileOutcome
-from compileiq_lab.measure.nvcc import CudaCompiler
+from compileiq_lab.measure.entries import cubin_entries, ptx_entries
+from compileiq_lab.measure.nvcc import CudaCompiler, parse_ptxas_verbose
+from compileiq_lab.toolchain.context import BuildContext
 from compileiq_lab.toolchain.tools import tool_version
 
 __all__ = ["CudaFull", "CudaTwoStage"]
@@ -19,26 +21,35 @@ class CudaTwoStage:
 
     Args:
         source: The .cu file.
-        entry: The kernel whose ptxas metrics are reported (None: the worst over all kernels).
+        entry: The kernel whose metrics and code are reported, as the user spells it (plain C++ name, mangled name,
+            or a demangled template instantiation); None: the whole module (ptxas metrics: the worst kernel).
         arch: Target, e.g. "sm_90".
         workdir: Where the PTX cache and cubins go.
         timeout_s: Limit per compiler process.
+        context: Include directories, fixed defines and extra arguments of every front-end call.
     """
 
     name: str = "cuda"
     stages: tuple[str, ...] = ("frontend", "backend")
     binary_kind: str = "cubin"
 
-    def __init__(self, source: Path, entry: str | None, arch: str, workdir: Path, timeout_s: float) -> None:
+    def __init__(self, source: Path, entry: str | None, arch: str, workdir: Path, timeout_s: float,
+                 context: BuildContext | None = None) -> None:
         self.source, self.entry = source, entry
-        self.cc = CudaCompiler(arch, workdir, timeout_s)
+        self.cc = CudaCompiler(arch, workdir, timeout_s, context)
+        self.resolver = EntryResolver(entry, str(source.name))
 
     def compile(self, argv: Mapping[str, Sequence[str]]) -> CompileOutcome:
         ptx = self.cc.ptx(self.source, argv["frontend"])
         if not ptx.ok or ptx.path is None:
             return dataclasses.replace(ptx, stage="frontend")
-        out = self.cc.cubin(ptx.path, argv["backend"], self.entry)
+        path = ptx.path
+        symbol, problem = self.resolver.resolve(str(path), lambda: ptx_entries(path.read_text(errors="replace")))
+        if problem:
+            return CompileOutcome("compile_error", error=problem, argv=ptx.argv, stage="entry", log=ptx.log)
+        out = self.cc.cubin(path, argv["backend"], symbol)
         out.metrics.update(ptx.metrics)
+        out.log, out.symbol = ptx.log + out.log, symbol
         return out if out.ok else dataclasses.replace(out, stage="backend")
 
     def metrics(self) -> frozenset[str]:
@@ -54,4 +65,18 @@ class CudaFull(CudaTwoStage):
     name: str = "nvcc"
 
     def compile(self, argv: Mapping[str, Sequence[str]]) -> CompileOutcome:
-        return self.cc.full(self.source, argv["frontend"], argv["backend"], self.entry)
+        out = self.cc.full(self.source, argv["frontend"], argv["backend"], None)
+        return resolve_in_cubin(out, self.resolver)
+
+
+def resolve_in_cubin(out: CompileOutcome, resolver: EntryResolver) -> CompileOutcome:
+    """A one-call compile's outcome with its entry resolved from the cubin's kernels (and its ptxas metrics then
+    taken for that kernel alone)."""
+    if not out.ok or out.path is None or resolver.entry is None:
+        return out
+    path = out.path
+    symbol, problem = resolver.resolve(str(path), lambda: cubin_entries(path))
+    if problem:
+        return CompileOutcome("compile_error", error=problem, argv=out.argv, stage="entry", log=out.log)
+    times = {k: v for k, v in out.metrics.items() if k.endswith("_time_s")}
+    return dataclasses.replace(out, symbol=symbol, metrics={**parse_ptxas_verbose(out.log, symbol), **times})

@@ -1,0 +1,84 @@
+"""Options several commands share: the build context of a kernel, and which point an export writes."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from compileiq_lab.acf.export import effective_params, point_acf
+from compileiq_lab.exceptions import ConfigurationError
+from compileiq_lab.kernels import BuildContext, KernelRun, minimal_controls
+from compileiq_lab.store import EvalRecord, Results, Validation
+from compileiq_lab.store.pick import default_pick, pick_point
+
+__all__ = ["add_build_arguments", "add_pick_arguments", "build_options", "export_point"]
+
+
+def add_build_arguments(parser: argparse.ArgumentParser) -> None:
+    """The build-context options of a command that loads a kernel (fixed arguments come after ``--``)."""
+    parser.add_argument("-I", "--include-dir", action="append", default=[], metavar="DIR",
+                        help="a folder searched for headers (repeatable; fixed, not searched)")
+    parser.add_argument("--define", action="append", default=[], metavar="NAME=VALUE",
+                        help="a fixed -D define (repeatable; not searched)")
+    parser.add_argument("--entry", default=None, help="the kernel of a multi-kernel .cu file to tune: its plain C++ "
+                                                      "name, mangled name, or template instantiation (the kernels "
+                                                      "found are listed when it matches none)")
+    parser.add_argument("--block", default=None, metavar="X[,Y[,Z]]",
+                        help="a bare file's launch block, e.g. 256 or 16,16 (--maxntid values below it are not "
+                             "offered)")
+
+
+def add_pick_arguments(parser: argparse.ArgumentParser) -> None:
+    """The point-choice options of an export."""
+    parser.add_argument("--pick", default=None, metavar="OBJECTIVE|knee|no-regression",
+                        help="the point to export: the best on one objective, the knee of the front, or the best on "
+                             "the first objective among points no worse than the baseline on any objective "
+                             "(default: no-regression for static runs, the first objective otherwise)")
+    parser.add_argument("--no-minimize", action="store_true",
+                        help="export the point's controls as they are (default: drop each control whose removal "
+                             "leaves the machine code identical, and say which)")
+
+
+def build_options(args: argparse.Namespace) -> dict[str, Any]:
+    """KernelRun arguments from the build-context options and the fixed arguments after ``--``."""
+    extra = list(getattr(args, "extra", []) or [])
+    context = BuildContext.make(args.include_dir, args.define, extra, where="command line")
+    block = None
+    if args.block:
+        try:
+            block = [int(x) for x in args.block.split(",")]
+        except ValueError:
+            raise ConfigurationError(f"--block must be X[,Y[,Z]] ints, but got {args.block!r}; write e.g. "
+                                     "--block 256") from None
+    return {"entry": args.entry, "build": context or None, "block": block}
+
+
+def export_point(args: argparse.Namespace, path: str, results: Results, run: KernelRun,
+                 validation: Validation | None = None, rec: EvalRecord | None = None) -> int:
+    """Write a point as an ACF: ``rec``, else the one ``--pick`` picks; its controls minimised unless
+    ``--no-minimize``. Returns the exit code."""
+    rule = args.pick or default_pick(run.target == "static")
+    base = results.baseline_record
+    if args.pick is None and rule == "no-regression" and (base is None or base.status != "ok"):
+        rule = "first"  # nothing to compare with: the default falls back to the first objective
+    why = "the point asked for"
+    if rec is None:
+        rec, why = pick_point(results, rule)
+    if rec is None:
+        print("nothing to export: no successful evaluation", file=sys.stderr)
+        return 1
+    controls, dropped = effective_params(rec), {}
+    if not args.no_minimize and rec.status == "ok":
+        ignored = rec.detail.get("ignored_controls") or {}
+        try:
+            minimal = minimal_controls(run, controls, ignored)
+            controls, dropped = minimal.controls, minimal.dropped
+        except ConfigurationError as exc:  # e.g. no compiler here: the point is written as it was
+            print(f"note: the controls are not minimised ({str(exc)[:300]})", file=sys.stderr)
+    acf = point_acf(results, rec, run.kernel, run.catalog, validation=validation, controls=controls, dropped=dropped)
+    acf.write(path)
+    print(f"exported eval {rec.eval_id} ({why}{'' if args.pick else ', the default pick'}) to {path}"
+          + (f"; dropped as having no effect: {', '.join(sorted(acf.dropped))}" if acf.dropped else ""),
+          file=sys.stderr)
+    return 0

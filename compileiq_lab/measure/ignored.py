@@ -1,0 +1,148 @@
+"""Controls the compiler ignored: its "ignoring ..." warnings read per candidate, and the rules learned from them."""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from compileiq_lab.space.catalogs.base import Catalog, Control
+
+__all__ = ["IgnoreRule", "IgnoreRules", "Ignored", "find_ignored", "ignored_options"]
+
+#: (pattern, groups naming the ignored options, group naming the option it lost against or None)
+_PATTERNS: tuple[tuple[re.Pattern[str], tuple[str, ...], str | None], ...] = (
+    # ptxas: Conflicting options '-O0' and '--register-usage-level' specified, ignoring '--register-usage-level' option
+    (re.compile(r"Conflicting options '(?P<a>[^']+)' and '(?P<b>[^']+)' specified, ignoring '(?P<x>[^']+)'"),
+     ("x",), "ab"),
+    # ptxas: Too big maxrregcount value specified 300, will be ignored
+    (re.compile(r"Too big (?P<x>[\w-]+) value specified \S+, will be ignored"), ("x",), None),
+    # ptxas: Value of RegUsageLevel (12) is out of valid range {0..10}, option will be ignored
+    (re.compile(r"Value of (?P<x>[\w-]+) \([^)]*\) is out of valid range[^\n]*will be ignored"), ("x",), None),
+    # ptxas: Value of threads per SM for entry k is out of range. .minnctapersm and .maxntid will be ignored
+    (re.compile(r"\.(?P<x>\w+) and \.(?P<y>\w+) will be ignored"), ("x", "y"), None),
+    # generic: ignoring option '-x' / option '-x' is ignored / '-x' ignored
+    (re.compile(r"ignoring (?:unknown |unsupported )?(?:option )?'(?P<x>-[^']+)'(?! option)"), ("x",), None),
+    (re.compile(r"[Oo]ption '(?P<x>-[^']+)' (?:is|will be|has been) ignored"), ("x",), None),
+)
+#: ptxas spells some options by their internal names in warnings
+_ALIASES = {"regusagelevel": "registerusagelevel", "threadspersm": "maxntid"}
+
+
+@dataclass(frozen=True)
+class Ignored:
+    """One option a compiler said it ignored.
+
+    Attributes:
+        option: As printed (e.g. "--register-usage-level", "maxrregcount", ".maxntid").
+        because: The option it lost against (e.g. "-O0"), or None when it was ignored on its own.
+        message: The warning line.
+    """
+
+    option: str
+    because: str | None
+    message: str
+
+
+def ignored_options(text: str) -> list[Ignored]:
+    """Every "ignoring ..." warning in a compiler's output, in order (each option once)."""
+    out: list[Ignored] = []
+    seen: set[tuple[str, str | None]] = set()
+    for line in text.splitlines():
+        for pattern, groups, rival in _PATTERNS:
+            m = pattern.search(line)
+            if not m:
+                continue
+            for g in groups:
+                option = m.group(g)
+                because = None
+                if rival:
+                    pair = [m.group(r) for r in rival]
+                    because = next((o for o in pair if o != option), None)
+                if (option, because) not in seen:
+                    seen.add((option, because))
+                    out.append(Ignored(option, because, line.strip()))
+            break
+    return out
+
+
+def _norm(option: str) -> str:
+    key = re.sub(r"[-_.]", "", option.split("=", 1)[0]).lower()
+    return _ALIASES.get(key, key)
+
+
+def _control_for(catalog: Catalog, config: Mapping[str, Any], option: str, exact: bool) -> Control | None:
+    """The control of ``config`` that produced ``option``: by its exact argument (``exact``: "-O0" is
+    opt_level=0), else by the option's name (its --help spelling or its argument's name)."""
+    for c in catalog.controls:
+        if c.name not in config:
+            continue
+        tokens = c.argv(config[c.name])
+        if exact and option in tokens:
+            return c
+        if not exact and _norm(option) in {_norm(c.option), *(_norm(t) for t in tokens if t.startswith("-"))}:
+            return c
+    return None
+
+
+@dataclass(frozen=True)
+class IgnoreRule:
+    """Learned: when the controls in ``when`` have these values, the compiler ignores ``control``."""
+
+    when: tuple[tuple[str, Any], ...]
+    control: str
+    message: str
+
+    def matches(self, config: Mapping[str, Any]) -> bool:
+        """Whether ``config`` sets ``control`` where it would be ignored."""
+        return self.control in config and all(k in config and config[k] == v for k, v in self.when)
+
+    def reason(self) -> str:
+        """Why a config this rule matches is not worth compiling."""
+        when = ", ".join(f"{k}={v!r}" for k, v in self.when if k != self.control)
+        return (f"the compiler ignores {self.control}" + (f" together with {when}" if when else " at this value")
+                + f" (seen earlier in this run: {self.message[:160]})")
+
+
+def find_ignored(catalog: Catalog, config: Mapping[str, Any], text: str) -> list[tuple[str, IgnoreRule]]:
+    """The controls of ``config`` that the compiler output ``text`` says were ignored, each with the rule to learn:
+    (control name, rule). Options that no control of the config produced (e.g. from the build context) are
+    skipped."""
+    flat = {k: v for k, v in config.items() if k != "defines"}
+    found: list[tuple[str, IgnoreRule]] = []
+    for item in ignored_options(text):
+        control = _control_for(catalog, flat, item.option, exact=False)
+        if control is None or any(name == control.name for name, _ in found):
+            continue
+        rival = _control_for(catalog, flat, item.because, exact=True) if item.because else None
+        if rival is None and item.because:
+            rival = _control_for(catalog, flat, item.because, exact=False)
+        when = ((rival.name, flat[rival.name]),) if rival is not None and rival.name != control.name else \
+            ((control.name, flat[control.name]),)
+        found.append((control.name, IgnoreRule(when, control.name, item.message)))
+    return found
+
+
+@dataclass
+class IgnoreRules:
+    """The rules learned in one run (thread-safe); a config that matches one is rejected before it is compiled."""
+
+    rules: list[IgnoreRule] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def add(self, rule: IgnoreRule) -> bool:
+        """Learn a rule; False when it was known."""
+        with self._lock:
+            if any(r.when == rule.when and r.control == rule.control for r in self.rules):
+                return False
+            self.rules.append(rule)
+            return True
+
+    def reason(self, config: Mapping[str, Any]) -> str | None:
+        """Why the compiler would ignore a control of ``config`` (a learned rule), or None."""
+        flat = {k: v for k, v in config.items() if k != "defines"}
+        with self._lock:
+            rules = list(self.rules)
+        return next((r.reason() for r in rules if r.matches(flat)), None)

@@ -1,0 +1,71 @@
+"""Which point of a run to export: the best on one objective, the knee of the front, or no regression anywhere."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from compileiq_lab.exceptions import ConfigurationError
+from compileiq_lab.store.results import representative
+
+if TYPE_CHECKING:
+    from compileiq_lab.store.results import Results
+    from compileiq_lab.store.sqlite import EvalRecord
+
+__all__ = ["PICK_RULES", "default_pick", "pick_point"]
+
+#: The rules besides an objective's name.
+PICK_RULES = ("knee", "no-regression")
+
+
+def default_pick(static: bool) -> str:
+    """The rule a run's export uses unless told: "no-regression" for static runs (a static front's extremes are
+    often de-optimisations: -O0 with 3x the instructions for fewer registers, a register cap that spills), the
+    first objective for measured runs."""
+    return "no-regression" if static else "first"
+
+
+def pick_point(results: Results, rule: str = "first") -> tuple[EvalRecord | None, str]:
+    """The point ``rule`` picks among the run's Pareto front, and a line saying why.
+
+    Args:
+        results: The run.
+        rule: An objective's name (its best point), "first" (the first objective), "knee" (the front point
+            nearest the ideal point once each objective is scaled to [0, 1] over the front) or "no-regression"
+            (the best point on the first objective among those no worse than the baseline on any objective).
+
+    Raises:
+        ConfigurationError: An unknown rule (the message lists the rules), or "no-regression" on a run without a
+            successful baseline.
+    """
+    names = results.objective_names
+    if rule == "first" or rule in names:
+        i = 0 if rule == "first" else names.index(rule)
+        rec = results.best_record(i)
+        return rec, f"the best {names[i]}"
+    if rule not in PICK_RULES:
+        raise ConfigurationError(f"--pick must be an objective of the run ({', '.join(names)}) or one of "
+                                 f"{list(PICK_RULES)}, but got {rule!r}; pick one of those")
+    front = [rec for rec, _ in results.distinct_front() if rec.scores]
+    if not front:
+        return None, "no successful evaluation"
+    signs = np.array([o.sign for o in results.objectives], dtype=float)  # 1: lower is better, -1: higher
+    scores = np.array([rec.scores for rec in front], dtype=float) * signs
+    if rule == "knee":
+        low, high = scores.min(axis=0), scores.max(axis=0)
+        span = np.where(high > low, high - low, 1.0)
+        dist = np.linalg.norm((scores - low) / span, axis=1)
+        best = float(dist.min())
+        return representative([r for r, d in zip(front, dist) if d == best]), "the knee of the front"
+    base = results.baseline_record
+    if base is None or base.status != "ok" or not base.scores:
+        raise ConfigurationError("--pick no-regression compares with the baseline, but this run has no successful "
+                                 "baseline; pick an objective or knee")
+    floor = np.array(base.scores, dtype=float) * signs
+    safe = [r for r, s in zip(front, scores) if bool(np.all(s <= floor))]
+    if not safe:
+        return base, "no front point is at least as good as the baseline on every objective: the baseline"
+    first = min(float(np.array(r.scores)[0] * signs[0]) for r in safe if r.scores)
+    rec = representative([r for r in safe if r.scores and float(r.scores[0] * signs[0]) == first])
+    return rec, f"the best {names[0]} among the points no worse than the baseline on any objective"

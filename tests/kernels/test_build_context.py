@@ -1,0 +1,114 @@
+"""A kernel's build context (kernel.toml [build], the command line), arch variants and launch-aware controls."""
+
+from __future__ import annotations
+
+import math
+import shutil
+from pathlib import Path
+
+import pytest
+
+from compileiq_lab.cli.main import main
+from compileiq_lab.exceptions import ConfigurationError
+from compileiq_lab.kernels import BuildContext, KernelRun, load_kernel
+from compileiq_lab.testing import tool_available
+
+needs_nvcc = pytest.mark.skipif(not tool_available("nvcc"), reason="needs nvcc")
+DATA = Path(__file__).resolve().parents[1] / "data" / "public_kernels"
+KERNEL = "#include \"k.h\"\n__global__ void k(float *x) { x[threadIdx.x] *= SCALE; }\n"
+
+
+def _folder(tmp_path: Path, build: str) -> Path:
+    shutil.copytree(DATA / "folder_kernel", tmp_path / "fk")
+    toml = tmp_path / "fk" / "vector_add" / "kernel.toml"
+    text = toml.read_text()
+    start = text.index("[build]")
+    end = text.find("\n[", start + 1)
+    toml.write_text(text[:start] + build + (text[end:] if end >= 0 else "\n"))
+    return toml.parent
+
+
+def _threads(value: object) -> int:
+    return math.prod(int(p) for p in str(value).split(","))
+
+
+def test_build_table_is_read_and_checked(tmp_path: Path) -> None:
+    spec = load_kernel(DATA / "folder_kernel" / "vector_add")
+    assert [d.name for d in spec.build.include_dirs] == ["include"] and spec.build.args == ("-std=c++17",)
+    for build, match in [('[build]\ninclude_dirs = ["/usr/include"]\n', "relative to the kernel folder"),
+                         ('[build]\ninclude_dirs = ["../nowhere"]\n', "each include directory exists"),
+                         ('[build]\nargs = ["-o", "x"]\n', "must hold"),
+                         ('[build]\nlibs = ["m"]\n', "build keys are in")]:
+        with pytest.raises(ConfigurationError, match=match):
+            load_kernel(_folder(tmp_path / str(abs(hash(build))), build))
+
+
+def test_entry_and_block_are_for_bare_files(tmp_path: Path) -> None:
+    with pytest.raises(ConfigurationError, match="kernel.toml"):
+        load_kernel("reduction", entry="other")
+    with pytest.raises(ConfigurationError, match="--block is for bare source files"):
+        load_kernel("reduction", block=[128])
+    src = tmp_path / "k.cu"
+    src.write_text(KERNEL)
+    with pytest.raises(ConfigurationError, match="1 to 3 ints"):
+        load_kernel(src, block=[2048])
+    assert load_kernel(src, block=[16, 16]).block_threads() == 256
+
+
+@needs_nvcc
+def test_maxntid_below_the_launch_block_is_not_offered(tmp_path: Path) -> None:
+    src = tmp_path / "k.cu"
+    src.write_text(KERNEL)
+    run = KernelRun(src, "ptxas", ["registers"], block=[512], workdir=tmp_path / "w",
+                    build=BuildContext.make([tmp_path]))
+    (tmp_path / "k.h").write_text("#define SCALE 2.0f\n")
+    values = run.search_space()["maxntid"].values
+    every = KernelRun(src, "ptxas", ["registers"], measure=False).search_space()["maxntid"].values
+    assert values and all(_threads(v) >= 512 for v in values)
+    assert set(values) == {v for v in every if _threads(v) >= 512} and len(values) < len(every)
+    spec = load_kernel("softmax")  # a kernel folder: the block of its [launch]
+    bounded = KernelRun(spec, "ptxas", ["registers"], measure=False).search_space()
+    assert "maxntid" not in bounded or all(_threads(v) >= (spec.block_threads() or 0)
+                                           for v in bounded["maxntid"].values)
+
+
+@needs_nvcc
+def test_arch_variants_are_asked_of_the_tools(tmp_path: Path) -> None:
+    src = tmp_path / "k.cu"
+    src.write_text(KERNEL.replace('#include "k.h"\n', "#define SCALE 2.0f\n"))
+    run = KernelRun(src, "ptxas", ["registers"], arch="sm_90a", workdir=tmp_path / "w")
+    assert run(run.search_space() and {}).status == "ok"
+    with pytest.raises(ConfigurationError, match="cannot target 'sm_91'"):
+        KernelRun(src, "ptxas", ["registers"], arch="sm_91", workdir=tmp_path / "w2")
+
+
+@needs_nvcc
+def test_every_header_read_is_part_of_the_ptx_cache_key(tmp_path: Path) -> None:
+    (tmp_path / "src").mkdir()
+    (tmp_path / "inc").mkdir()
+    src = tmp_path / "src" / "k.cu"
+    src.write_text(KERNEL)
+    header = tmp_path / "inc" / "k.h"  # outside the source's folder
+    header.write_text("#define SCALE 2.0f\n")
+    run = KernelRun(src, "ptxas", ["sass_instructions"], workdir=tmp_path / "w",
+                    build=BuildContext.make([tmp_path / "inc"]))
+    first = run({})
+    assert first.status == "ok"
+    header.write_text("#define SCALE (2.0f / (x[0] + 1.0f))\n")
+    second = run({})
+    assert second.status == "ok" and second.detail["code_hash"] != first.detail["code_hash"]
+
+
+@needs_nvcc
+def test_cli_define_and_extra_arguments_reach_the_compiler(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    src = tmp_path / "k.cu"
+    src.write_text("#if __cplusplus < 201703L\n#error needs c++17\n#endif\n" + KERNEL.replace('#include "k.h"\n', ""))
+    monkeypatch.chdir(tmp_path)
+    base = ["tune", "k.cu", "--space", "ptxas", "--objectives", "registers", "--generations", "1", "--pool-size",
+            "4", "--warm-start", "none"]
+    assert main([*base, "--define", "SCALE=3.0f", "--store", "a.db", "--", "-std=c++17"]) == 0
+    assert main([*base, "--define", "SCALE=3.0f", "--store", "b.db", "--", "-std=c++14"]) == 1
+    assert "needs c++17" in capsys.readouterr().err
+    assert main([*base, "--store", "c.db", "--", "-o", "x"]) == 1
+    assert "must hold" in capsys.readouterr().err

@@ -1,0 +1,46 @@
+"""Which point an export picks: an objective, the knee, or no regression against the baseline."""
+
+from __future__ import annotations
+
+import pytest
+
+from compileiq_lab.exceptions import ConfigurationError
+from compileiq_lab.store import EvalRecord, Results
+from compileiq_lab.store.pick import default_pick, pick_point
+
+
+def _rec(i: int, scores: list[float], params: dict | None = None) -> EvalRecord:
+    return EvalRecord(eval_id=i, generation=0, config_key=str(i), params=params if params is not None else {"x": i},
+                      status="ok", error="", scores=scores, elapsed_s=0.0, started_at=0.0, is_baseline=i == 0)
+
+
+def _results() -> Results:
+    # registers, sass_instructions: the baseline 40 / 400; eval 1 has fewer registers but 3x the instructions
+    records = [_rec(0, [40, 400], {}), _rec(1, [20, 1200]), _rec(2, [32, 380]), _rec(3, [36, 300]), _rec(4, [44, 290])]
+    return Results(records, ["min", "min"], objective_names=["registers", "sass_instructions"])
+
+
+def test_by_objective_and_default() -> None:
+    res = _results()
+    assert pick_point(res, "registers")[0].eval_id == 1
+    assert pick_point(res, "sass_instructions")[0].eval_id == 4
+    assert pick_point(res, "first")[0].eval_id == 1
+    assert default_pick(True) == "no-regression" and default_pick(False) == "first"
+
+
+def test_no_regression_never_worse_than_the_baseline() -> None:
+    rec, why = pick_point(_results(), "no-regression")
+    assert rec.eval_id == 2 and "no worse than the baseline" in why
+    worse = Results([_rec(0, [10, 100], {}), _rec(1, [5, 200])], ["min", "min"],
+                    objective_names=["registers", "sass_instructions"])
+    rec, why = pick_point(worse, "no-regression")
+    assert rec.eval_id == 0 and "the baseline" in why
+
+
+def test_knee_balances_the_objectives() -> None:
+    assert pick_point(_results(), "knee")[0].eval_id in (2, 3)
+
+
+def test_unknown_rule() -> None:
+    with pytest.raises(ConfigurationError, match="registers, sass_instructions"):
+        pick_point(_results(), "fastest")

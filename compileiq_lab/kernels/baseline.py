@@ -39,6 +39,11 @@ def baseline_stop_reason(kernel: KernelSpec, catalog: Catalog, record: EvalRecor
     if stage == "entry":
         return f"the kernel's entry is not in the compiled module: {record.error.strip()[:1500]}"
     missing = next((ln.strip() for ln in record.error.splitlines() if _MISSING_FILE.search(ln)), "")
+    if stage and missing and catalog.compiler == "nvrtc":
+        return (f"the kernel does not compile with NVRTC: a file it includes is missing ({missing}); NVRTC compiles "
+                "device code only and has no C library headers (the CUDA toolkit's and the -I folders are passed): "
+                "tune a file with host code with --space nvcc or ptxas, or guard its host part with "
+                "#ifndef __CUDACC_RTC__")
     if stage and missing:
         return (f"the kernel does not compile: a file it includes is missing ({missing}); add its folder with "
                 "-I/--include-dir (kernel.toml: [build] include_dirs)")

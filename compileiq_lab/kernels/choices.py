@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import logging
+from collections.abc import Sequence
 from typing import NamedTuple
 
 from compileiq_lab.exceptions import ConfigurationError
@@ -20,12 +21,14 @@ __all__ = [
     "TARGETS",
     "ActiveCatalog",
     "active_catalog",
+    "check_objectives",
     "default_objectives",
     "gpu_arch",
     "gpu_reason",
     "objective_choices",
     "offered_catalog",
     "run_metrics",
+    "run_target",
     "static_metrics",
     "targets",
 ]
@@ -125,3 +128,34 @@ def offered_catalog(name: str) -> ActiveCatalog:
         return active_catalog(name)
     except ConfigurationError as exc:
         return ActiveCatalog(get_catalog(name), (), str(exc))
+
+
+def run_target(kernel: KernelSpec, objectives: Sequence[str] | None, target: str | None) -> str:
+    """Where the run measures: as given, else from the objectives, else the first target this machine offers."""
+    runs = sorted(set(objectives or ()) & run_metrics(kernel.language))
+    if target is not None:
+        offered = ("gpu", "static") if kernel.language == "cuda" else ("cpu", "static")
+        if target not in offered:
+            raise ConfigurationError(f"target for a {kernel.language} kernel must be one of {list(offered)}, but got "
+                                     f"{target!r}")
+        if target == "static" and runs:
+            raise ConfigurationError(f"a static target measures no runs, but the objectives {runs} are measured by "
+                                     f"running the kernel; pick static objectives or target {offered[0]!r}")
+        return target
+    if objectives:
+        return ("gpu" if kernel.language == "cuda" else "cpu") if runs else "static"
+    return targets(kernel)[0]
+
+
+def check_objectives(kernel: KernelSpec, names: Sequence[str]) -> None:
+    allowed = static_metrics(kernel.language) | run_metrics(kernel.language)
+    bad = [o for o in names if o not in allowed]
+    if not names or bad:
+        raise ConfigurationError(f"objectives for a {kernel.language} kernel must be among {sorted(allowed)}, but got "
+                                 f"{list(names)}; pick from those")
+    runs = set(names) & run_metrics(kernel.language)
+    if runs and (kernel.static_only or not kernel.inputs):
+        raise ConfigurationError(
+            f"kernel {kernel.name!r} cannot run (it needs an entry, inputs, outputs and a reference in kernel.toml), "
+            f"so objectives {sorted(runs)} cannot be measured; use static objectives "
+            f"{sorted(static_metrics(kernel.language))}")

@@ -13,7 +13,7 @@ from compileiq_lab.kernels.spec import IDENT, LANGUAGES, SPEC_FILE, KernelSpec, 
 from compileiq_lab.kernels.toml import SpecParser
 from compileiq_lab.toolchain.context import BuildContext
 
-__all__ = ["ENV_VAR", "adapt_kernel", "kernels_root", "list_kernels", "load_kernel"]
+__all__ = ["ENV_VAR", "acf_kernel_ref", "adapt_kernel", "kernel_ref", "kernels_root", "list_kernels", "load_kernel"]
 
 log = logging.getLogger(__name__)
 
@@ -115,3 +115,27 @@ def _load_folder(folder: Path) -> KernelSpec:
     except tomllib.TOMLDecodeError as exc:
         raise ConfigurationError(f"{spec_path}: `it is valid TOML` must hold, but got {exc}. Fix the syntax.") from None
     return SpecParser(data, folder).parse()
+
+
+def acf_kernel_ref(name: str, source: str | None, acf_folder: Path | None) -> str:
+    """Where an ACF's kernel is: its recorded source relative to the working folder, else to the ACF's folder,
+    else its bundled name."""
+    if source:
+        for base in (Path.cwd(), acf_folder):
+            if base is not None and (base / source).exists():
+                return str(base / source)
+        if not (kernels_root() / name / SPEC_FILE).is_file():
+            raise ConfigurationError(f"the ACF's kernel {source!r} (relative to the folder it was exported from) "
+                                     f"must be found, but it is neither under {Path.cwd()} nor under {acf_folder}; "
+                                     "pass --kernel PATH (verify) or kernel= to name the kernel")
+    return name
+
+
+def kernel_ref(kernel: KernelSpec) -> str:
+    """How to load the kernel again: its bundled name, else its folder (with kernel.toml) or its bare source file."""
+    if kernel.spec_file is None:
+        return str(kernel.source_path)
+    bundled = kernels_root() / kernel.name
+    if (bundled / SPEC_FILE).is_file() and bundled.resolve() == kernel.folder.resolve():
+        return kernel.name
+    return str(kernel.folder)

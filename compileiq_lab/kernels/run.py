@@ -18,14 +18,14 @@ from compileiq_lab.kernels.choices import (
     CATALOGS,
     DEFAULT_ARCH,
     active_catalog,
+    check_objectives,
     default_objectives,
     gpu_arch,
     run_metrics,
-    static_metrics,
-    targets,
+    run_target,
 )
-from compileiq_lab.kernels.load import adapt_kernel, kernels_root, load_kernel
-from compileiq_lab.kernels.spec import SPEC_FILE, KernelSpec
+from compileiq_lab.kernels.load import acf_kernel_ref, adapt_kernel, kernel_ref, load_kernel
+from compileiq_lab.kernels.spec import KernelSpec
 from compileiq_lab.measure.backends.base import Backend
 from compileiq_lab.measure.backends.c import CHost
 from compileiq_lab.measure.backends.cuda import CudaFull, CudaTwoStage
@@ -120,9 +120,9 @@ class KernelRun:
         language = self.kernel.language
         self.catalog_name, self.catalog, self.left_out, self.catalog_note = _catalog(
             language, catalog, catalog_name, controls, categories, tiers, unsafe_math)
-        self.target = _target(self.kernel, objectives, target)
+        self.target = run_target(self.kernel, objectives, target)
         names = list(objectives) if objectives is not None else default_objectives(language, self.target)
-        _check_objectives(self.kernel, names)
+        check_objectives(self.kernel, names)
         self.objectives: list[Objective] = [METRICS[n] for n in names]
         runs = set(names) & run_metrics(language)
         if language == "cuda":
@@ -193,7 +193,7 @@ class KernelRun:
                 says to pass ``kernel``).
         """
         build = acf.build
-        spec = load_kernel(kernel or _acf_kernel(acf.kernel, build.get("source"), acf_folder))
+        spec = load_kernel(kernel or acf_kernel_ref(acf.kernel, build.get("source"), acf_folder))
         if spec.language == "cuda" and not acf.arch:
             raise ConfigurationError(f"the ACF of CUDA kernel {acf.kernel!r} records no arch; it cannot be rebuilt")
         context = acf.build_context(spec.source_path.parent)
@@ -258,7 +258,7 @@ class KernelRun:
 
     def metadata(self, **extra: Any) -> dict[str, Any]:
         """The run header's facts of this kernel run (``extra``: more facts, e.g. warm-start sources)."""
-        ref, k = _kernel_ref(self.kernel), self.kernel
+        ref, k = kernel_ref(self.kernel), self.kernel
         if ref != k.name:
             extra = {"kernel_path": ref, **extra}
         if k.spec_file is None and k.entry:
@@ -374,61 +374,6 @@ def _catalog(language: str, catalog: str | Catalog | None, name: str | None, con
             f"catalog {chosen.compiler!r} controls stages {sorted(stages)}, but a {language} kernel takes "
             f"{sorted(fits)}; use {'nvcc, ptxas or nvrtc' if language == 'cuda' else 'gcc or clang'}")
     return name, chosen, left_out, note
-
-
-def _target(kernel: KernelSpec, objectives: Sequence[str] | None, target: str | None) -> str:
-    """Where the run measures: as given, else from the objectives, else the first target this machine offers."""
-    runs = sorted(set(objectives or ()) & run_metrics(kernel.language))
-    if target is not None:
-        offered = ("gpu", "static") if kernel.language == "cuda" else ("cpu", "static")
-        if target not in offered:
-            raise ConfigurationError(f"target for a {kernel.language} kernel must be one of {list(offered)}, but got "
-                                     f"{target!r}")
-        if target == "static" and runs:
-            raise ConfigurationError(f"a static target measures no runs, but the objectives {runs} are measured by "
-                                     f"running the kernel; pick static objectives or target {offered[0]!r}")
-        return target
-    if objectives:
-        return ("gpu" if kernel.language == "cuda" else "cpu") if runs else "static"
-    return targets(kernel)[0]
-
-
-def _check_objectives(kernel: KernelSpec, names: Sequence[str]) -> None:
-    allowed = static_metrics(kernel.language) | run_metrics(kernel.language)
-    bad = [o for o in names if o not in allowed]
-    if not names or bad:
-        raise ConfigurationError(f"objectives for a {kernel.language} kernel must be among {sorted(allowed)}, but got "
-                                 f"{list(names)}; pick from those")
-    runs = set(names) & run_metrics(kernel.language)
-    if runs and (kernel.static_only or not kernel.inputs):
-        raise ConfigurationError(
-            f"kernel {kernel.name!r} cannot run (it needs an entry, inputs, outputs and a reference in kernel.toml), "
-            f"so objectives {sorted(runs)} cannot be measured; use static objectives "
-            f"{sorted(static_metrics(kernel.language))}")
-
-
-def _acf_kernel(name: str, source: str | None, acf_folder: Path | None) -> str:
-    """Where an ACF's kernel is: its recorded source relative to the working folder, else to the ACF's folder,
-    else its bundled name."""
-    if source:
-        for base in (Path.cwd(), acf_folder):
-            if base is not None and (base / source).exists():
-                return str(base / source)
-        if not (kernels_root() / name / SPEC_FILE).is_file():
-            raise ConfigurationError(f"the ACF's kernel {source!r} (relative to the folder it was exported from) "
-                                     f"must be found, but it is neither under {Path.cwd()} nor under {acf_folder}; "
-                                     "pass --kernel PATH (verify) or kernel= to name the kernel")
-    return name
-
-
-def _kernel_ref(kernel: KernelSpec) -> str:
-    """How to load the kernel again: its bundled name, else its folder (with kernel.toml) or its bare source file."""
-    if kernel.spec_file is None:
-        return str(kernel.source_path)
-    bundled = kernels_root() / kernel.name
-    if (bundled / SPEC_FILE).is_file() and bundled.resolve() == kernel.folder.resolve():
-        return kernel.name
-    return str(kernel.folder)
 
 
 def _scratch() -> Path:

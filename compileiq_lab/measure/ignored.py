@@ -10,19 +10,27 @@ from typing import Any
 
 from compileiq_lab.space.catalogs.base import Catalog, Control
 
-__all__ = ["IgnoreRule", "IgnoreRules", "Ignored", "find_ignored", "ignored_options"]
+__all__ = ["ANY", "IgnoreRule", "IgnoreRules", "Ignored", "find_ignored", "ignored_options"]
+
+#: In a rule's condition: the control is set, whatever its value (ptxas ignores -maxntid with any -maxrregcount).
+ANY: Any = type("AnyValue", (), {"__repr__": lambda self: "any value"})()
 
 #: (pattern, groups naming the ignored options, group naming the option it lost against or None)
 _PATTERNS: tuple[tuple[re.Pattern[str], tuple[str, ...], str | None], ...] = (
     # ptxas: Conflicting options '-O0' and '--register-usage-level' specified, ignoring '--register-usage-level' option
-    (re.compile(r"Conflicting options '(?P<a>[^']+)' and '(?P<b>[^']+)' specified, ignoring '(?P<x>[^']+)'"),
+    # ptxas: Conflicting options force-load-cache and def-load-cache specified, ignoring def-load-cache option
+    (re.compile(r"Conflicting options '?(?P<a>[^' ]+)'? and '?(?P<b>[^' ]+)'? specified, ignoring '?(?P<x>[^' ]+)'?"),
      ("x",), "ab"),
+    # ptxas: Command line option 'device-function-maxrregcount' not supported for '...', will be ignored
+    (re.compile(r"[Oo]ption '(?P<x>[^']+)' not supported[^\n]*will be ignored"), ("x",), None),
     # ptxas: Too big maxrregcount value specified 300, will be ignored
     (re.compile(r"Too big (?P<x>[\w-]+) value specified \S+, will be ignored"), ("x",), None),
     # ptxas: Value of RegUsageLevel (12) is out of valid range {0..10}, option will be ignored
     (re.compile(r"Value of (?P<x>[\w-]+) \([^)]*\) is out of valid range[^\n]*will be ignored"), ("x",), None),
     # ptxas: Value of threads per SM for entry k is out of range. .minnctapersm and .maxntid will be ignored
     (re.compile(r"\.(?P<x>\w+) and \.(?P<y>\w+) will be ignored"), ("x", "y"), None),
+    # ptxas: Value of threads per SM for entry mod is out of range. .minnctapersm will be ignored
+    (re.compile(r"out of range\. \.(?P<x>\w+) will be ignored"), ("x",), None),
     # generic: ignoring option '-x' / option '-x' is ignored / '-x' ignored
     (re.compile(r"ignoring (?:unknown |unsupported )?(?:option )?'(?P<x>-[^']+)'(?! option)"), ("x",), None),
     (re.compile(r"[Oo]ption '(?P<x>-[^']+)' (?:is|will be|has been) ignored"), ("x",), None),
@@ -97,7 +105,7 @@ class IgnoreRule:
 
     def matches(self, config: Mapping[str, Any]) -> bool:
         """Whether ``config`` sets ``control`` where it would be ignored."""
-        return self.control in config and all(k in config and config[k] == v for k, v in self.when)
+        return self.control in config and all(k in config and (v is ANY or config[k] == v) for k, v in self.when)
 
     def reason(self) -> str:
         """Why a config this rule matches is not worth compiling."""
@@ -117,9 +125,12 @@ def find_ignored(catalog: Catalog, config: Mapping[str, Any], text: str) -> list
         if control is None or any(name == control.name for name, _ in found):
             continue
         rival = _control_for(catalog, flat, item.because, exact=True) if item.because else None
-        if rival is None and item.because:
-            rival = _control_for(catalog, flat, item.because, exact=False)
-        when = ((rival.name, flat[rival.name]),) if rival is not None and rival.name != control.name else \
+        value: Any = None
+        if rival is not None:  # the rival's exact argument ("-O0"): at that value
+            value = flat[rival.name]
+        elif item.because:  # only its name ("-maxrregcount"): at any value
+            rival, value = _control_for(catalog, flat, item.because, exact=False), ANY
+        when = ((rival.name, value),) if rival is not None and rival.name != control.name else \
             ((control.name, flat[control.name]),)
         found.append((control.name, IgnoreRule(when, control.name, item.message)))
     return found

@@ -14,12 +14,12 @@ def objective(c):
     return float(x), float(9 - x + y)
 
 
-def tune_run(path, arch, kernel="k", catalog="ptxas", offset=0, warm=None):
+def tune_run(path, arch, kernel="k", catalog="ptxas", offset=0, warm=None, **extra):
     space = {"x": ss.range(0, 9), "y": ss.range(0, 4)}
     cfg = SearchConfiguration(generations=2, pool_size=6, seed=offset, num_objectives=2,
                               objective_names=["runtime", "energy"], warm_start=warm)
     meta = {"kernel": kernel, "catalog": catalog, "arch": arch, "objectives": ["runtime", "energy"],
-            "toolchain": {"nvcc": "13.0"}, "source_sha256": "ab" * 32}
+            "toolchain": {"nvcc": "13.0"}, "source_sha256": "ab" * 32, **extra}
     res = Search(objective, space, cfg, store=str(path), metadata=meta).start()
     time.sleep(0.01)  # distinct creation times
     return res
@@ -52,3 +52,16 @@ def test_a_warm_started_run_begins_with_the_earlier_front(tmp_path):
     table = compare_fronts("k", tmp_path)
     assert set(table["arch"]) == {"sm_80", "sm_90"} and {"runtime", "energy", "params"} <= set(table.columns)
     assert len(table[table["arch"] == "sm_80"]) == len(first.pareto_front())
+
+
+def test_warm_start_matches_source_entry_and_build_context(tmp_path):
+    tune_run(tmp_path / "k4.db", "sm_90", entry="kernel4")
+    tune_run(tmp_path / "inc.db", "sm_90", entry="kernel3", build={"include_dirs": ["/x"], "defines": {}, "args": []})
+    tune_run(tmp_path / "old.db", "sm_90", entry="kernel3", source_sha256="cd" * 32)
+    # another entry of the same file, another build context or another source version is another problem
+    assert warm_start_configs("k", "sm_90", "ptxas", tmp_path, source_sha256="ab" * 32, entry="kernel3") == ([], [])
+    _, used = warm_start_configs("k", "sm_90", "ptxas", tmp_path, source_sha256="ab" * 32, entry="kernel4")
+    assert [u.rsplit("/", 1)[1] for u in used] == ["k4.db"]
+    _, used = warm_start_configs("k", "sm_90", "ptxas", tmp_path, source_sha256="ab" * 32, entry="kernel3",
+                                 build={"include_dirs": ["/x"], "defines": {}, "args": []})
+    assert [u.rsplit("/", 1)[1] for u in used] == ["inc.db"]

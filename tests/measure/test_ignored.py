@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from compileiq_lab.measure.ignored import IgnoreRules, find_ignored, ignored_options
+from compileiq_lab.measure.ignored import ANY, IgnoreRules, find_ignored, ignored_options
 from compileiq_lab.space.catalogs import get_catalog
 
 # what ptxas 13.0 prints (measured)
@@ -37,6 +37,29 @@ def test_ignored_controls_and_the_rule_learned() -> None:
     # an option that is ignored on its own is learned for its value only
     (name, alone), = find_ignored(cat, {"register_usage_level": 10}, RANGE)
     assert name == "register_usage_level" and alone.when == (("register_usage_level", 10),)
+
+
+def test_unquoted_forms_of_ptxas_13() -> None:
+    text = "\n".join([
+        "ptxas warning : Conflicting options force-load-cache and def-load-cache specified, ignoring def-load-cache "
+        "option",
+        "ptxas warning : Conflicting options -maxrregcount and -maxntid specified, ignoring -maxntid option",
+        "ptxas warning : Value of threads per SM for entry mod is out of range. .minnctapersm will be ignored",
+        "ptxas warning : Command line option 'device-function-maxrregcount' not supported for 'whole program "
+        "compilation', will be ignored"])
+    assert [(i.option, i.because) for i in ignored_options(text)] == [
+        ("def-load-cache", "force-load-cache"), ("-maxntid", "-maxrregcount"), ("minnctapersm", None),
+        ("device-function-maxrregcount", None)]
+    cat = get_catalog("ptxas")
+    config = {"force_load_cache": "cg", "def_load_cache": "ca", "maxrregcount": 64, "maxntid": 256, "minnctapersm": 4}
+    found = dict(find_ignored(cat, config, text))
+    assert set(found) == {"def_load_cache", "maxntid", "minnctapersm"}
+    # only the rival's name is printed: the rule holds for any of its values
+    assert found["def_load_cache"].when == (("force_load_cache", ANY),)
+    assert found["maxntid"].when == (("maxrregcount", ANY),)
+    rules = IgnoreRules()
+    rules.add(found["maxntid"])
+    assert rules.reason({"maxrregcount": 128, "maxntid": 512}) is not None
 
 
 def test_options_no_control_produced_are_skipped() -> None:

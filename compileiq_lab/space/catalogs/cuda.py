@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from compileiq_lab import space as ss
 from compileiq_lab.space.catalogs.base import Catalog, Conflict, Control
 
@@ -9,15 +11,46 @@ __all__ = ["NVCC", "NVCC_FRONTEND", "NVRTC", "PTXAS"]
 
 _BOOL = [True, False]
 
+
+class _DimsControl(Control):
+    """A control whose value may be a block shape "X,Y[,Z]": rendered as one option per number.
+
+    ptxas reads ``--maxntid=16 --maxntid=16`` as ``--maxntid=16,16`` (same cubin, measured with 13.0),
+    and only the repeated form survives ``nvcc -Xptxas``, which splits its argument at commas
+    (``-Xptxas --maxntid=16,16`` hands ptxas a stray input file "16").
+    """
+
+    def argv(self, value: Any) -> list[str]:
+        """Arguments for one value: an int or "N" as is, "X,Y[,Z]" as the option once per number."""
+        if isinstance(value, str) and "," in value:
+            return [tok for dim in value.split(",") for tok in Control.argv(self, dim)]
+        return Control.argv(self, value)
+
+
 # Each control's knockout means "leave the compiler's default"; values the compiler silently
 # ignores (ptxas -O4 and up, register-usage-level outside 0..10) are not offered, nor are debug,
 # sanitiser or host-only switches (-G, -lineinfo, --sanitize, host -O).
+# Measured with ptxas 13.0 and left out:
+# - --maxrregcount below 24: every arch (sm_75..sm_120) warns "adjusting per thread register count of N
+#   to lower bound of 24" and uses 24;
+# - --device-function-maxrregcount: acts only with --compile-only (-c); every build here is whole-program
+#   (two-stage ptxas, nvcc -cubin, NVRTC), where ptxas warns "not supported for 'whole program
+#   compilation', will be ignored";
+# - --compile-only (-c) and --extensible-whole-program (-ewp): relocatable (ET_REL) or extensible objects
+#   that need a device link before a module load, which no build here does;
+# - --position-independent-code=false: same .text, only symbol/info sections change;
+# - --device-stack-protector, --sp-bounds-check, --dont-merge-basicblocks, --return-at-end,
+#   --make-errors-visible-at-exit: hardening and debugging aids, not tuning;
+# - --maxntid with more than 1024 threads (2048, "32,33"): accepted without a word, meaningless.
 _PTXAS_CONTROLS = (
     Control("opt_level", "--opt-level", ss.choice([0, 1, 2, 3], knockout_prob=0.5), "-O{value}",
             "backend", "code_generation", "ptxas optimisation level (default 3; 2 and 3 often give the same code)"),
+    # the grid of 12 log-spaced values from 32 is kept as it was: stored runs and ACFs hold its values (ptxas takes
+    # down to 24, see above; a new grid would make every earlier maxrregcount ACF unreadable)
     Control("maxrregcount", "--maxrregcount", ss.log_sampling(32, 255, 12, knockout_prob=0.5),
             "--maxrregcount={value}", "backend", "register_allocation",
-            "upper bound on registers per thread: fewer registers, more occupancy, maybe spills"),
+            "upper bound on registers per thread: fewer registers, more occupancy, maybe spills "
+            "(24 is ptxas' floor on every arch; it overrides --maxntid and --minnctapersm)"),
     Control("register_usage_level", "--register-usage-level", ss.range(0, 10, knockout_prob=0.5),
             "--register-usage-level={value}", "backend", "register_allocation",
             "aggressiveness of optimisations that raise register use (0..10, default 5; beta)",
@@ -32,13 +65,26 @@ _PTXAS_CONTROLS = (
     Control("def_store_cache", "--def-store-cache", ss.choice(["wb", "cg", "cs", "wt"], knockout_prob=0.7),
             "-dscm={value}", "backend", "memory_caching", "default cache modifier of global stores",
             tier="exotic"),
+    Control("force_load_cache", "--force-load-cache", ss.choice(["ca", "cg", "cs", "lu", "cv"], knockout_prob=0.7),
+            "-flcm={value}", "backend", "memory_caching",
+            "cache modifier of every weak global load, also those the code set (__ldg, __ldcs); "
+            "volatile/acquire loads keep theirs; wins over --def-load-cache", tier="advanced"),
+    Control("force_store_cache", "--force-store-cache", ss.choice(["wb", "cg", "cs", "wt"], knockout_prob=0.8),
+            "-fscm={value}", "backend", "memory_caching",
+            "cache modifier of every weak global store, also those the code set (__stcs); "
+            "wins over --def-store-cache", tier="exotic"),
     Control("minnctapersm", "--minnctapersm", ss.choice([1, 2, 3, 4, 6, 8], knockout_prob=0.7),
             "--minnctapersm={value}", "backend", "register_allocation",
             "minimum CTAs per SM to plan registers for (acts with --maxntid, or over __launch_bounds__ "
             "with --override-directive-values)", tier="advanced"),
-    Control("maxntid", "--maxntid", ss.choice([64, 128, 256, 512, 1024], knockout_prob=0.8),
-            "--maxntid={value}", "backend", "register_allocation",
-            "assumed maximum threads per block; launches with larger blocks fail", tier="exotic"),
+    # 1-D values stay ints (as stored ACFs hold them); block shapes "X,Y[,Z]" come after them
+    _DimsControl("maxntid", "--maxntid",
+                 ss.choice([64, 128, 256, 512, 1024, "16,16", "32,8", "32,16", "32,32", "8,8,4", "16,16,4"],
+                           knockout_prob=0.8),
+                 "--maxntid={value}", "backend", "register_allocation",
+                 "assumed maximum block shape (threads, or X,Y[,Z]); launches with a larger block in any "
+                 "dimension fail; ignored with --maxrregcount, and under __launch_bounds__ unless "
+                 "--override-directive-values", tier="exotic"),
     Control("override_directive_values", "--override-directive-values",
             ss.flag("--override-directive-values", 0.7), "{value}", "backend", "register_allocation",
             "let --maxntid/--minnctapersm/--maxrregcount override the kernel's own launch bounds",
@@ -92,7 +138,20 @@ _FRONTEND_CONTROLS = (
     Control("restrict", "--restrict", ss.flag("--restrict", 0.7), "{value}", "frontend", "code_generation",
             "assume kernel pointer parameters do not alias (wrong if they do)", tier="advanced",
             unsafe_math=True),
+    Control("jump_table_density", "--jump-table-density", ss.choice([0, 10, 25, 50, 75, 100], knockout_prob=0.7),
+            "--jump-table-density={value}", "frontend", "code_generation",
+            "case density (percent) from which a switch becomes a jump table (default 101: never)",
+            tier="advanced"),
 )
+# Measured with nvcc 13.0 and NVRTC 13.0 and left out:
+# - --dopt: its only value is "on", which is implicit without -G (and -G is a debug switch);
+# - --dlink-time-opt (-dlto), with or without -rdc=true: nvcc refuses it with -ptx ("'-dlto' is not
+#   compatible with '-ptx'") and with -cubin ("Option '-dlto' cannot generate '--cubin' intermediate at
+#   compile time"); NVRTC returns LTO IR and no cubin;
+# - --relocatable-device-code=true (-rdc): nvcc -cubin (it adds ptxas --compile-only) and NVRTC give a
+#   relocatable cubin that needs a device link before a module load; in the two-stage build ptxas
+#   assembles the PTX as a whole program unless given -c, so the two builds would differ. A device-link
+#   mode needs a linking build (nvlink or nvJitLink) first.
 
 NVCC_FRONTEND = Catalog("nvcc", _FRONTEND_CONTROLS)
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from compileiq_lab import load_results
+from compileiq_lab.store.pick import default_pick, pick_point
 from compileiq_lab.testing import tool_available
 
 needs_cuda = pytest.mark.skipif(not tool_available("nvcc"), reason="nvcc not installed")
@@ -161,7 +162,11 @@ def test_tune_show_export_and_the_report_pick_one_representative(tmp_path):
     tune_acf = json.loads((tmp_path / "t.acf").read_text())
     assert cli("export", "r.db", "-o", "e.acf", cwd=tmp_path).returncode == 0
     export_acf = json.loads((tmp_path / "e.acf").read_text())
-    assert tune_acf["run"]["eval_id"] == export_acf["run"]["eval_id"] == chosen.eval_id
+    # tune --export and export pick the same point: a static run's default, no regression against the baseline
+    picked, _ = pick_point(res, default_pick(static=True))
+    assert picked is not None and tune_acf["run"]["eval_id"] == export_acf["run"]["eval_id"] == picked.eval_id
+    base = res.baseline_record
+    assert base is not None and all(v <= b for v, b in zip(picked.scores, base.scores))
     show = cli("show", "r.db", cwd=tmp_path)
     best_line = f"best registers (count, lower is better): {chosen.scores[0]:.0f} count at eval {chosen.eval_id}"
     assert best_line in show.stdout

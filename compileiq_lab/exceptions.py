@@ -5,6 +5,7 @@ from __future__ import annotations
 __all__ = [
     "CompileIQLabError",
     "ConfigurationError",
+    "EnvironmentFaultError",
     "OptionalDependencyError",
     "SearchFailedError",
     "SearchStateError",
@@ -44,3 +45,8 @@ class OptionalDependencyError(CompileIQLabError, ImportError):
 
 class SearchFailedError(CompileIQLabError, RuntimeError):
     """A run asked to end when its first generation failed entirely (``Search(exit_on_failure=True)``) did so."""
+
+
+class EnvironmentFaultError(CompileIQLabError, OSError):
+    """The machine failed, not the candidate (a full disk, a file-size limit): the run stops, nothing is recorded
+    for the candidate and nothing partial is cached, so a resumed run evaluates it again."""

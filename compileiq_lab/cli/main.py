@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 import sys
 from collections.abc import Sequence
@@ -104,6 +105,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CompileIQLabError as exc:
         print(f"compileiq-lab: error: {exc}", file=sys.stderr)
         return EXIT_ERROR
+    except BrokenPipeError:  # the reader of our output went away (`... | head`): nothing more to say
+        sys.stdout = open(os.devnull, "w")
+        return EXIT_OK
     except OSError as exc:  # a path that cannot be read or written: the user's to fix
         print(f"compileiq-lab: error: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": "), file=sys.stderr)
         return EXIT_ERROR

@@ -12,9 +12,9 @@ from compileiq_lab.acf import load_acf
 from compileiq_lab.acf.format import ACF_FORMATS
 from compileiq_lab.analysis.validation import validate
 from compileiq_lab.cli.options import add_pick_arguments, export_point
-from compileiq_lab.exceptions import ConfigurationError
+from compileiq_lab.exceptions import CompileIQLabError, ConfigurationError
 from compileiq_lab.kernels import KernelRun
-from compileiq_lab.store import Validation, load_results
+from compileiq_lab.store import Results, Validation, load_results
 from compileiq_lab.viz.report import write_report
 
 __all__ = ["RUN_COMMANDS", "add_run_parsers", "print_validation"]
@@ -79,8 +79,18 @@ def add_run_parsers(sub: Any) -> None:
     r.add_argument("-o", "--output", required=True)
 
 
+def _load(path: str) -> Results:
+    """A stored run; on a damaged store, one warning line saying what was lost (the rest is read)."""
+    res = load_results(path)
+    if res.damage:
+        notes = "; ".join(res.damage[:3]) + (" ..." if len(res.damage) > 3 else "")
+        print(f"compileiq-lab: warning: run store {path!r} is damaged ({notes}); reading its {len(res)} intact rows",
+              file=sys.stderr)
+    return res
+
+
 def _show(args: argparse.Namespace) -> int:
-    res = load_results(args.store)
+    res = _load(args.store)
     meta = res.header.kernel
     print(f"run {res.store_path}: {len(res)} evaluations, status {res.status}"
           + (f"; kernel {meta.kernel} ({meta.catalog}, {meta.arch or 'cpu'})" if meta else ""))
@@ -115,8 +125,7 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
-    res = load_results(args.store)
-    run = KernelRun.from_header(res.header, measure=False)
+    res = _load(args.store)
     rec = None
     if args.eval_id is not None:
         rec = res.record(args.eval_id)
@@ -124,7 +133,12 @@ def _export(args: argparse.Namespace) -> int:
             raise ConfigurationError(f"--eval-id must name a successful evaluation of {args.store}, but got "
                                      f"{args.eval_id!r} ({rec.status if rec else 'no such evaluation'}); "
                                      "see `compileiq-lab show` for the ids")
-    code = export_point(args, args.output, res, run, rec=rec)
+    try:
+        run = KernelRun.from_header(res.header, measure=False)
+        code = export_point(args, args.output, res, run, rec=rec)
+    except CompileIQLabError as exc:
+        damaged = " (a damaged store)" if res.damage else ""
+        raise ConfigurationError(f"cannot export from {args.store!r}{damaged}: {exc}") from exc
     if code == 0:
         print(f"wrote {args.output} from {args.store}")
     return code
@@ -225,7 +239,7 @@ def _verify(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    out = write_report(load_results(args.store), Path(args.output))
+    out = write_report(_load(args.store), Path(args.output))
     print(f"wrote {out}")
     return 0
 

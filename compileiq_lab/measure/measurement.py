@@ -5,19 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from compileiq_lab.store.statuses import OK, STATUSES
+
 __all__ = ["OK", "STATUSES", "Measurement"]
-
-OK = "ok"
-#: Every status an evaluation can end with. Only "ok" carries scores the search ranks.
-STATUSES = (
-    "ok",            # scores are finite numbers
-    "error",         # the objective raised
-    "invalid",       # NaN/inf, None, a non-number or the wrong number of values
-    "timeout",       # the objective exceeded timeout_s and its worker was killed
-    "crashed",       # the worker process died during the call
-    "compile_error", "compile_timeout", "run_error", "run_timeout", "wrong_output",
-)
-
 
 @dataclass
 class Measurement:

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import logging
 import os
+import sqlite3
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, cast
 
 from compileiq_lab._version import __version__
-from compileiq_lab.exceptions import ConfigurationError, SearchStateError, StoreMismatchError
+from compileiq_lab.exceptions import ConfigurationError, SearchStateError, StoreError, StoreMismatchError
 from compileiq_lab.measure.objective import classify_return, make_evaluator
 from compileiq_lab.run.compat import EngineConfig, RunHooks, Score, scores_by_id, search_options
 from compileiq_lab.run.engine import Candidate, Constraint, Engine
@@ -98,10 +99,11 @@ class Search:
                                           else SearchConfiguration.from_dict(dict(search_config)))
         self.objectives: list[Objective] = self.config.objectives()
         header = new_header(self.space, self.config, _name_of(objective_function), metadata)
+        # opening with a header takes the writer lock first: a store another run is writing is refused
+        # before anything in it changes, and two creators of one new file cannot replace each other
         self.store = RunStore(new_store_path() if store is None else store, header=header)
         try:
             prepare_store(self.store, header)
-            self.store.acquire()  # refuse at once a store another run is writing
             self.store.release()
         except BaseException:
             self.store.close()
@@ -199,8 +201,12 @@ class Search:
             raise ConfigurationError(f"start() got {sorted(worker_kwargs)}: CompileIQ passes such arguments to a "
                                      "custom Worker, which compileiq-lab has none of; bind them into the objective "
                                      "(functools.partial) instead")
+        n = num_workers or workers
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ConfigurationError(f"start(): `workers is an int >= 1` must hold, but got workers={n!r}; pass the "
+                                     "number of objective calls to run at once")
         self._stop.clear()  # a stop() issued while nothing ran must not end this run at once
-        return self._run(callback, num_workers or workers, gate, task_timeout)
+        return self._run(callback, n, gate, task_timeout)
 
     def _run(self, callback: Callable[[RunEvent], None] | None, workers: int,
              gate: Callable[[], object] | None, task_timeout: float | None = None) -> Results:
@@ -223,7 +229,7 @@ class Search:
             raise
         hooks = RunHooks(self._options, self._stop)
         emit = hooks.wrap(callback or (lambda event: None), lambda: self.results)
-        status = "running"
+        status, reason = "running", ""
         executor = local_executor(workers)
         try:
             status = drive(self._engine, evaluate, emit, self._stop, executor, gate)
@@ -231,14 +237,26 @@ class Search:
             status = "interrupted"
             log.warning("search interrupted after %d evaluations; every finished one is kept in %s",
                         len(self.store), self.store.path)
+        except BaseException as exc:  # a callback, the machine (disk full) or a bug: the header says so, then raise
+            status, reason = "failed", f"{type(exc).__name__}: {exc}"[:2000]
+            raise
         finally:  # the stop stays set: evaluations still waiting at the gate must see it
             closer()
-            self.store.update_header(status=status, updated_at=time.time(), stop_reason=self._engine.stop_reason)
-            self.store.release()
+            self._close_header(status, reason or self._engine.stop_reason)
         results = self.results
         emit(FinishedEvent(status, len(results)))
         hooks.finish(results)
         return results
+
+    def _close_header(self, status: str, reason: str) -> None:
+        """Record how ``start`` ended and stop being the writer; a store that cannot take the write (a full disk)
+        keeps its last header, which a resumed run replaces."""
+        try:
+            self.store.update_header(status=status, updated_at=time.time(), stop_reason=reason)
+        except (StoreError, sqlite3.Error) as exc:
+            log.warning("could not record status %r in %s: %s", status, self.store.path, exc)
+        finally:
+            self.store.release()
 
     def stop(self) -> None:
         """Ask a running ``start()`` (in another thread) to stop before its next evaluation."""

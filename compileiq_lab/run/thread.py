@@ -187,7 +187,7 @@ class Run:
         for callback in subscribers:
             try:
                 callback(event)
-            except Exception:
+            except (Exception, SystemExit):  # a subscriber's sys.exit() must not end the run behind the user's back
                 log.exception("run event subscriber %r failed", callback)
 
     def _main(self) -> None:

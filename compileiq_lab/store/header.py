@@ -12,7 +12,7 @@ from compileiq_lab.space.objectives import METRICS, Objective, objectives_from_s
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["SCHEMA_VERSION", "KernelMeta", "RunHeader", "Validation"]
+__all__ = ["HEADER_KEYS", "SCHEMA_VERSION", "KernelMeta", "RunHeader", "Validation"]
 
 #: Version of the run store's layout (tables and header keys); a change bumps it.
 SCHEMA_VERSION = 1
@@ -141,6 +141,8 @@ class KernelMeta:
 
 _FIELDS = ("schema_version", "created_at", "space", "config", "objective", "package_version", "status", "resolved",
            "metadata", "validation", "updated_at", "stop_reason")
+#: The header keys this version writes (and reads one by one from a damaged store).
+HEADER_KEYS = _FIELDS
 
 
 @dataclass(frozen=True)
@@ -216,6 +218,9 @@ class RunHeader:
     def objectives(self) -> list[Objective]:
         """The run's objectives (names and directions from the settings; units of kernel metrics where known)."""
         cfg = self.config
-        units = {n: m.unit for n, m in METRICS.items()} if self.kernel is not None else None
+        kernel = self.kernel
+        if "num_objectives" not in cfg and kernel is not None and all(o in METRICS for o in kernel.objectives):
+            return [METRICS[o] for o in kernel.objectives]  # settings lost (a damaged header): the kernel's facts
+        units = {n: m.unit for n, m in METRICS.items()} if kernel is not None else None
         return objectives_from_settings(int(cfg.get("num_objectives", 1)), cfg.get("problem_type", "min"),
                                         cfg.get("objective_names"), units)

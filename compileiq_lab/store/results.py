@@ -55,16 +55,23 @@ class Results:
         if objectives is None:
             objectives = (objectives_from_settings(len(directions), directions, objective_names)
                           if directions is not None else self.header.objectives)
+            widths = {len(r.scores) for r in self.records if r.scores is not None}
+            if directions is None and len(widths) == 1 and widths != {len(objectives)}:
+                objectives = objectives_from_settings(widths.pop())  # a header that lost its settings
         self.objectives: list[Objective] = list(objectives)
         self.status = status if status is not None else (self.header.status if header is not None else "finished")
         self.store_path = store_path
+        #: What could not be read from a damaged store (empty when intact): these results hold the rest.
+        self.damage: list[str] = []
         self._sign = signs(self.objectives)
 
     @classmethod
     def from_store(cls, store: RunStore) -> Results:
         """A snapshot of a run store's header and rows."""
         header = store.header() or RunHeader()
-        return cls(store.records(), header=header, status=header.status, store_path=store.path)
+        results = cls(store.records(), header=header, status=header.status, store_path=store.path)
+        results.damage = store.damage
+        return results
 
     # -- what was measured -------------------------------------------------------------------
     @property

@@ -8,13 +8,14 @@ import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import Iterable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
-from compileiq_lab.exceptions import StoreError
-from compileiq_lab.store.header import SCHEMA_VERSION, RunHeader
+from compileiq_lab.exceptions import CompileIQLabError, EnvironmentFaultError, StoreError
+from compileiq_lab.store.damage import check_header_values, read_header_values, read_rows, scan_pages
+from compileiq_lab.store.header import HEADER_KEYS, SCHEMA_VERSION, RunHeader
+from compileiq_lab.store.record import COLUMNS, SELECT, EvalRecord
 
 try:
     import fcntl
@@ -42,41 +43,6 @@ CREATE TABLE IF NOT EXISTS evals (
     detail      TEXT NOT NULL
 );
 """
-_COLUMNS = ("eval_id", "generation", "config_key", "params", "status", "error", "scores",
-            "elapsed_s", "started_at", "is_baseline", "detail")
-
-
-@dataclass
-class EvalRecord:
-    """One stored evaluation (one objective call)."""
-
-    eval_id: int
-    generation: int
-    config_key: str
-    params: dict[str, Any]
-    status: str
-    error: str
-    scores: list[float] | None
-    elapsed_s: float
-    started_at: float
-    is_baseline: bool = False
-    detail: dict[str, Any] = field(default_factory=dict)
-
-    def to_row(self) -> tuple[Any, ...]:
-        return (self.eval_id, self.generation, self.config_key, json.dumps(self.params, sort_keys=True),
-                self.status, self.error, None if self.scores is None else json.dumps(list(self.scores)),
-                self.elapsed_s, self.started_at, int(self.is_baseline), json.dumps(self.detail, default=str))
-
-    @classmethod
-    def from_row(cls, row: Iterable[Any]) -> EvalRecord:
-        d = dict(zip(_COLUMNS, row))
-        d["params"] = json.loads(d["params"])
-        d["scores"] = None if d["scores"] is None else json.loads(d["scores"])
-        d["is_baseline"] = bool(d["is_baseline"])
-        d["detail"] = json.loads(d["detail"])
-        return cls(**d)
-
-
 def new_store_path(directory: str | os.PathLike[str] = DEFAULT_DIR) -> Path:
     """A fresh file name for a run: ``<directory>/run-<UTC time>-<random>.db``."""
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
@@ -103,72 +69,231 @@ class RunStore:
                  header: RunHeader | None = None) -> None:
         self.path = str(path)
         self.readonly = readonly
+        self._file = None if self.path == MEMORY else self.path  # read page by page where SQLite cannot
+        self._row_damage: list[str] = []
+        self._header_damage: list[str] = []
         self._lock = threading.RLock()
-        if header is not None and not readonly and self.path != MEMORY and not Path(self.path).exists():
-            self._create(header)
         self._lock_fd: int | None = None
+        if header is not None and not readonly and self.path != MEMORY:
+            self.acquire()  # the creator of a store is its only writer: two creators cannot replace each other
+            try:
+                if not Path(self.path).exists():
+                    self._create(header)
+            except BaseException:
+                self.release()
+                raise
         try:
             self._conn = self._connect()
         except sqlite3.Error as exc:
+            self.release()
             raise StoreError(f"cannot open run store {self.path!r}: {exc}. Pass the path of a .db file in a "
                              "writable folder (e.g. 'runs/tune.db'), or ':memory:'") from exc
-        self._records: list[EvalRecord] = [EvalRecord.from_row(r) for r in self._conn.execute(
-            f"SELECT {', '.join(_COLUMNS)} FROM evals ORDER BY eval_id")]
+        except BaseException:
+            self.release()
+            raise
+        self._records, notes = read_rows(self._conn, SELECT, EvalRecord.from_row, self._file)
+        self._row_damage += notes
         self._by_key = {r.config_key: r for r in self._records}
+        if not self.readonly and self.path != MEMORY:
+            self.header()  # its damage, if any, is known before anything is written
+            if self.damage:
+                self._conn.close()
+                self.release()
+                raise StoreError(self._damaged_message("it cannot be continued: writing into it could lose more"))
 
     def _create(self, header: RunHeader) -> None:
+        """Build the file under a temporary name and link it into place (never over a file that appeared)."""
         target = Path(self.path)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-        conn = sqlite3.connect(tmp, isolation_level=None)
+        tmp = target.with_name(f".{target.name}.{os.getpid()}.{uuid.uuid4().hex[:6]}.tmp")
         try:
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.executescript(_SCHEMA)
-            conn.executemany("INSERT INTO meta(key, value) VALUES (?, ?)",
-                             [(k, json.dumps(v)) for k, v in header.to_values().items()])
+            conn = sqlite3.connect(tmp, isolation_level=None)
+            try:
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.executescript(_SCHEMA)
+                conn.executemany("INSERT INTO meta(key, value) VALUES (?, ?)",
+                                 [(k, json.dumps(v)) for k, v in header.to_values().items()])
+            finally:
+                conn.close()
+            try:
+                os.link(tmp, target)  # fails if the file exists: a store is never replaced
+            except FileExistsError:
+                pass  # another creator won: its file is the run
+            except OSError:  # a file system without hard links: the writer lock already excludes other creators
+                if not target.exists():
+                    os.replace(tmp, target)
+        except OSError as exc:
+            raise self._unwritable(exc) from exc
         finally:
-            conn.close()
-        os.replace(tmp, target)
+            for leftover in (tmp, Path(f"{tmp}-wal"), Path(f"{tmp}-shm")):
+                leftover.unlink(missing_ok=True)
+
+    def _write_failed(self, exc: sqlite3.Error, what: str) -> CompileIQLabError:
+        """The error for a write the file did not take: a full disk is the machine's fault, anything else the file's."""
+        text = str(exc)
+        if "full" in text or "quota" in text.lower():
+            return EnvironmentFaultError(f"cannot write {what} to the run store {self.path!r}: {text}. Free space "
+                                         "on its disk, then run the same command again: it continues from the last "
+                                         "committed row")
+        return StoreError(f"cannot write {what} to the run store {self.path!r}: {text}. Check that the file is "
+                          "writable and intact (`compileiq-lab show` reads what it holds)")
+
+    def _unwritable(self, exc: OSError) -> StoreError:
+        """The error for a store that cannot be written where it was asked for."""
+        where = exc.filename or self.path
+        return StoreError(f"cannot write the run store {self.path!r}: {exc.strerror or exc} ({where}). Pass "
+                          "--store / store= with a path in a folder you can write, or ':memory:' to keep nothing")
 
     def _connect(self) -> sqlite3.Connection:
         if self.readonly:
-            if self.path == MEMORY or not Path(self.path).is_file():
-                raise StoreError(f"run store {self.path!r} does not exist; pass the path of a run's .db file")
-            conn = sqlite3.connect(f"file:{Path(self.path).resolve()}?mode=ro", uri=True, check_same_thread=False)
-            self._check_schema(conn)
-            return conn
+            return self._connect_readonly()
+        existed = self.path != MEMORY and Path(self.path).is_file() and Path(self.path).stat().st_size > 0
         if self.path != MEMORY:
-            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            try:
+                Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise self._unwritable(exc) from exc
         conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
-        if self.path != MEMORY:
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=NORMAL")
-        conn.executescript(_SCHEMA)
-        self._check_schema(conn)
+        try:
+            if self.path != MEMORY:
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute("PRAGMA synchronous=NORMAL")
+            if existed:  # never re-create a table a damaged file lost: check it as it is
+                self._check_file(conn)
+            else:
+                conn.executescript(_SCHEMA)
+            self._check_schema(conn)
+        except sqlite3.DatabaseError as exc:
+            conn.close()
+            raise StoreError(f"{self.path!r} is not a compileiq-lab run store ({exc}); nothing can be read from it. "
+                             "Pass the path of a run's .db file, or a new path for a new run") from exc
+        except BaseException:
+            conn.close()
+            raise
         return conn
+
+    def _connect_readonly(self) -> sqlite3.Connection:
+        """Open for reading, also where nothing can be written (a read-only mount or folder: SQLite then cannot make
+        the WAL's shared-memory file, and reads the file as immutable instead)."""
+        if self.path == MEMORY or not Path(self.path).is_file():
+            raise StoreError(f"run store {self.path!r} does not exist (or is not a file); pass the path of a run's "
+                             ".db file")
+        uri = f"file:{quote(str(Path(self.path).resolve()))}?mode=ro"
+        conn = None
+        for suffix in ("", "&immutable=1"):
+            conn = sqlite3.connect(uri + suffix, uri=True, check_same_thread=False)
+            try:
+                self._check_schema(conn)
+                return conn
+            except sqlite3.OperationalError as exc:
+                conn.close()
+                if suffix:  # the first try fails where the WAL's shared memory cannot be made: a read-only place
+                    raise StoreError(f"cannot read run store {self.path!r}: {exc}; check that the file is "
+                                     "readable") from exc
+            except sqlite3.DatabaseError as exc:
+                conn.close()
+                return self._from_pages(exc)
+            except BaseException:
+                conn.close()
+                raise
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _from_pages(self, exc: sqlite3.DatabaseError) -> sqlite3.Connection:
+        """A file SQLite cannot open (its first page is damaged): the rows and header its other pages still hold, in
+        memory, or the error when they hold none."""
+        try:
+            wide, narrow = scan_pages(self.path)
+        except OSError:
+            wide, narrow = {}, []
+        meta = [(k, v) for _, (k, v) in sorted(narrow, key=lambda item: item[0])
+                if k in HEADER_KEYS and isinstance(v, str)]
+        if not wide and not meta:
+            raise StoreError(f"{self.path!r} is not a compileiq-lab run store ({exc}); nothing can be read from it. "
+                             "Pass the path of a run's .db file") from exc
+        conn = sqlite3.connect(MEMORY, check_same_thread=False)
+        conn.executescript(_SCHEMA)
+        conn.executemany("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", meta)
+        rows = [(rowid, *values[1:]) for rowid, values in sorted(wide.items())]
+        conn.executemany(f"INSERT OR IGNORE INTO evals({', '.join(COLUMNS)}) VALUES "
+                         f"({', '.join('?' * len(COLUMNS))})", rows)
+        self._file = None  # what the pages hold is all there is
+        self._row_damage.append(f"SQLite cannot open the file ({exc}); {len(rows)} rows and {len(meta)} header keys "
+                                "read from its pages directly")
+        return conn
+
+    def _check_file(self, conn: sqlite3.Connection) -> None:
+        """Refuse to write into an existing file whose pages or tables are damaged."""
+        problems = [str(r[0]) for r in conn.execute("PRAGMA quick_check(5)")]
+        if problems != ["ok"]:
+            self._row_damage = [f"the file is damaged ({'; '.join(problems)[:300]})"]
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if not tables:
+            conn.executescript(_SCHEMA)  # an empty SQLite file: no run has written it yet
+            return
+        missing = {"meta", "evals"} - tables
+        if missing or problems != ["ok"]:
+            why = self._row_damage + [f"the {t} table is missing" for t in sorted(missing)]
+            raise StoreError(f"run store {self.path!r} is damaged ({'; '.join(why)}): it cannot be continued, "
+                             f"since writing into it could lose more. `compileiq-lab show {self.path}` reads what "
+                             "is intact; continue in a new store (--store NEW.db --warm-start "
+                             f"{self.path})")
 
     def _check_schema(self, conn: sqlite3.Connection) -> None:
         try:
             row = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+        except sqlite3.OperationalError as exc:
+            if "no such table" in str(exc):
+                return  # a damaged store: its header notes say so
+            raise
         except sqlite3.DatabaseError as exc:
-            raise StoreError(f"{self.path!r} is not a compileiq-lab run store: {exc}") from exc
-        if row is not None and int(json.loads(row[0])) != SCHEMA_VERSION:
+            if "not a database" in str(exc) or "encrypted" in str(exc):
+                raise
+            return  # damaged pages: what can be read is read row by row
+        try:
+            version = int(json.loads(row[0])) if row is not None else SCHEMA_VERSION
+        except (TypeError, ValueError):
+            return  # a damaged header value: its note says so
+        if version != SCHEMA_VERSION:
             raise StoreError(f"run store {self.path!r} has schema version {row[0]}, this compileiq-lab "
                              f"reads version {SCHEMA_VERSION}; open it with the version that wrote it")
+
+    # -- damage ------------------------------------------------------------------------------
+    @property
+    def damage(self) -> list[str]:
+        """What could not be read from the file (rows, header keys); empty for an intact store."""
+        return [*self._row_damage, *self._header_damage]
+
+    def _damaged_message(self, consequence: str) -> str:
+        notes = self.damage
+        return (f"run store {self.path!r} is damaged ({'; '.join(notes[:3])}{' ...' if len(notes) > 3 else ''}): "
+                f"{consequence}. `compileiq-lab show {self.path}` and `export` read its {len(self._records)} intact "
+                f"rows; continue in a new store (--store NEW.db --warm-start {self.path})")
 
     # -- header ------------------------------------------------------------------------------
     def header(self) -> RunHeader | None:
         """The run's header (None for a store no run has written yet)."""
         with self._lock:
-            values = {k: json.loads(v) for k, v in self._conn.execute("SELECT key, value FROM meta")}
-        return RunHeader.from_values(values) if values else None
+            values, notes = read_header_values(self._conn, HEADER_KEYS, self._file)
+        values, wrong = check_header_values(values)
+        notes += wrong
+        header = None
+        if values:
+            try:
+                header = RunHeader.from_values(values)
+            except (TypeError, ValueError, KeyError) as exc:  # a validation of the wrong shape
+                notes.append(f"header key 'validation' is damaged ({exc})")
+                header = RunHeader.from_values({k: v for k, v in values.items() if k != "validation"})
+        self._header_damage = notes
+        return header
 
     def write_header(self, header: RunHeader) -> None:
         """Store a header (committed at once). Only the writer of the run (see ``acquire``) should call this."""
         self._require_writable()
         with self._lock:
-            self._conn.executemany("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
-                                   [(k, json.dumps(v)) for k, v in header.to_values().items()])
+            try:
+                self._conn.executemany("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
+                                       [(k, json.dumps(v)) for k, v in header.to_values().items()])
+            except sqlite3.Error as exc:
+                raise self._write_failed(exc, "the header") from exc
 
     def update_header(self, **changes: Any) -> RunHeader:
         """Change some header fields (see ``RunHeader``); returns the new header.
@@ -189,11 +314,13 @@ class RunStore:
         self._require_writable()
         with self._lock:
             try:
-                self._conn.execute(f"INSERT INTO evals({', '.join(_COLUMNS)}) VALUES "
-                                   f"({', '.join('?' * len(_COLUMNS))})", record.to_row())
+                self._conn.execute(f"INSERT INTO evals({', '.join(COLUMNS)}) VALUES "
+                                   f"({', '.join('?' * len(COLUMNS))})", record.to_row())
             except sqlite3.IntegrityError as exc:
                 raise StoreError(f"evaluation {record.eval_id} of config {record.config_key} is already "
                                  f"stored in {self.path!r}: {exc}") from exc
+            except sqlite3.Error as exc:
+                raise self._write_failed(exc, f"evaluation {record.eval_id}") from exc
             self._records.append(record)
             self._by_key[record.config_key] = record
 
@@ -201,8 +328,16 @@ class RunStore:
         """Read rows another connection committed since this store was opened; returns how many."""
         with self._lock:
             last = self._records[-1].eval_id if self._records else -1
-            new = [EvalRecord.from_row(r) for r in self._conn.execute(
-                f"SELECT {', '.join(_COLUMNS)} FROM evals WHERE eval_id > ? ORDER BY eval_id", (last,))]
+            try:
+                raw = self._conn.execute(f"{SELECT} WHERE eval_id > ? ORDER BY eval_id", (last,)).fetchall()
+            except sqlite3.DatabaseError as exc:
+                raise StoreError(self._damaged_message(f"new rows cannot be read ({exc})")) from exc
+            new = []
+            for r in raw:
+                try:
+                    new.append(EvalRecord.from_row(r))
+                except ValueError as exc:
+                    self._row_damage.append(f"eval {r[0]!r}: {exc}"[:200])
             self._records.extend(new)
             self._by_key.update((r.config_key, r) for r in new)
             return len(new)
@@ -220,14 +355,19 @@ class RunStore:
         return len(self._records)
 
     def acquire(self) -> None:
-        """Become the only writer of this file (until ``release``, ``close`` or process exit).
+        """Become the only writer of this file (until ``release``, ``close`` or process exit); rows another writer
+        committed since this store was opened are read first.
 
         Raises:
             StoreError: If another run (in this or another process) is writing the file.
         """
         if self.path == MEMORY or self._lock_fd is not None or fcntl is None:
             return
-        fd = os.open(self.path + ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path + ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise self._unwritable(exc) from exc
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
@@ -239,6 +379,8 @@ class RunStore:
         os.ftruncate(fd, 0)
         os.write(fd, str(os.getpid()).encode())
         self._lock_fd = fd
+        if getattr(self, "_records", None) is not None:
+            self.refresh()  # rows another writer committed while this store was open are part of the run
 
     def release(self) -> None:
         """Stop being the writer (the lock file stays; it is only a lock)."""

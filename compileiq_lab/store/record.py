@@ -1,0 +1,60 @@
+"""EvalRecord: one stored evaluation, its columns, and the checks a row read back from a file must pass."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from compileiq_lab.store.damage import check_row
+
+__all__ = ["COLUMNS", "SELECT", "EvalRecord"]
+
+COLUMNS = ("eval_id", "generation", "config_key", "params", "status", "error", "scores",
+           "elapsed_s", "started_at", "is_baseline", "detail")
+SELECT = f"SELECT {', '.join(COLUMNS)} FROM evals"
+
+
+@dataclass
+class EvalRecord:
+    """One stored evaluation (one objective call)."""
+
+    eval_id: int
+    generation: int
+    config_key: str
+    params: dict[str, Any]
+    status: str
+    error: str
+    scores: list[float] | None
+    elapsed_s: float
+    started_at: float
+    is_baseline: bool = False
+    detail: dict[str, Any] = field(default_factory=dict)
+
+    def to_row(self) -> tuple[Any, ...]:
+        return (self.eval_id, self.generation, self.config_key, json.dumps(self.params, sort_keys=True),
+                self.status, self.error, None if self.scores is None else json.dumps(list(self.scores)),
+                self.elapsed_s, self.started_at, int(self.is_baseline), json.dumps(self.detail, default=str))
+
+    @classmethod
+    def from_row(cls, row: Iterable[Any]) -> EvalRecord:
+        """A stored row as a record.
+
+        Raises:
+            ValueError: A field does not decode or has the wrong type (a damaged row).
+        """
+        d = dict(zip(COLUMNS, row))
+        for key in ("params", "scores", "detail"):
+            if d[key] is not None:
+                try:
+                    d[key] = json.loads(d[key])
+                except (TypeError, ValueError) as exc:
+                    raise ValueError(f"{key} is not JSON ({exc})") from None
+        if d["params"] is None or d["detail"] is None:
+            raise ValueError("params or detail is missing")
+        wrong = check_row(d)
+        if wrong is not None:
+            raise ValueError(wrong)
+        d["is_baseline"] = bool(d["is_baseline"])
+        return cls(**d)

@@ -12,6 +12,7 @@ import time
 import traceback
 from typing import Any
 
+from compileiq_lab.exceptions import EnvironmentFaultError
 from compileiq_lab.measure import _wire
 from compileiq_lab.measure.objective import call_objective
 
@@ -89,7 +90,7 @@ def main(argv: list[str]) -> int:
         except Exception as exc:  # noqa: BLE001 - a failed request is a value; the parent may replace us
             tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)[-_TB_LINES:])
             reply = {"status": "run_error", "error": f"{type(exc).__name__}: {exc}"[:800], "traceback": tb,
-                     "fatal": True}
+                     "fatal": True, "environment_fault": isinstance(exc, EnvironmentFaultError)}
         _reply(wfd, reply)
 
 

@@ -8,6 +8,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from compileiq_lab.exceptions import EnvironmentFaultError
+from compileiq_lab.measure.disk import check_disk, disk_fault, fault_error, is_disk_error
 from compileiq_lab.toolchain.tools import ToolResult, run_tool
 
 __all__ = ["CompileOutcome", "build", "build_cached", "write_atomic"]
@@ -49,11 +51,27 @@ def build(argv_for: Callable[[Path], list[str]], out: Path, timeout_s: float,
         The compiler's result and the outcome ("ok" with ``out``, or the failure).
     """
     tmp = _tmp_name(out)
-    res = run_tool(argv_for(tmp), timeout_s, cwd=cwd)
-    if res.timed_out or res.returncode != 0:
-        tmp.unlink(missing_ok=True)
-        return res, _failed(res, timeout_s, argv_for(out))
-    os.replace(tmp, out)
+    try:
+        res = run_tool(argv_for(tmp), timeout_s, cwd=cwd)
+        if res.timed_out or res.returncode != 0:
+            tmp.unlink(missing_ok=True)
+            check_disk(out.parent, res)  # a compiler that failed for want of space says nothing of the config
+            return res, _failed(res, timeout_s, argv_for(out))
+        empty = not tmp.is_file() or tmp.stat().st_size == 0
+        why = disk_fault(out.parent, res, probe=empty)  # with little space left the output may be cut short
+        if why is not None:
+            tmp.unlink(missing_ok=True)  # never cached
+            raise fault_error(out.parent, why)
+        if empty:
+            tmp.unlink(missing_ok=True)
+            return res, CompileOutcome("compile_error", error="the compiler exited 0 but wrote no output file",
+                                       argv=[argv_for(out)])
+        os.replace(tmp, out)
+    except BaseException as exc:
+        fault = _cleaned(tmp, exc)
+        if fault is not None:
+            raise fault from exc
+        raise
     return res, CompileOutcome("ok", out, argv=[argv_for(out)], log=(res.stderr + res.stdout)[-20000:])
 
 
@@ -77,7 +95,7 @@ def build_cached(argv_for: Callable[[Path], list[str]], out: Path, metric: str, 
     if outcome.ok:
         if outcome.log.strip():  # the compiler's warnings come back with every cache hit
             write_atomic(log, outcome.log)
-        write_atomic(timing, f"{res.elapsed_s:.6f}")
+        write_atomic(timing, f"{res.elapsed_s:.6f}")  # without this marker the output is not a cache entry
         outcome.metrics = {metric: res.elapsed_s}
     return outcome, False
 
@@ -86,11 +104,29 @@ def _tmp_name(out: Path) -> Path:
     return out.with_name(f".{out.stem}.{os.getpid()}.{threading.get_ident()}{out.suffix}")
 
 
-def write_atomic(path: Path, text: str) -> None:
-    """Write a small file so that readers see the old or the new content, never a partial one."""
+def write_atomic(path: Path, data: str | bytes) -> None:
+    """Write a file so that readers see the old or the new content, never a partial one; a full disk raises
+    EnvironmentFaultError and leaves nothing behind."""
     tmp = _tmp_name(path)
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    try:
+        if isinstance(data, bytes):
+            tmp.write_bytes(data)
+        else:
+            tmp.write_text(data)
+        os.replace(tmp, path)
+    except BaseException as exc:
+        fault = _cleaned(tmp, exc)
+        if fault is not None:
+            raise fault from exc
+        raise
+
+
+def _cleaned(tmp: Path, exc: BaseException) -> EnvironmentFaultError | None:
+    """After a failed write: the temporary file removed, and the error to raise instead for a full disk."""
+    tmp.unlink(missing_ok=True)
+    if is_disk_error(exc):
+        return fault_error(tmp.parent, f"{getattr(exc, 'strerror', exc)}: {getattr(exc, 'filename', None) or tmp}")
+    return None
 
 
 def _failed(res: ToolResult, timeout_s: float, argv: list[str]) -> CompileOutcome:

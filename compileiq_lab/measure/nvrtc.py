@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from compileiq_lab.exceptions import OptionalDependencyError
-from compileiq_lab.measure.build import CompileOutcome
+from compileiq_lab.measure.build import CompileOutcome, write_atomic
 from compileiq_lab.measure.nvcc import parse_ptxas_verbose
 
 __all__ = ["NvrtcCompiler", "nvrtc_options"]
@@ -73,7 +73,7 @@ class NvrtcCompiler:
         elapsed = time.perf_counter() - t0
         key = hashlib.sha256("\0".join([hashlib.sha256(source.read_bytes()).hexdigest(), *opts]).encode())
         out = self.workdir / "cubin" / f"nvrtc-{key.hexdigest()[:24]}.cubin"
-        out.write_bytes(cubin)
+        write_atomic(out, cubin)
         metrics = parse_ptxas_verbose(text, entry)
         metrics["backend_time_s"] = elapsed
         return CompileOutcome("ok", out, metrics=metrics, argv=[["nvrtc", *opts]], log=text)

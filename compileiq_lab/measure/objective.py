@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any
 
+from compileiq_lab.exceptions import EnvironmentFaultError
 from compileiq_lab.measure.measurement import Measurement
 
 __all__ = ["call_objective", "classify_return", "make_evaluator"]
@@ -79,7 +80,8 @@ def _short(value: Any, limit: int = 80) -> str:
 def call_objective(fn: Callable[[dict[str, Any]], Any], config: dict[str, Any], n_objectives: int) -> Measurement:
     """Call ``fn(config)`` and return a Measurement; exceptions become status "error".
 
-    KeyboardInterrupt is not caught: it stops the run (with every finished row kept).
+    KeyboardInterrupt and EnvironmentFaultError (a full disk: the machine's failure, not the config's) are not
+    caught: they stop the run (with every finished row kept).
 
     Args:
         fn: The objective function.
@@ -92,6 +94,8 @@ def call_objective(fn: Callable[[dict[str, Any]], Any], config: dict[str, Any], 
     t0 = time.perf_counter()
     try:
         value = fn(config)
+    except EnvironmentFaultError:
+        raise
     except (Exception, SystemExit) as exc:  # noqa: BLE001 - failures are values
         elapsed = time.perf_counter() - t0
         tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)[-_TB_LINES:])

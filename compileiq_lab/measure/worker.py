@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from compileiq_lab.exceptions import ConfigurationError
+from compileiq_lab.exceptions import ConfigurationError, EnvironmentFaultError
 from compileiq_lab.measure import _wire
 from compileiq_lab.measure.measurement import Measurement
 from compileiq_lab.toolchain.tools import kill_process_group
@@ -207,7 +207,12 @@ class WorkerObjective:
         self.start()
         t0 = time.perf_counter()
         try:
-            reply: Measurement = self._worker.call("call", config, self.timeout_s)
+            reply: Measurement | dict[str, Any] = self._worker.call("call", config, self.timeout_s)
+            if isinstance(reply, dict):
+                if reply.get("environment_fault"):
+                    raise EnvironmentFaultError(str(reply["error"]).partition(": ")[2] or str(reply["error"]))
+                return Measurement("error", error=str(reply.get("error", "")), detail={
+                    "traceback": str(reply.get("traceback", ""))})
             return reply
         except WorkerTimeout:
             return Measurement("timeout", error=f"objective did not return within timeout_s={self.timeout_s}",

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from compileiq_lab.acf.export import effective_params, point_acf
@@ -12,7 +14,35 @@ from compileiq_lab.kernels import BuildContext, KernelRun, minimal_controls
 from compileiq_lab.store import EvalRecord, Results, Validation
 from compileiq_lab.store.pick import default_pick, pick_point
 
-__all__ = ["add_build_arguments", "add_pick_arguments", "build_options", "export_point"]
+__all__ = ["add_build_arguments", "add_pick_arguments", "build_options", "export_point", "int_at_least",
+           "seconds"]
+
+
+def int_at_least(low: int, what: str) -> Callable[[str], int]:
+    """An argparse type: an integer >= ``low`` (anything else is a usage error, exit 2, naming the rule)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"`an integer >= {low}` must hold ({what}), but got {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"`an integer >= {low}` must hold ({what}), but got {value}")
+        return value
+
+    parse.__name__ = f"int>={low}"  # argparse names the type in its messages
+    return parse
+
+
+def seconds(text: str) -> float:
+    """An argparse type: a finite number of seconds > 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"`a finite number of seconds > 0` must hold, but got {text!r}; e.g. 120")
+    return value
 
 
 def add_build_arguments(parser: argparse.ArgumentParser) -> None:
@@ -66,7 +96,8 @@ def export_point(args: argparse.Namespace, path: str, results: Results, run: Ker
     if rec is None:
         rec, why = pick_point(results, rule)
     if rec is None:
-        print("nothing to export: no successful evaluation", file=sys.stderr)
+        print(f"compileiq-lab: error: nothing to export from {results.store_path}: no successful evaluation",
+              file=sys.stderr)
         return 1
     controls, dropped = effective_params(rec), {}
     if not args.no_minimize and rec.status == "ok":

@@ -11,9 +11,16 @@ from typing import Any
 
 from compileiq_lab.analysis.registry import warm_start_configs
 from compileiq_lab.analysis.validation import validate
-from compileiq_lab.cli.options import add_build_arguments, add_pick_arguments, build_options, export_point
+from compileiq_lab.cli.options import (
+    add_build_arguments,
+    add_pick_arguments,
+    build_options,
+    export_point,
+    int_at_least,
+    seconds,
+)
 from compileiq_lab.cli.runs import print_validation
-from compileiq_lab.exceptions import ConfigurationError
+from compileiq_lab.exceptions import CompileIQLabError, ConfigurationError
 from compileiq_lab.kernels import CATALOGS, KernelRun, active_catalog
 from compileiq_lab.run import Search
 from compileiq_lab.run.events import EvaluationEvent, FinishedEvent, GenerationEvent, RunEvent
@@ -53,16 +60,16 @@ def add_tune_parser(sub: Any) -> None:
     t.add_argument("--categories", default=None, help="comma list of control categories to search")
     t.add_argument("--controls", default=None, help="comma list of control names to search")
     t.add_argument("--unsafe-math", action="store_true", help="also search precision-changing controls")
-    t.add_argument("--generations", type=int, default=10)
-    t.add_argument("--pool-size", type=int, default=None)
-    t.add_argument("--seed", type=int, default=0)
-    t.add_argument("--workers", type=int, default=None,
+    t.add_argument("--generations", type=int_at_least(1, "searched generations"), default=10)
+    t.add_argument("--pool-size", type=int_at_least(2, "candidates per generation"), default=None)
+    t.add_argument("--seed", type=int_at_least(0, "the search seed"), default=0)
+    t.add_argument("--workers", type=int_at_least(1, "candidates at once"), default=None,
                    help="candidates evaluated at once (default: the CPU count; 1 when CPU runs are timed)")
     t.add_argument("--store", default=None, help="run store path (default: a new file under ./compileiq_runs/)")
     t.add_argument("--export", default=None, help="write a point of the front as an ACF (open JSON: controls, argv, "
                                                    "build context, arch, objectives, baseline, code hash); see --pick")
     add_pick_arguments(t)
-    t.add_argument("--timeout", type=float, default=120.0, help="limit per compiler call / run in seconds")
+    t.add_argument("--timeout", type=seconds, default=120.0, help="limit per compiler call / run in seconds")
     t.add_argument("--workdir", default=None, help="scratch folder for PTX cache and binaries")
     t.add_argument("--full-nvcc", action="store_true", help="one nvcc call per candidate instead of cached PTX + ptxas")
     t.add_argument("--surrogate", action="store_true",
@@ -71,7 +78,7 @@ def add_tune_parser(sub: Any) -> None:
     t.add_argument("--warm-start", default="auto", metavar="auto|none|RUN.db",
                    help="open the first generation with the fronts of earlier runs of this kernel and space (same "
                         "arch first, then others) found next to the store (auto, the default), of one run, or none")
-    t.add_argument("--validate", type=int, default=None, metavar="ROUNDS",
+    t.add_argument("--validate", type=int_at_least(0, "timing rounds; 0 turns it off"), default=None, metavar="ROUNDS",
                    help="after a GPU run, re-measure the front and the baseline interleaved for ROUNDS rounds and "
                         "report speedups with 95 %% CIs (default 40 for GPU objectives; 0 turns it off)")
 
@@ -176,8 +183,11 @@ def _tune(args: argparse.Namespace, run: KernelRun) -> int:
 
 
 def _warm_start(args: argparse.Namespace, run: KernelRun) -> tuple[list[dict[str, Any]], list[str]]:
-    """Configs from earlier runs (see --warm-start); none when continuing an existing store."""
-    if args.warm_start == "none" or (args.store and Path(args.store).exists()):
+    """Configs from earlier runs (see --warm-start); when continuing an existing store, the ones it started with
+    (a continued run keeps its trajectory, whatever other runs the folder holds by now)."""
+    if args.store and Path(args.store).exists():
+        return _stored_warm_start(args.store)
+    if args.warm_start == "none":
         return [], []
     if args.warm_start != "auto":
         front = load_results(args.warm_start).front_records()
@@ -187,6 +197,17 @@ def _warm_start(args: argparse.Namespace, run: KernelRun) -> tuple[list[dict[str
     return warm_start_configs(run.kernel.name, run.arch, run.catalog_name, directory,
                               source_sha256=run.kernel.source_sha256(), entry=extra.get("entry"),
                               build=extra.get("build"))
+
+
+def _stored_warm_start(path: str) -> tuple[list[dict[str, Any]], list[str]]:
+    """The warm start a stored run was made with; none when its header cannot be read (opening the store then
+    says what is wrong with it)."""
+    try:
+        header = load_results(path).header
+    except CompileIQLabError:
+        return [], []
+    sources = header.metadata.get("warm_start_from")
+    return list(header.config.get("warm_start") or []), [str(s) for s in sources] if isinstance(sources, list) else []
 
 
 def _validate_run(results: Results, run: KernelRun, rounds: int) -> Validation | None:

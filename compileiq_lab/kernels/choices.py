@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
 from collections.abc import Sequence
 from typing import NamedTuple
 
@@ -21,6 +22,7 @@ __all__ = [
     "TARGETS",
     "ActiveCatalog",
     "active_catalog",
+    "check_limits",
     "check_objectives",
     "default_objectives",
     "gpu_arch",
@@ -159,3 +161,14 @@ def check_objectives(kernel: KernelSpec, names: Sequence[str]) -> None:
             f"kernel {kernel.name!r} cannot run (it needs an entry, inputs, outputs and a reference in kernel.toml), "
             f"so objectives {sorted(runs)} cannot be measured; use static objectives "
             f"{sorted(static_metrics(kernel.language))}")
+
+
+def check_limits(timeout_s: object, workers: object) -> None:
+    """Refuse a per-call limit or a worker count that makes no sense (it would fail every candidate)."""
+    if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or not (
+            math.isfinite(timeout_s) and timeout_s > 0):
+        raise ConfigurationError(f"`timeout_s is a finite number of seconds > 0` must hold, but got "
+                                 f"timeout_s={timeout_s!r}; pass e.g. 120 (--timeout 120)")
+    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
+        raise ConfigurationError(f"`workers is None or an int >= 1` must hold, but got workers={workers!r}; pass "
+                                 "the number of candidates to evaluate at once (--workers 4), or None for the default")

@@ -18,6 +18,7 @@ from compileiq_lab.kernels.choices import (
     CATALOGS,
     DEFAULT_ARCH,
     active_catalog,
+    check_limits,
     check_objectives,
     default_objectives,
     gpu_arch,
@@ -115,6 +116,7 @@ class KernelRun:
                  gpu_options: GpuOptions | None = None, gpu_backend: str | None = None,
                  catalog_name: str | None = None, measure: bool = True, entry: str | None = None,
                  build: BuildContext | None = None, block: Sequence[int] | None = None, learn: bool = True) -> None:
+        check_limits(timeout_s, workers)
         spec = kernel if isinstance(kernel, KernelSpec) else load_kernel(kernel)
         self.kernel = adapt_kernel(spec, entry=entry, build=build, block=block)
         language = self.kernel.language
@@ -129,7 +131,7 @@ class KernelRun:
             self.arch: str | None = arch or (gpu_arch() if runs else None) or DEFAULT_ARCH
         else:
             self.arch = None
-        self.workdir = Path(workdir) if workdir is not None else _scratch()
+        self.workdir = Path(workdir).resolve() if workdir is not None else _scratch()
         self.timeout_s, self.measures = timeout_s, measure
         self._two_stage, self._link = two_stage, bool(runs)
         self._backend: Backend | None = None

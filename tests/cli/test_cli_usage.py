@@ -1,0 +1,62 @@
+"""Usage errors instead of stored failures: nonsense numbers exit 2 before anything runs; a crashed warm-started
+run continues with the same command."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from compileiq_lab import load_results
+
+needs_gcc = pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc not installed")
+
+
+def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "compileiq_lab.cli", *args], capture_output=True, text=True,
+                          cwd=cwd, timeout=600)
+
+
+@pytest.mark.parametrize("option,value", [("--timeout", "nan"), ("--timeout", "-1"), ("--timeout", "0"),
+                                          ("--timeout", "inf"), ("--workers", "0"), ("--workers", "-3"),
+                                          ("--validate", "-3"), ("--generations", "0"), ("--pool-size", "1"),
+                                          ("--seed", "-1"), ("--workers", "two")])
+def test_nonsense_numbers_are_usage_errors(tmp_path, option, value):
+    out = cli("tune", "stencil_c", option, value, "--store", "x.db", cwd=tmp_path)
+    assert out.returncode == 2, out.stderr
+    assert option in out.stderr and "must hold" in out.stderr and "Traceback" not in out.stderr
+    assert not (tmp_path / "x.db").exists()  # nothing ran, nothing was stored
+
+
+def test_python_api_refuses_the_same_numbers():
+    from compileiq_lab import Search, SearchConfiguration
+    from compileiq_lab.exceptions import ConfigurationError
+    from compileiq_lab.kernels import KernelRun
+    from compileiq_lab.testing import FlagProblem
+
+    for kwargs in ({"timeout_s": float("nan")}, {"timeout_s": -1}, {"timeout_s": 0}, {"workers": 0},
+                   {"workers": -3}):
+        with pytest.raises(ConfigurationError, match="must hold"):
+            KernelRun("stencil_c", objectives=["text_bytes"], **kwargs)
+    p = FlagProblem(n_flags=6, n_levels=2, seed=0)
+    search = Search(p, p.space(), SearchConfiguration(generations=1), store=":memory:")
+    for workers in (0, -2, 1.5, True):
+        with pytest.raises(ConfigurationError, match="workers"):
+            search.start(workers=workers)
+
+
+@needs_gcc
+def test_a_warm_started_run_continues_with_the_same_command(tmp_path):
+    base = ["tune", "stencil_c", "--objectives", "text_bytes", "--pool-size", "4"]
+    assert cli(*base, "--generations", "2", "--store", "a.db", cwd=tmp_path).returncode == 0
+    first = cli(*base, "--generations", "2", "--store", "b.db", cwd=tmp_path)  # warm-started from a.db
+    assert first.returncode == 0 and "warm start" in first.stderr, first.stderr
+    stored = load_results(str(tmp_path / "b.db")).header.config["warm_start"]
+    assert stored
+    again = cli(*base, "--generations", "3", "--store", "b.db", cwd=tmp_path)  # as after a crash: the same command
+    assert again.returncode == 0, again.stderr
+    res = load_results(str(tmp_path / "b.db"))
+    assert res.header.config["warm_start"] == stored and res.header.config["generations"] == 3

@@ -6,6 +6,7 @@ import dataclasses
 import json
 import os
 import platform
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -29,13 +30,19 @@ from compileiq_lab.exceptions import ConfigurationError
 from compileiq_lab.space.catalogs import get_catalog
 from compileiq_lab.toolchain.context import BuildContext
 
-__all__ = ["ACF", "ACF_FORMAT", "ACF_FORMATS", "COMPILERS", "NO_BUILD", "SCHEMA_PATH", "load_acf"]
+__all__ = ["ACF", "ACF_FORMAT", "ACF_FORMATS", "COMPILERS", "MAX_ACF_BYTES", "NO_BUILD", "SCHEMA_PATH", "load_acf"]
 
 #: The build section of a point that needs no build context (and of a version-1 document).
 NO_BUILD: dict[str, Any] = {"source": None, "entry": None, "include_dirs": [], "defines": {}, "args": []}
 
 #: The JSON Schema (draft 2020-12) of the document; documentation and contract, checked by hand here.
 SCHEMA_PATH = Path(__file__).with_name("schema.json")
+#: The largest ACF the reader reads (file or text): 4 MiB. An exported ACF is 1-8 KiB (every control of a catalog,
+#: a validation with 16 workloads: 7 KiB); the bound leaves room for hand-edited ones and keeps a crafted file
+#: from exhausting memory or time. Raise it here if a real ACF ever needs more.
+MAX_ACF_BYTES = 4 * 2**20
+_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
 
 
 @dataclass
@@ -211,33 +218,81 @@ def load_acf(path_or_text: str | os.PathLike[str] | Mapping[str, Any]) -> ACF:
     """
     if isinstance(path_or_text, Mapping):
         return _validate(path_or_text)
-    if isinstance(path_or_text, str) and path_or_text.lstrip().startswith(("{", "[")):
+    if isinstance(path_or_text, str) and path_or_text[:MAX_ACF_BYTES].lstrip().startswith(("{", "[")):
+        if len(path_or_text) > MAX_ACF_BYTES:
+            raise _fail("text", f"an ACF is at most MAX_ACF_BYTES = {MAX_ACF_BYTES} characters", path_or_text[:60],
+                        f"It holds {len(path_or_text)} characters; an exported ACF holds a few KiB.")
         return _validate(_parse(path_or_text, "text"))
     if not isinstance(path_or_text, (str, os.PathLike)):
         raise _fail("input", "it is a path, JSON text or a dict", type(path_or_text).__name__,
                     "Pass the .acf file path.")
+    return _validate(_parse(_read_bounded(path_or_text), str(path_or_text)))
+
+
+def _refuse_kind(path: str | os.PathLike[str], mode: int) -> None:
+    """Refuse anything but a regular file (a device, FIFO or directory could block or never end)."""
+    if not stat.S_ISREG(mode):
+        kind = next((name for test, name in _KINDS if test(mode)), "no regular file")
+        raise _fail("file", "the ACF is a regular file", str(path), f"It is {kind}: pass the path of an .acf file.")
+
+
+def _refuse_size(path: str | os.PathLike[str], size: int, exact: bool = True) -> None:
+    if size > MAX_ACF_BYTES:
+        held = f"{size} bytes" if exact else f"more than {MAX_ACF_BYTES} bytes (it grew while read)"
+        raise _fail("file", f"an ACF is at most MAX_ACF_BYTES = {MAX_ACF_BYTES} bytes", str(path),
+                    f"It holds {held}; an exported ACF holds a few KiB.")
+
+
+def _read_bounded(path: str | os.PathLike[str]) -> str:
+    """The text of the file at ``path``: a regular file of at most MAX_ACF_BYTES bytes in UTF-8.
+
+    The kind and size are checked before the file is opened (nothing blocks on a FIFO or reads /dev/zero), then
+    again on the open file (it may have been swapped in between), and at most MAX_ACF_BYTES + 1 bytes are read
+    (a file that grows meanwhile is still refused).
+    """
     try:
-        text = Path(path_or_text).read_text(encoding="utf-8")
+        info = os.stat(path)
+        _refuse_kind(path, info.st_mode)
+        _refuse_size(path, info.st_size)
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+        with os.fdopen(fd, "rb") as f:
+            info = os.fstat(f.fileno())
+            _refuse_kind(path, info.st_mode)
+            _refuse_size(path, info.st_size)
+            data = f.read(MAX_ACF_BYTES + 1)
+    except ConfigurationError:
+        raise
     except (OSError, ValueError) as exc:
-        raise _fail("file", "the file exists and is UTF-8 text", str(path_or_text),
+        raise _fail("file", "the file exists and is readable", str(path),
                     f"Check the path ({type(exc).__name__}: {exc}).") from None
-    return _validate(_parse(text, str(path_or_text)))
+    _refuse_size(path, len(data), exact=False)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise _fail("file", "the file is UTF-8 text", str(path), f"Save it as UTF-8 ({exc}).") from None
 
 
 def _parse(text: str, origin: str) -> Any:
     def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
-        keys = [k for k, _ in items]
-        dup = sorted({k for k in keys if keys.count(k) > 1})
-        if dup:
-            raise _fail(f"{origin}", "no key appears twice in an object", dup, "Keep one entry per key.")
-        return dict(items)
+        obj = dict(items)
+        if len(obj) != len(items):  # linear: only a document with a duplicate pays for finding it
+            seen: set[str] = set()
+            dups: set[str] = set()
+            for k, _ in items:
+                (dups if k in seen else seen).add(k)
+            dup = sorted(dups)
+            raise _fail(f"{origin}", "no key appears twice in an object", dup[:20], "Keep one entry per key.")
+        return obj
 
     def bad_constant(name: str) -> Any:
         raise _fail(origin, "numbers are finite", name, "Replace NaN/Infinity with a number or null.")
 
     try:
         return json.loads(text, object_pairs_hook=pairs, parse_constant=bad_constant)
-    except (ValueError, RecursionError) as exc:
+    except RecursionError:
+        raise _fail(origin, "objects and lists nest a few levels deep (an ACF nests 4)",
+                    "nesting past the reader's recursion limit", "Write an ACF as exported by compileiq-lab.") from None
+    except ValueError as exc:
         if isinstance(exc, ConfigurationError):
             raise
         raise _fail(origin, "the text is valid JSON", text[:60], f"Fix the JSON ({exc}).") from None

@@ -11,7 +11,7 @@ from typing import Any
 from compileiq_lab.acf.argcheck import DEFINE as _DEFINE
 from compileiq_lab.acf.argcheck import acf_error as _fail
 
-__all__ = ["ACF_FORMAT", "ACF_FORMATS", "COMPILERS", "check_shape"]
+__all__ = ["ACF_FORMAT", "ACF_FORMATS", "COMPILERS", "MAX_ACF_ARGS", "MAX_ACF_ENTRIES", "check_shape"]
 
 #: The format version this writer writes.
 ACF_FORMAT = "compileiq-lab-acf/2"
@@ -19,6 +19,13 @@ ACF_FORMAT = "compileiq-lab-acf/2"
 ACF_FORMATS = ("compileiq-lab-acf/1", ACF_FORMAT)
 #: Catalog names an ACF may record.
 COMPILERS = ("nvcc", "ptxas", "nvrtc", "gcc", "clang")
+#: The most entries any object of an ACF may hold (controls, defines, toolchain, objectives, ci, workloads, ...):
+#: an exported one holds at most a few dozen (the biggest catalog has 25 controls); the bound keeps every check of
+#: a crafted document short.
+MAX_ACF_ENTRIES = 1024
+#: The most arguments one argv stage may hold: every control of the biggest catalog set, plus the kernel's -D
+#: knobs, renders about 50.
+MAX_ACF_ARGS = 1024
 
 _CUDA = ("nvcc", "ptxas", "nvrtc")
 _FIELDS = ("format", "compiler", "toolchain", "arch", "kernel", "source_sha256", "controls", "argv",
@@ -93,10 +100,12 @@ def _check_top(doc: Any) -> None:
                     "This reader does not know that version; export the ACF again with this compileiq-lab.")
     fields = _FIELDS + (() if fmt == ACF_FORMATS[0] else _V2)
     missing = [k for k in fields if k not in doc]
-    extra = sorted(str(k) for k in doc if k not in fields + _OPTIONAL)
+    known = set(fields + _OPTIONAL)
+    extra = sorted(str(k) for k in doc if k not in known)
     if missing or extra:
+        shown = f"extra {extra}" if len(extra) <= 8 else f"{len(extra)} extra keys {extra[:8]}..."
         raise _fail("document", f"the keys of a {fmt} document are exactly {list(fields)} (and optionally "
-                    f"{list(_OPTIONAL)})", f"missing {missing}, extra {extra}",
+                    f"{list(_OPTIONAL)})", f"missing {missing}, {shown}",
                     "Add the missing keys and remove the extra ones.")
 
 
@@ -114,9 +123,16 @@ def _check_scalars(doc: Mapping[str, Any]) -> None:
                     "Write e.g. '2025-01-31T12:00:00+00:00'.") from None
 
 
+def _check_count(where: str, value: Mapping[Any, Any] | list[Any], what: str, bound: int, name: str) -> None:
+    if len(value) > bound:
+        raise _fail(where, f"it holds at most {name} = {bound} {what}", f"{len(value)} {what}",
+                    "Write an ACF as exported by compileiq-lab (they hold a few dozen at most).")
+
+
 def _check_map(where: str, value: Any, ok: Any, rule: str, fix: str) -> None:
     if not isinstance(value, Mapping):
         raise _fail(where, "it is a JSON object", type(value).__name__, fix)
+    _check_count(where, value, "entries", MAX_ACF_ENTRIES, "MAX_ACF_ENTRIES")
     for k, v in value.items():
         if not isinstance(k, str) or not k or len(k) > 128:
             raise _fail(where, "keys are non-empty strings of at most 128 characters", k, fix)
@@ -185,6 +201,7 @@ def _check_controls_shape(controls: Any) -> None:
 
     if not isinstance(controls, Mapping):
         raise _fail("controls", "it is a JSON object", type(controls).__name__, "Write {control: value}.")
+    _check_count("controls", controls, "entries", MAX_ACF_ENTRIES, "MAX_ACF_ENTRIES")
     for name, value in controls.items():
         if name == "defines":
             _check_map("controls.defines", value, lambda v: (isinstance(v, str) or _is_num(v))
@@ -207,6 +224,7 @@ def _check_argv_shape(compiler: str, argv: Any) -> None:
         toks = argv[stage]
         if not isinstance(toks, list) or not all(isinstance(t, str) for t in toks):
             raise _fail(f"argv.{stage}", "it is a list of strings", toks, "Write one argument per string.")
+        _check_count(f"argv.{stage}", toks, "arguments", MAX_ACF_ARGS, "MAX_ACF_ARGS")
 
 
 def _rel_path_ok(text: Any) -> bool:

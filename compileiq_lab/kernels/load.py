@@ -13,11 +13,14 @@ from compileiq_lab.kernels.spec import IDENT, LANGUAGES, SPEC_FILE, KernelSpec, 
 from compileiq_lab.kernels.toml import SpecParser
 from compileiq_lab.toolchain.context import BuildContext
 
-__all__ = ["ENV_VAR", "acf_kernel_ref", "adapt_kernel", "kernel_ref", "kernels_root", "list_kernels", "load_kernel"]
+__all__ = ["ENV_VAR", "MAX_SPEC_BYTES", "acf_kernel_ref", "adapt_kernel", "kernel_ref", "kernels_root", "list_kernels",
+           "load_kernel"]
 
 log = logging.getLogger(__name__)
 
 ENV_VAR = "COMPILEIQ_KERNELS"
+#: Size of a kernel.toml read at all: a real one is a few KiB; a huge one is refused before it is read.
+MAX_SPEC_BYTES = 1 << 20
 
 # the repository's top-level kernels/ ships inside the package as compileiq_lab/_kernels (see pyproject.toml)
 _PACKAGE = Path(__file__).resolve().parents[1]
@@ -110,10 +113,15 @@ def _load_folder(folder: Path) -> KernelSpec:
         import tomllib
     except ModuleNotFoundError:  # Python 3.10
         raise OptionalDependencyError("reading kernel.toml needs Python >= 3.11 (tomllib)") from None
+    size = spec_path.stat().st_size
+    need(size <= MAX_SPEC_BYTES, str(spec_path), f"it is at most {MAX_SPEC_BYTES >> 20} MiB", f"{size} bytes",
+         "A kernel.toml is a few lines; point at the right file or trim it.")
     try:
         data = tomllib.loads(spec_path.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigurationError(f"{spec_path}: `it is valid TOML` must hold, but got {exc}. Fix the syntax.") from None
+    except (ValueError, RecursionError) as exc:  # TOMLDecodeError, not UTF-8, an int past Python's 4300 digits
+        why = " ".join(str(exc).split())[:300] or type(exc).__name__
+        raise ConfigurationError(f"{spec_path}: `it is valid TOML` must hold, but got {why}. Fix the syntax "
+                                 "(TOML ints are 64-bit).") from None
     return SpecParser(data, folder).parse()
 
 

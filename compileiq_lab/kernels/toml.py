@@ -2,27 +2,38 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from compileiq_lab.exceptions import ConfigurationError
+from compileiq_lab.kernels import spec as _spec
 from compileiq_lab.kernels.spec import (
     C_ENTRY,
     DTYPES,
     IDENT,
     INITS,
     LANGUAGES,
+    MAX_DIMS,
     REFERENCE_FILE,
     SPEC_FILE,
     BufferSpec,
     KernelSpec,
     need,
+    show_bytes,
 )
 from compileiq_lab.toolchain.context import BuildContext
 
-__all__ = ["SpecParser"]
+__all__ = ["MAX_REPEATS", "SpecParser"]
 
 _REQUIRED = ("name", "language", "source", "entry")
+_INT64 = (-(1 << 63), (1 << 63) - 1)
+#: Timed calls per measurement: enough for a stable median, not so many that one candidate takes hours.
+MAX_REPEATS = 10_000
+#: Buffers named in the message when the byte bound is broken.
+_LISTED = 4
 _TABLES: dict[str, tuple[str, ...]] = {
     "": _REQUIRED + ("description", "defines", "params", "inputs", "outputs", "check", "run", "launch", "workloads",
                   "build"),
@@ -63,15 +74,16 @@ class SpecParser:
                   f'Set name = "{self.folder.name}" or rename the folder.')
         self.need(d["language"] in LANGUAGES, f"language in {list(LANGUAGES)}", d["language"],
                   'Set language = "cuda" or "c".')
-        self.need(isinstance(d["source"], str) and (self.folder / d["source"]).is_file(),
-                  f"source names a file in {self.folder}", d["source"], "Fix source or add the file.")
+        source_path = self.inside(d["source"], "source")
+        self.need(source_path.is_file(), f"source names a file in {self.folder}", d["source"],
+                  "Fix source or add the file.")
         entry = self.ident(d["entry"], "entry")
         self.need(d["language"] != "c" or entry == C_ENTRY, f'a C kernel has entry == "{C_ENTRY}"', entry,
                   f'Set entry = "{C_ENTRY}" and define void {C_ENTRY}(void **bufs, const long *params).')
         self.need(isinstance(desc := d.get("description", ""), str), "description is a string", desc, "Write a line.")
         fields = dict(name=d["name"], language=d["language"], source=d["source"], entry=entry, folder=self.folder,
                       spec_file=self.folder / SPEC_FILE,
-                      source_path=(self.folder / d["source"]).resolve(), description=desc)
+                      source_path=source_path, description=desc)
         fields.update(self.symbols_and_buffers(d))
         fields.update(self.check_and_run(self.table(d.get("check", {}), "check"), self.table(d.get("run", {}), "run")))
         fields.update(self.launch(self.table(d.get("launch", {}), "launch"), fields))
@@ -79,15 +91,50 @@ class SpecParser:
         fields["build"] = self.build(self.table(d.get("build", {}), "build"), set(fields["defines"]))
         spec = KernelSpec(**fields)
         for variant in [spec] + [spec.with_workload(w) for w in spec.workloads]:
+            where = f"kernel.toml of {self.name!r}" + (f" workload {variant.workload!r}" if variant.workload else "")
+            shapes: dict[str, tuple[int, ...]] = {}
             try:  # evaluate every shape and launch expression once, so broken ones fail at load
-                shapes = {b.name: variant.shape_of(b) for b in variant.inputs + variant.outputs}
+                for b in variant.inputs + variant.outputs:
+                    try:
+                        shapes[b.name] = variant.shape_of(b)
+                    except ConfigurationError as exc:
+                        raise ConfigurationError(f"shape of {b.name}: {exc}") from None
                 variant.launch_dims() if variant.grid is not None else None
             except ConfigurationError as exc:
-                where = f" workload {variant.workload!r}" if variant.workload else ""
-                raise ConfigurationError(f"kernel.toml of {self.name!r}{where}: {exc}") from None
+                raise ConfigurationError(f"{where}: {exc}") from None
             self.need(all(min(s) >= 1 for s in shapes.values()), "every buffer dim is >= 1",
                       {k: s for k, s in shapes.items() if min(s) < 1}, "Fix the shapes or the params.")
+            self.buffer_bytes(variant, shapes, where)
         return spec
+
+    def inside(self, value: Any, key: str) -> Path:
+        """The resolved path of a file kernel.toml names, which must lie inside the kernel folder (symlinks
+        followed: one that points out of the folder is refused too)."""
+        self.need(isinstance(value, str) and value.strip() and "\0" not in value, f"{key} is a file name", value,
+                  f'Write {key} = "file name in the kernel folder".')
+        folder = self.folder.resolve()
+        path: Path = (folder / value).resolve()
+        if not path.is_relative_to(folder):
+            raise ConfigurationError(
+                f"kernel.toml of {self.name!r}: `{key} is a file inside the kernel folder {folder}` must hold, but "
+                f"got {value!r} (it resolves to {path}). Move the file into the folder and name it relative to it "
+                f"(a symlink must point inside too); share headers through [build] include_dirs.")
+        return path
+
+    def buffer_bytes(self, variant: KernelSpec, shapes: dict[str, tuple[int, ...]], where: str) -> None:
+        """Refuse shapes whose buffers together exceed ``MAX_BUFFER_BYTES`` (before anything is allocated)."""
+        limit = _spec.MAX_BUFFER_BYTES
+        sizes = {b.name: math.prod(shapes[b.name]) * np.dtype(b.dtype).itemsize
+                 for b in variant.inputs + variant.outputs}
+        total = sum(sizes.values())
+        if total > limit:
+            largest = sorted(sizes.items(), key=lambda kv: -kv[1])[:_LISTED]
+            listed = ", ".join(f"{name}: {show_bytes(n)}" for name, n in largest)
+            more = ", ..." if len(sizes) > _LISTED else ""
+            raise ConfigurationError(
+                f"{where}: `the buffers hold at most {show_bytes(limit)} in all (MAX_BUFFER_BYTES)` must hold, but "
+                f"the shapes ask for {show_bytes(total)} ({listed}{more}). Make the shapes or the params smaller "
+                f"(a workload in [[workloads]] for a larger size is bound by the same limit).")
 
     def build(self, t: dict[str, Any], knobs: set[str]) -> BuildContext:
         dirs, defines, args = t.get("include_dirs", []), t.get("defines", {}), t.get("args", [])
@@ -117,6 +164,9 @@ class SpecParser:
                       and all(type(v) is int for v in over.values()),
                       f"workload {name} overrides some of the params {list(params)} with ints", over,
                       f'Write params = {{ {next(iter(params), "n")} = 4096 }}.')
+            for k, v in over.items():
+                self.need(_INT64[0] <= v <= _INT64[1], f"workload {name} param {k} fits a signed 64-bit int", v,
+                          f"Write {k} = <int between {_INT64[0]} and {_INT64[1]}>; buffers are far smaller.")
             out[name] = dict(over)
         return out
 
@@ -126,8 +176,13 @@ class SpecParser:
             self.need(isinstance(v, list) and v and all(type(x) in (int, float, str) for x in v),
                       f"define {self.ident(k, 'each define name')} is a non-empty list of ints, floats or strings",
                       v, f"Write {k} = [default, other values...].")
+            self.need(all(-(1 << 63) <= x < 1 << 64 for x in v if type(x) is int),
+                      f"define {k}'s ints fit 64 bits", [x for x in v if type(x) is int and not
+                                                         -(1 << 63) <= x < 1 << 64], "Use smaller values.")
         for k, v in params.items():
             self.need(type(v) is int, f"param {self.ident(k, 'each param name')} is an int", v, f"Write {k} = <int>.")
+            self.need(_INT64[0] <= v <= _INT64[1], f"param {k} fits a signed 64-bit int", v,
+                      f"Write {k} = <int between {_INT64[0]} and {_INT64[1]}>; buffers are far smaller.")
         bufs: dict[str, Any] = {}
         for section in ("inputs", "outputs"):
             entries = d.get(section, [])
@@ -146,19 +201,26 @@ class SpecParser:
         self.need(section == "outputs" or init in INITS, f"init of {name} in {list(INITS)}", init, "Pick one of those.")
         self.need(isinstance(shape, list) and shape and all(type(s) in (int, str) for s in shape),
                   f"shape of {name} is a non-empty list of ints or expressions", shape, 'Write shape = ["n", 4].')
+        self.need(len(shape) <= MAX_DIMS, f"shape of {name} has at most {MAX_DIMS} dims", f"{len(shape)} dims",
+                  "Flatten some of the dims into one.")
         return BufferSpec(name, t["dtype"], tuple(shape), init if section == "inputs" else None)
 
     def check_and_run(self, check: dict[str, Any], run: dict[str, Any]) -> dict[str, Any]:
         out: dict[str, Any] = {**check, **run}
         if check:
             self.ident(check.get("reference"), "[check] reference")
-            self.need((self.folder / REFERENCE_FILE).is_file(), f"{REFERENCE_FILE} is next to kernel.toml",
+            reference = self.inside(REFERENCE_FILE, REFERENCE_FILE)
+            self.need(reference.is_file(), f"{REFERENCE_FILE} is next to kernel.toml",
                       "no such file", f"Add {REFERENCE_FILE} defining {check['reference']}(inputs, params).")
-        for key, low, kinds, example in (("rtol", 0, (int, float), "1e-5"), ("atol", 0, (int, float), "1e-6"),
-                                         ("seed", 0, (int,), "0"), ("repeats", 1, (int,), "10")):
+        for key, low, high, kinds, example in (("rtol", 0, None, (int, float), "1e-5"),
+                                               ("atol", 0, None, (int, float), "1e-6"),
+                                               ("seed", 0, _INT64[1], (int,), "0"),
+                                               ("repeats", 1, MAX_REPEATS, (int,), "10")):
             kind = "a number" if float in kinds else "an int"
-            self.need(type(out.get(key, low)) in kinds and out.get(key, low) >= low, f"{key} is {kind} >= {low}",
-                      out.get(key), f"Write {key} = {example}.")
+            value = out.get(key, low)
+            span = f">= {low}" + ("" if high is None else f" and <= {high}")
+            self.need(type(value) in kinds and value >= low and (high is None or value <= high),
+                      f"{key} is {kind} {span}", out.get(key), f"Write {key} = {example}.")
         return out
 
     def launch(self, launch: dict[str, Any], fields: dict[str, Any]) -> dict[str, Any]:

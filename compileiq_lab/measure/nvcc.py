@@ -15,11 +15,19 @@ from pathlib import Path
 from compileiq_lab.exceptions import ConfigurationError
 from compileiq_lab.measure.build import CompileOutcome, build, build_cached
 from compileiq_lab.toolchain.context import BuildContext
-from compileiq_lab.toolchain.tools import find_tool, run_tool, tool_version
+from compileiq_lab.toolchain.tools import find_tool, first_line, probe_tool, tool_version
 
-__all__ = ["CudaCompiler", "arch_problem", "header_deps", "parse_ptxas_verbose", "supported_archs"]
+__all__ = ["ARCH_PROBE_TIMEOUT_S", "DEPS_TIMEOUT_S", "CudaCompiler", "arch_problem", "header_deps",
+           "parse_ptxas_verbose", "supported_archs"]
 
 log = logging.getLogger(__name__)
+
+#: Limit for the one-line probe compile that asks whether the tools build for an arch: nvcc and ptxas start and
+#: build it in a few seconds; 30 s covers a cold start on a loaded machine.
+ARCH_PROBE_TIMEOUT_S = 30.0
+#: Limit for the ``nvcc -MM`` header scan (the preprocessor alone): seconds even for large template libraries; the
+#: compile limit applies when it is shorter.
+DEPS_TIMEOUT_S = 60.0
 
 
 _PTXAS_PATTERNS = {
@@ -158,7 +166,8 @@ class CudaCompiler:
         with self._guard:
             deps = self._deps.get(wanted)
         if deps is None:
-            deps = header_deps(self.nvcc, self.arch, source, [*self.context.argv(), *wanted], self.timeout_s)
+            deps = header_deps(self.nvcc, self.arch, source, [*self.context.argv(), *wanted],
+                               min(self.timeout_s, DEPS_TIMEOUT_S))
             with self._guard:
                 self._deps[wanted] = deps
         h = hashlib.sha256(source.read_bytes())
@@ -173,11 +182,17 @@ _INCLUDE_CHANGING = ("-D", "-U", "-I", "-std", "--std", "-include", "-isystem")
 _HEADERS = (".h", ".cuh", ".hpp", ".hh", ".inc", ".inl")
 
 
-def header_deps(nvcc: str, arch: str, source: Path, argv: Sequence[str], timeout_s: float = 60.0) -> tuple[Path, ...]:
+def header_deps(nvcc: str, arch: str, source: Path, argv: Sequence[str],
+                timeout_s: float | None = None) -> tuple[Path, ...]:
     """The files a CUDA source reads outside the toolchain (``nvcc -MM``: the kernel's own and its include
     directories' headers, not the CUDA toolkit's, which its version covers), sorted; when the dependency scan
-    fails (e.g. a missing header) the header files beside the source instead."""
-    res = run_tool([nvcc, f"-arch={arch}", "-MM", *argv, str(source)], timeout_s, cwd=source.parent)
+    fails (e.g. a missing header) the header files beside the source instead.
+
+    Raises:
+        ConfigurationError: If nvcc hangs on the scan (limit ``timeout_s``, default ``DEPS_TIMEOUT_S``).
+    """
+    limit = DEPS_TIMEOUT_S if timeout_s is None else timeout_s
+    res = probe_tool([nvcc, f"-arch={arch}", "-MM", *argv, str(source)], limit, cwd=source.parent)
     toolkit = Path(nvcc).resolve().parent.parent
     if res.returncode != 0:
         return tuple(sorted(f for f in source.parent.iterdir() if f.suffix in _HEADERS and f.is_file()))
@@ -207,15 +222,20 @@ def arch_problem(nvcc: str, arch: str) -> str:
         with tempfile.TemporaryDirectory(prefix="arch-probe-") as tmp:
             src = Path(tmp) / "probe.cu"
             src.write_text(_PROBE)
-            res = run_tool([nvcc, f"-arch={arch}", "-cubin", str(src), "-o", str(Path(tmp) / "probe.cubin")], 60)
-        first = next((ln.strip() for ln in (res.stderr + res.stdout).splitlines() if ln.strip()), "")
+            res = probe_tool([nvcc, f"-arch={arch}", "-cubin", str(src), "-o", str(Path(tmp) / "probe.cubin")],
+                             ARCH_PROBE_TIMEOUT_S)
+        first = first_line(res.stderr + "\n" + res.stdout)
         _ARCH_PROBES[key] = "" if res.returncode == 0 else (
-            f"this nvcc ({tool_version(nvcc)}) cannot target {arch!r}: a probe compile for it failed ({first[:200]}); "
+            f"this nvcc ({tool_version(nvcc)}) cannot target {arch!r}: a probe compile for it failed ({first}); "
             f"it targets {archs} and the variants of those it accepts (e.g. 'sm_90a' where the toolchain has it)")
     return _ARCH_PROBES[key]
 
 
 def supported_archs(nvcc: str) -> list[str]:
-    """Real GPU targets of an nvcc (``--list-gpu-arch``, compute_XX turned into sm_XX)."""
-    res = run_tool([nvcc, "--list-gpu-arch"], 30)
+    """Real GPU targets of an nvcc (``--list-gpu-arch``, compute_XX turned into sm_XX).
+
+    Raises:
+        ConfigurationError: If nvcc cannot be started or hangs (limit ``PROBE_TIMEOUT_S``).
+    """
+    res = probe_tool([nvcc, "--list-gpu-arch"])
     return sorted({a.replace("compute_", "sm_") for a in re.findall(r"compute_\d+[a-z]?", res.stdout)})

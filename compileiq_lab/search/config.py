@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 import warnings
 from collections.abc import Sequence
@@ -12,7 +13,19 @@ from compileiq_lab.exceptions import ConfigurationError
 from compileiq_lab.search.factory import STRATEGIES
 from compileiq_lab.space.objectives import Objective, objectives_from_settings
 
-__all__ = ["TRAJECTORY_KEYS", "ResolvedConfiguration", "SearchConfiguration", "default_pool_size"]
+__all__ = ["MAX_GENERATIONS", "MAX_OBJECTIVES", "MAX_POOL_SIZE", "MAX_WARM_START", "TRAJECTORY_KEYS",
+           "ResolvedConfiguration", "SearchConfiguration", "default_pool_size"]
+
+#: The largest pool_size: the strategies hold several arrays of pool_size genomes per generation (4x with the
+#: surrogate), and every candidate is compiled and measured; real pools hold 4-64.
+MAX_POOL_SIZE = 100_000
+#: The most generations a run may ask for (each one compiles pool_size candidates; real runs ask for 5-200).
+MAX_GENERATIONS = 1_000_000
+#: The most objectives (one Objective and one score column each; NSGA-II ranks poorly past a handful).
+MAX_OBJECTIVES = 100
+#: The most warm-start configs (each is encoded and held; they open the first generation, so more than
+#: MAX_POOL_SIZE could never all be asked first).
+MAX_WARM_START = MAX_POOL_SIZE
 
 _DIRECTIONS = ("min", "max")
 # settings that change which candidates the strategy asks for: a resumed run must keep them
@@ -101,12 +114,21 @@ class SearchConfiguration:
     def __post_init__(self) -> None:
         if not _is_int(self.generations) or self.generations < 1:
             raise _fail("generations is an int >= 1", f"generations={self.generations!r}", "Pass a positive int.")
+        if self.generations > MAX_GENERATIONS:
+            raise _fail(f"generations <= MAX_GENERATIONS = {MAX_GENERATIONS}", f"generations={self.generations!r}",
+                        "Ask for fewer generations, and resume the run for more if it still improves.")
         if self.pool_size is not None and (not _is_int(self.pool_size) or self.pool_size < 2):
             raise _fail("pool_size is an int >= 2", f"pool_size={self.pool_size!r}",
                         "Pass an int of at least 2, or None for the default.")
+        if self.pool_size is not None and self.pool_size > MAX_POOL_SIZE:
+            raise _fail(f"pool_size <= MAX_POOL_SIZE = {MAX_POOL_SIZE}", f"pool_size={self.pool_size!r}",
+                        "Pass a smaller pool (4-64 suit compiler spaces), or None for the measured default.")
         if not _is_int(self.num_objectives) or self.num_objectives < 1:
             raise _fail("num_objectives is an int >= 1", f"num_objectives={self.num_objectives!r}",
                         "Pass a positive int.")
+        if self.num_objectives > MAX_OBJECTIVES:
+            raise _fail(f"num_objectives <= MAX_OBJECTIVES = {MAX_OBJECTIVES}",
+                        f"num_objectives={self.num_objectives!r}", "Optimise a few objectives; report the rest.")
         self.problem_type = self._check_directions(self.problem_type)
         if not _is_int(self.seed) or self.seed < 0:
             raise _fail("seed is an int >= 0", f"seed={self.seed!r}", "Pass a non-negative int.")
@@ -131,7 +153,11 @@ class SearchConfiguration:
                             "Give one name per objective, or None.")
             self.objective_names = names
         if self.warm_start is not None:
-            configs = list(self.warm_start)
+            configs = list(itertools.islice(self.warm_start, MAX_WARM_START + 1))  # an endless iterable ends here
+            if len(configs) > MAX_WARM_START:
+                total = len(self.warm_start) if isinstance(self.warm_start, Sequence) else f"over {MAX_WARM_START}"
+                raise _fail(f"len(warm_start) <= MAX_WARM_START = {MAX_WARM_START}", f"{total} configs",
+                            "Pass the best few configs (e.g. an earlier run's Pareto front).")
             if not all(isinstance(c, dict) for c in configs):
                 raise _fail("warm_start is a list of config dicts", f"warm_start={configs!r:.120}",
                             "Pass configs as dicts (e.g. [row['params'] for row in results.pareto_front()]), or None.")

@@ -12,6 +12,7 @@ from typing import Any
 from compileiq_lab.exceptions import SpaceDefinitionError
 
 __all__ = [
+    "MAX_VALUES",
     "UNSET",
     "Param",
     "choice",
@@ -36,13 +37,28 @@ class _Unset:
 #: No default declared (None can be a parameter's value, so it cannot mean "none").
 UNSET: Any = _Unset()
 
+#: The most values one parameter may have (a range's grid, log_sampling's total, a choice's list), checked before
+#: any value is built: every value is held in memory and searched by index. The bundled catalogs' biggest parameter
+#: has 12 values and the bundled kernels' knobs at most 4. A program that really needs more may raise it
+#: (``compileiq_lab.space.params.MAX_VALUES = ...``) before building its space.
+MAX_VALUES = 1_000_000
+_RAISE = "or raise compileiq_lab.space.params.MAX_VALUES"
+
 
 def _fail(func: str, rule: str, got: str, fix: str) -> SpaceDefinitionError:
     return SpaceDefinitionError(f"{func}(): `{rule}` must hold, but got {got}. {fix}")
 
 
 def _check_number(func: str, name: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise _fail(func, f"{name} is a finite number", f"{name}={value!r}",
+                    f"Pass a finite int or float as {name}.")
+    try:
+        finite = math.isfinite(value)
+    except OverflowError:  # an int beyond the float range
+        raise _fail(func, f"{name} fits a float (|{name}| < 1.8e308)",
+                    f"{name}=an int of {int(value).bit_length()} bits", f"Pass a smaller {name}.") from None
+    if not finite:
         raise _fail(func, f"{name} is a finite number", f"{name}={value!r}",
                     f"Pass a finite int or float as {name}.")
     return value
@@ -176,8 +192,16 @@ def _preview(values: Sequence[Any], limit: int = 8) -> str:
     return f"[{shown}{', ...' if len(values) > limit else ''}] ({len(values)} values)"
 
 
+def _grid_size(start: float, end: float, step: float) -> float:
+    """How many values ``start, start+step, ...`` up to ``end`` gives, without building them (inf: beyond floats)."""
+    if all(isinstance(v, int) for v in (start, end, step)):
+        return (int(end) - int(start)) // int(step) + 1  # exact, however large
+    steps = (end - start) / step
+    return math.floor(steps + 1e-9) + 1 if math.isfinite(steps) else math.inf
+
+
 def _grid(start: float, end: float, step: float) -> list[float | int]:
-    n = math.floor((end - start) / step + 1e-9) + 1
+    n = int(_grid_size(start, end, step))
     if all(isinstance(v, int) for v in (start, end, step)):
         return [start + i * step for i in builtins.range(n)]
     # 12 significant digits hide float noise (0.1 * 3 -> 0.3); the ends stay exact
@@ -241,6 +265,11 @@ def range(  # noqa: A001 - the CompileIQ DSL name
     if step > end - start:
         raise _fail("range", "step <= end - start", f"(start={start!r}, end={end!r}, step={step!r})",
                     "Use a smaller step so that end can be reached, or literal() for a constant.")
+    count = _grid_size(start, end, step)
+    if count > MAX_VALUES:
+        raise _fail("range", f"the range has at most MAX_VALUES = {MAX_VALUES} values",
+                    f"(start={start!r}, end={end!r}, step={step!r}), which gives {count} values",
+                    f"Use a coarser step, or log_sampling for wide ranges ({_RAISE}).")
     values = _grid(start, end, step)
     if len(set(values)) != len(values):
         raise _fail("range", "the values start + k*step are distinct floats",
@@ -274,6 +303,9 @@ def choice(values: Sequence[Any] | None = None, knockout_prob: float | None = No
     if len(values) == 0:
         raise _fail("choice", "len(values) >= 1", "an empty list",
                     "Give at least one value (two or more to have something to search).")
+    if len(values) > MAX_VALUES:
+        raise _fail("choice", f"len(values) <= MAX_VALUES = {MAX_VALUES}", f"{len(values)} values",
+                    f"Offer fewer values, or a range / log_sampling for numbers ({_RAISE}).")
     values = [_canon(v, "choice") for v in values]
     seen: dict[str, int] = {}
     for i, v in enumerate(values):
@@ -334,6 +366,9 @@ def log_sampling(start: float, end: float, total: int = 10, knockout_prob: float
     if isinstance(total, bool) or not isinstance(total, int) or total < 2:
         raise _fail("log_sampling", "total is an int >= 2", f"total={total!r}",
                     "Ask for at least two values.")
+    if total > MAX_VALUES:
+        raise _fail("log_sampling", f"total <= MAX_VALUES = {MAX_VALUES}", f"total={total!r}",
+                    f"Ask for fewer values: a few dozen cover any range ({_RAISE}).")
     ratio = (end / start) ** (1.0 / (total - 1))
     raw = [start * ratio**i for i in builtins.range(total)]
     raw[-1] = end
@@ -363,7 +398,11 @@ def flag(name_or_value: Any, knockout_prob: float = 0.5) -> Param:
     if knockout_prob is None:
         raise _fail("flag", "knockout_prob is a probability", "knockout_prob=None",
                     "A flag is an on/off switch; use literal() for a value that is always present.")
-    name_or_value = _canon(name_or_value, "flag")
+    if not isinstance(name_or_value, dict) and (not isinstance(name_or_value, str) or not name_or_value.strip()):
+        raise _fail("flag", "name_or_value is a non-empty string (the option the switch adds)",
+                    f"name_or_value={name_or_value!r}",
+                    "Pass the option, e.g. flag('--use_fast_math'); use choice() or literal() for other values.")
+    name_or_value = _canon(name_or_value, "flag")  # a dict is refused there, naming groups
     return Param("flag", (name_or_value,), _check_knockout("flag", knockout_prob), CATEGORICAL,
                  args={"name_or_value": name_or_value, "knockout_prob": knockout_prob})
 

@@ -15,9 +15,18 @@ from typing import Any
 
 from compileiq_lab.exceptions import ConfigurationError
 
-__all__ = ["ToolResult", "cuda_include_dirs", "find_tool", "kill_process_group", "run_tool", "tool_version"]
+__all__ = ["PROBE_TIMEOUT_S", "ToolResult", "cuda_include_dirs", "find_tool", "first_line", "kill_process_group",
+           "probe_tool", "run_tool", "tool_version"]
 
 _TAIL = 2000
+#: Limit for a question to a compiler (``--version``, ``--help``, ``--list-gpu-arch``): a working one answers in
+#: well under a second, 15 s covers a cold disk on a loaded machine; a hung one is killed and reported.
+PROBE_TIMEOUT_S = 15.0
+#: After a kill, how long to wait for the output pipes to close: a descendant that left the process group (its own
+#: session) survives the kill and may hold them open.
+_REAP_S = 2.0
+#: Characters of a compiler's answer quoted in an error.
+_QUOTE = 200
 
 
 def _wheel_tool(name: str) -> str | None:
@@ -101,7 +110,14 @@ def run_tool(argv: Sequence[str], timeout_s: float, cwd: str | Path | None = Non
         return ToolResult(proc.returncode, out, err, time.perf_counter() - t0)
     except subprocess.TimeoutExpired:
         kill_process_group(proc)
-        out, err = proc.communicate()
+        try:
+            out, err = proc.communicate(timeout=_REAP_S)
+        except subprocess.TimeoutExpired as late:  # a descendant in its own session holds the pipes: stop reading
+            for pipe in (proc.stdout, proc.stderr):
+                if pipe is not None:
+                    pipe.close()
+            proc.wait()
+            out, err = _text(late.stdout), _text(late.stderr)
         return ToolResult(None, out, err, time.perf_counter() - t0)
     except BaseException:
         kill_process_group(proc)
@@ -109,13 +125,59 @@ def run_tool(argv: Sequence[str], timeout_s: float, cwd: str | Path | None = Non
         raise
 
 
+def _text(data: str | bytes | None) -> str:
+    return data.decode(errors="replace") if isinstance(data, bytes) else data or ""
+
+
+def first_line(text: str) -> str:
+    """The first non-blank line of a compiler's answer, cut to a length an error message can quote."""
+    line = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+    return line if len(line) <= _QUOTE else line[:_QUOTE] + "..."
+
+
+def _fix(path: str) -> str:
+    return f"fix: check the compiler at {path}, or put a working one first on PATH"
+
+
+def probe_tool(argv: Sequence[str], timeout_s: float | None = None, cwd: str | Path | None = None) -> ToolResult:
+    """Ask a compiler something (``--version``, ``--help``, a probe compile) with a short limit.
+
+    Runs like ``run_tool`` (own process group, the whole group killed on timeout and reaped).
+
+    Args:
+        argv: The command; ``argv[0]`` is the compiler.
+        timeout_s: The limit; default ``PROBE_TIMEOUT_S``.
+        cwd: Folder to run in.
+
+    Raises:
+        ConfigurationError: If the compiler cannot be started or does not answer within the limit.
+    """
+    limit = PROBE_TIMEOUT_S if timeout_s is None else timeout_s
+    path, name = str(argv[0]), os.path.basename(str(argv[0]))
+    asked = " ".join([name, *argv[1:]])
+    shown = asked if len(asked) <= _QUOTE else asked[:_QUOTE] + "..."
+    try:
+        res = run_tool(argv, limit, cwd)
+    except OSError as exc:
+        raise ConfigurationError(f"compiler {name!r} at {path} could not be started to answer `{shown}`: "
+                                 f"{exc.strerror or exc}; {_fix(path)}") from exc
+    if res.timed_out:
+        raise ConfigurationError(f"compiler {name!r} at {path} must answer `{shown}` within {limit:g} s, but it hung "
+                                 f"(killed with every process it started); {_fix(path)}")
+    return res
+
+
 _VERSION_CACHE: dict[str, str] = {}
 
 
 def tool_version(exe: str) -> str:
-    """The first version-looking line of ``exe --version`` (cached)."""
+    """The first version-looking line of ``exe --version`` (cached).
+
+    Raises:
+        ConfigurationError: If the compiler cannot be started or hangs (see ``probe_tool``).
+    """
     if exe not in _VERSION_CACHE:
-        res = run_tool([exe, "--version"], 30)
+        res = probe_tool([exe, "--version"])
         lines = [ln for ln in (res.stdout + res.stderr).splitlines() if re.search(r"\d+\.\d+", ln)]
         _VERSION_CACHE[exe] = lines[-1].strip() if lines else "unknown"
     return _VERSION_CACHE[exe]

@@ -6,11 +6,11 @@ import functools
 import logging
 import os
 import re
-import subprocess
 from collections.abc import Mapping
 
 from compileiq_lab.exceptions import ConfigurationError
 from compileiq_lab.space.catalogs.base import Catalog, Control
+from compileiq_lab.toolchain.tools import ToolResult, first_line, probe_tool
 
 __all__ = ["STAGE_EXECUTABLES", "active", "compiler_version", "help_options"]
 
@@ -19,7 +19,6 @@ log = logging.getLogger(__name__)
 #: Executable that runs each CUDA stage; "c" controls go to the catalog's own compiler.
 STAGE_EXECUTABLES = {"frontend": "nvcc", "backend": "ptxas"}
 
-_TIMEOUT_S = 60
 _INSTALL_HINTS = {
     "nvcc": "install the CUDA toolkit and put its bin/ on PATH",
     "ptxas": "install the CUDA toolkit and put its bin/ on PATH",
@@ -55,18 +54,16 @@ def _resolve(exe: str) -> str | None:
     return os.path.realpath(path)
 
 
-def _run(argv: list[str]) -> subprocess.CompletedProcess[str] | None:
-    try:
-        return subprocess.run(argv, capture_output=True, text=True, timeout=_TIMEOUT_S, check=False)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        log.warning("`%s` failed: %s", " ".join(argv), exc)
-        return None
+def _run(argv: list[str]) -> ToolResult:
+    """Ask the compiler (limit ``PROBE_TIMEOUT_S``; a hang or a compiler that cannot start raises
+    ConfigurationError)."""
+    return probe_tool(argv)
 
 
 @functools.lru_cache(maxsize=64)
 def _version_text(path: str, mtime: float) -> str:
     proc = _run([path, "--version"])
-    return "" if proc is None else proc.stdout + proc.stderr
+    return proc.stdout + proc.stderr
 
 
 def _family(path: str, mtime: float) -> str:
@@ -114,7 +111,7 @@ def _cached_version(path: str, mtime: float) -> str | None:
     text = _version_text(path, mtime)
     if family == "gcc":
         proc = _run([path, "-dumpfullversion"])
-        if proc is not None and proc.returncode == 0:
+        if proc.returncode == 0:
             text = proc.stdout
     patterns = {"clang": r"clang version (\d+)\.(\d+)", "nvcc": r"release (\d+)\.(\d+)",
                 "ptxas": r"release (\d+)\.(\d+)"}
@@ -133,7 +130,8 @@ def help_options(exe: str) -> set[str]:
         exe: Executable name or path.
 
     Raises:
-        ConfigurationError: If the executable is not installed.
+        ConfigurationError: If the executable is not installed, cannot be started, hangs, or lists no option
+            this parser recognises (a broken compiler must not become an empty catalog).
     """
     found = _stat(exe)
     if found is None:
@@ -145,10 +143,13 @@ def help_options(exe: str) -> set[str]:
 def _cached_options(path: str, mtime: float) -> frozenset[str]:
     family = _family(path, mtime)
     opts: set[str] = set()
+    answers: list[tuple[tuple[str, ...], ToolResult]] = []
     for args in _HELP_ARGS.get(family, (("--help",),)):
         proc = _run([path, *args])
-        if proc is not None:
-            opts |= _parse_help(proc.stdout + "\n" + proc.stderr)
+        answers.append((args, proc))
+        opts |= _parse_help(proc.stdout + "\n" + proc.stderr)
+    if not opts:
+        raise _no_options(path, answers[0][0], answers[0][1])
     if family == "clang":
         opts |= _llvm_options(path)
     for option, probe in _UNDOCUMENTED.get(family, {}).items():
@@ -179,7 +180,7 @@ def _spellings(name: str) -> set[str]:
 
 def _llvm_options(path: str) -> set[str]:
     proc = _run([path, *_LLVM_HELP_ARGS])
-    if proc is None or proc.returncode != 0:
+    if proc.returncode != 0:
         log.info("%s: cannot list LLVM options (-mllvm --help-hidden); -mllvm controls go unchecked", path)
         return {"-mllvm -*"}
     return {f"-mllvm -{m.group(1)}" for m in map(_LLVM_RE.match, proc.stdout.splitlines()) if m}
@@ -187,7 +188,16 @@ def _llvm_options(path: str) -> set[str]:
 
 def _nvcc_accepts(path: str, probe: tuple[str, ...]) -> bool:
     proc = _run([path, *_NVCC_DRYRUN, *probe])
-    return proc is not None and proc.returncode == 0 and "Unknown option" not in proc.stderr
+    return proc.returncode == 0 and "Unknown option" not in proc.stderr
+
+
+def _no_options(path: str, args: tuple[str, ...], proc: ToolResult) -> ConfigurationError:
+    said = first_line(proc.stdout + "\n" + proc.stderr)
+    printed = f"printed {said!r}" if said else "printed nothing"
+    return ConfigurationError(
+        f"the compiler at {path} must list its options in `{os.path.basename(path)} {' '.join(args)}`, but it "
+        f"printed no options this check recognises (exit code {proc.returncode}; {printed}), so none of its "
+        f"controls can be checked; fix: check the compiler at {path}, or put a working one first on PATH")
 
 
 def _missing(exe: str) -> ConfigurationError:

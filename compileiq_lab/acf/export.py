@@ -12,6 +12,7 @@ from compileiq_lab.acf.shape import _rel_path_ok
 from compileiq_lab.exceptions import ConfigurationError
 from compileiq_lab.measure.evaluator import config_argv
 from compileiq_lab.store.header import KernelMeta, Validation
+from compileiq_lab.toolchain.nvidia_acf import KEY as NVIDIA_ACF_KEY
 
 if TYPE_CHECKING:
     from compileiq_lab.kernels.spec import KernelSpec
@@ -33,10 +34,11 @@ def _relative(path: Path, root: Path) -> str | None:
     return text if _rel_path_ok(text) else None
 
 
-def build_section(kernel: KernelSpec, bundled: bool) -> dict[str, Any]:
+def build_section(kernel: KernelSpec, bundled: bool, nvidia_acf: str | None = None) -> dict[str, Any]:
     """The ACF's build section of a kernel: its source relative to the working folder (None for a bundled kernel
     or one too far away: verify then needs --kernel), its entry, include directories relative to the source's
-    folder, fixed defines and extra arguments.
+    folder, fixed defines and extra arguments; with ``nvidia_acf`` (a label), that NVIDIA control file relative to
+    the working folder with its sha256.
 
     Raises:
         ConfigurationError: An include directory more than 8 levels above the kernel source's folder.
@@ -50,8 +52,18 @@ def build_section(kernel: KernelSpec, bundled: bool) -> dict[str, Any]:
                                      f"(at most 8 levels up), but {d} is not; keep the headers in the kernel's project")
         dirs.append(rel)
     ref = kernel.source_path if kernel.spec_file is None else kernel.folder
-    return {**NO_BUILD, "source": None if bundled else _relative(ref, Path.cwd()), "entry": kernel.entry,
-            "include_dirs": dirs, "defines": dict(kernel.build.defines), "args": list(kernel.build.args)}
+    out = {**NO_BUILD, "source": None if bundled else _relative(ref, Path.cwd()), "entry": kernel.entry,
+           "include_dirs": dirs, "defines": dict(kernel.build.defines), "args": list(kernel.build.args)}
+    if nvidia_acf is not None:
+        files = {}
+        for acf in [kernel.nvidia_acfs[nvidia_acf]]:
+            rel = _relative(acf.path, Path.cwd())
+            if rel is None:
+                raise ConfigurationError(f"an ACF records NVIDIA control files relative to the working folder (at most "
+                                         f"8 levels up), but {acf.path} is not; export from a folder nearer to it")
+            files[acf.label] = {"file": rel, "sha256": acf.sha256}
+        out["nvidia_acfs"] = files
+    return out
 
 
 def full_controls(kernel: KernelSpec, params: Mapping[str, Any]) -> dict[str, Any]:
@@ -112,13 +124,15 @@ def point_acf(results: Results, rec: EvalRecord, kernel: KernelSpec, catalog: Ca
         ci = {"runtime": row["runtime_ci"], "speedup": [row["low"], row["high"]]}
         summary = _summary(validation, row, gpu)
     ok_base = base is not None and base.status == "ok" and base.scores is not None
+    build = build_section(kernel, "kernel_path" not in facts.extra, controls.get(NVIDIA_ACF_KEY))
+    files = {label: f["file"] for label, f in build.get("nvidia_acfs", {}).items()}
     return ACF.from_choice(
-        compiler=facts.catalog, controls=controls, argv=config_argv(kernel, catalog, controls),
+        compiler=facts.catalog, controls=controls, argv=config_argv(kernel, catalog, controls, files),
         objectives=dict(zip(facts.objectives, rec.scores or [])), kernel=kernel.name,
         source_sha256=kernel.source_sha256(),
         baseline={n: base.scores[i] if ok_base and base is not None and base.scores else None
                   for i, n in enumerate(facts.objectives)},
         arch=facts.arch, toolchain=facts.toolchain, code_hash=rec.detail.get("code_hash"),
         run={"store": results.store_path, "eval_id": rec.eval_id, "seed": results.header.config.get("seed")},
-        ci=ci, validation=summary, gpu=gpu, build=build_section(kernel, "kernel_path" not in facts.extra),
+        ci=ci, validation=summary, gpu=gpu, build=build,
         dropped={k: v for k, v in why.items() if k not in controls})

@@ -28,7 +28,10 @@ from compileiq_lab.acf.shape import (
 )
 from compileiq_lab.exceptions import ConfigurationError
 from compileiq_lab.space.catalogs import get_catalog
+from compileiq_lab.space.catalogs.base import controls_of
 from compileiq_lab.toolchain.context import BuildContext
+from compileiq_lab.toolchain.nvidia_acf import KEY as NVIDIA_ACF_KEY
+from compileiq_lab.toolchain.nvidia_acf import apply_args
 
 __all__ = ["ACF", "ACF_FORMAT", "ACF_FORMATS", "COMPILERS", "MAX_ACF_BYTES", "NO_BUILD", "SCHEMA_PATH", "load_acf"]
 
@@ -312,11 +315,15 @@ def _validate(doc: Any) -> ACF:
     return acf
 
 
-def _render(compiler: str, controls: Mapping[str, Any]) -> dict[str, list[str]]:
+def _render(compiler: str, controls: Mapping[str, Any],
+            nvidia_acfs: Mapping[str, Mapping[str, str]]) -> dict[str, list[str]]:
     """The argv the catalog produces for ``controls`` (the same layout as a kernel run's arguments)."""
-    flat = {k: v for k, v in controls.items() if k != "defines"}
     defines = [f"-D{k}={v}" for k, v in sorted(controls.get("defines", {}).items())]
-    return get_catalog(compiler).stage_argv(flat, defines)
+    argv = get_catalog(compiler).stage_argv(controls_of(controls), defines)
+    label = controls.get(NVIDIA_ACF_KEY)
+    if label is not None and label in nvidia_acfs:
+        argv["backend"] = [*argv.get("backend", []), *apply_args(nvidia_acfs[label]["file"])]
+    return argv
 
 
 def _check_semantics(acf: ACF) -> None:
@@ -325,8 +332,14 @@ def _check_semantics(acf: ACF) -> None:
         raise _fail("arch", "arch is sm_XY for nvcc/ptxas/nvrtc and null for gcc/clang", acf.arch,
                     "Write the target the point was tuned for (e.g. 'sm_90'), or null for a C kernel.")
     catalog = get_catalog(acf.compiler)
+    files = acf.build.get("nvidia_acfs") or {}
     for name, value in acf.controls.items():
         if name == "defines":
+            continue
+        if name == NVIDIA_ACF_KEY:
+            if value not in files:
+                raise _fail(f"controls.{name}", "the NVIDIA control file is one of build.nvidia_acfs", value,
+                            f"Use one of {sorted(files)}, or drop the control.")
             continue
         if name not in catalog.names:
             raise _fail(f"controls.{name}", f"the control is in the {acf.compiler} catalog", name,
@@ -337,10 +350,10 @@ def _check_semantics(acf: ACF) -> None:
         except (ValueError, TypeError):
             raise _fail(f"controls.{name}", "value in the catalog domain", value,
                         f"Use one of {list(param.values)}.") from None
-    reason = catalog.conflict({k: v for k, v in acf.controls.items() if k != "defines"})
+    reason = catalog.conflict(controls_of(acf.controls))
     if reason:
         raise _fail("controls", "the controls hit no known compiler conflict", reason, "Change one of those controls.")
-    expected = _render(acf.compiler, acf.controls)
+    expected = _render(acf.compiler, acf.controls, files)
     for stage in sorted(expected):
         if acf.argv[stage] != expected[stage]:
             raise _fail(f"argv.{stage}", "argv is what the catalog renders from controls", acf.argv[stage],

@@ -35,6 +35,10 @@ _OPTIONAL = ("validation",)
 #: Fields of version 2 (required there, absent in version 1).
 _V2 = ("build", "dropped")
 _BUILD_KEYS = ("source", "entry", "include_dirs", "defines", "args")
+#: Optional build keys: NVIDIA control files searched as a control ({label: {"file": relative path, "sha256": hex}}).
+_BUILD_OPTIONAL = ("nvidia_acfs",)
+_LABEL = re.compile(r"[A-Za-z0-9_.-]{1,64}\Z")
+_SHA256 = re.compile(r"[0-9a-f]{64}\Z")
 _PART = re.compile(r"[A-Za-z0-9_.+-]{1,255}\Z")
 _ENTRY = re.compile(r"[A-Za-z0-9_$.:<>,()*& ~\[\]-]{1,1024}\Z")
 #: validation: key -> (check, rule)
@@ -239,15 +243,35 @@ def _rel_path_ok(text: Any) -> bool:
     return ups <= 8 and all(_PART.match(p) and p not in (".", "..") for p in rest)
 
 
+def _check_nvidia_acfs(files: Any) -> None:
+    """NVIDIA control files by label: each a relative path and the sha256 of its content."""
+    if not isinstance(files, Mapping) or len(files) > 64:
+        raise _fail("build.nvidia_acfs", "nvidia_acfs is an object of at most 64 files", type(files).__name__,
+                    "Export the ACF again.")
+    for label, entry in files.items():
+        where = f"build.nvidia_acfs.{str(label)[:64]}"
+        if not (isinstance(label, str) and _LABEL.match(label)):
+            raise _fail(where, "labels are letters, digits and _.- (at most 64)", label, "Export the ACF again.")
+        if not (isinstance(entry, Mapping) and sorted(entry) == ["file", "sha256"]
+                and isinstance(entry["file"], str) and _rel_path_ok(entry["file"])
+                and isinstance(entry["sha256"], str) and _SHA256.match(entry["sha256"])):
+            raise _fail(where, "each is {file: a relative path (at most 8 leading ../), sha256: 64 hex digits}",
+                        str(entry)[:120], "Export the ACF again.")
+
+
 def _check_build(build: Any) -> None:
     """The fixed build context: the source and include folders relative to the kernel's folder (never absolute,
     never outside its project by more than 8 levels), defines as NAME=VALUE, extra arguments from the allow-list."""
     from compileiq_lab.acf.argcheck import check_argument
     from compileiq_lab.toolchain.context import check_extra_arg, parse_define
 
-    if not isinstance(build, Mapping) or sorted(map(str, build)) != sorted(_BUILD_KEYS):
-        raise _fail("build", f"build is an object with exactly the keys {list(_BUILD_KEYS)}",
-                    sorted(map(str, build)) if isinstance(build, Mapping) else build, "Export the ACF again.")
+    if not isinstance(build, Mapping) or not (
+            set(_BUILD_KEYS) <= set(map(str, build)) <= set(_BUILD_KEYS + _BUILD_OPTIONAL)):
+        raise _fail("build", f"build is an object with the keys {list(_BUILD_KEYS)} (and optionally "
+                    f"{list(_BUILD_OPTIONAL)})", sorted(map(str, build)) if isinstance(build, Mapping) else build,
+                    "Export the ACF again.")
+    if "nvidia_acfs" in build:
+        _check_nvidia_acfs(build["nvidia_acfs"])
     source, entry = build["source"], build["entry"]
     if source is not None and not _rel_path_ok(source):
         raise _fail("build.source", "source is null or a relative path (letters, digits, _.+-, at most 8 leading ../)",

@@ -6,16 +6,25 @@ import argparse
 import math
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from compileiq_lab.acf.export import effective_params, point_acf
 from compileiq_lab.exceptions import ConfigurationError
-from compileiq_lab.kernels import BuildContext, KernelRun, minimal_controls
+from compileiq_lab.kernels import (
+    TRITON_PREFIX,
+    BuildContext,
+    KernelRun,
+    KernelSpec,
+    load_triton_kernel,
+    minimal_controls,
+)
 from compileiq_lab.store import EvalRecord, Results, Validation
 from compileiq_lab.store.pick import default_pick, pick_point
+from compileiq_lab.toolchain.context import parse_define
 
-__all__ = ["add_build_arguments", "add_pick_arguments", "build_options", "export_point", "int_at_least",
-           "seconds"]
+__all__ = ["add_build_arguments", "add_pick_arguments", "add_triton_arguments", "build_options", "export_point",
+           "int_at_least", "kernel_argument", "seconds"]
 
 
 def int_at_least(low: int, what: str) -> Callable[[str], int]:
@@ -70,8 +79,36 @@ def add_pick_arguments(parser: argparse.ArgumentParser) -> None:
                              "leaves the machine code identical, and say which)")
 
 
+def add_triton_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of a ``triton:FILE.py:FUNCTION`` kernel (its --define values are its constexprs)."""
+    parser.add_argument("--signature", default=None, metavar="TYPES",
+                        help="a Triton kernel's runtime parameter types, in order (e.g. '*fp16:16,*fp16:16,i32') or "
+                             "by name ('a_ptr=*fp16:16,n=i32'); ':16' marks 16-byte aligned pointers / ints divisible "
+                             "by 16, as Triton's JIT assumes for aligned tensors")
+    parser.add_argument("--num-warps", type=int_at_least(1, "Triton's warps per program"), default=4)
+    parser.add_argument("--num-stages", type=int_at_least(1, "Triton's pipelining depth"), default=3)
+
+
+def kernel_argument(args: argparse.Namespace, out_dir: Path) -> str | KernelSpec:
+    """The kernel a command names: a Triton reference compiled to PTX (into ``out_dir``), else the name as given."""
+    if not args.kernel.startswith(TRITON_PREFIX):
+        if args.signature is not None:
+            raise ConfigurationError(f"--signature types a Triton kernel's parameters, but got kernel {args.kernel!r};"
+                                     " name it as triton:FILE.py:FUNCTION, or drop --signature")
+        return str(args.kernel)
+    if args.include_dir or getattr(args, "extra", None) or args.block or args.entry:
+        raise ConfigurationError("a Triton kernel takes --signature, --define NAME=VALUE (its constexprs), --num-warps "
+                                 "and --num-stages; -I, --block, --entry and arguments after -- do not apply")
+    constexprs = dict(parse_define(d, "--define") for d in args.define)
+    return load_triton_kernel(args.kernel, args.signature or "", constexprs, args.arch or "sm_90a", out_dir,
+                              num_warps=args.num_warps, num_stages=args.num_stages)
+
+
 def build_options(args: argparse.Namespace) -> dict[str, Any]:
-    """KernelRun arguments from the build-context options and the fixed arguments after ``--``."""
+    """KernelRun arguments from the build-context options and the fixed arguments after ``--`` (none for a Triton
+    kernel: its --define values are its constexprs)."""
+    if args.kernel.startswith(TRITON_PREFIX):
+        return {}
     extra = list(getattr(args, "extra", []) or [])
     context = BuildContext.make(args.include_dir, args.define, extra, where="command line")
     block = None

@@ -14,9 +14,11 @@ from compileiq_lab.analysis.validation import validate
 from compileiq_lab.cli.options import (
     add_build_arguments,
     add_pick_arguments,
+    add_triton_arguments,
     build_options,
     export_point,
     int_at_least,
+    kernel_argument,
     seconds,
 )
 from compileiq_lab.cli.runs import print_validation
@@ -46,8 +48,10 @@ def add_tune_parser(sub: Any) -> None:
                     "--objectives registers,sass_instructions\n"
                     "  compileiq-lab tune softmax.cu -I include --entry softmax_kernel4 --define BLOCK=256 -- "
                     "-std=c++17 --expt-relaxed-constexpr")
-    t.add_argument("kernel", help="bundled kernel name, kernel folder, or a bare .cu/.c file")
+    t.add_argument("kernel", help="bundled kernel name, kernel folder, a bare .cu/.ptx/.c file, or "
+                                  "triton:FILE.py:FUNCTION (a @triton.jit kernel; see --signature)")
     add_build_arguments(t)
+    add_triton_arguments(t)
     t.add_argument("--arch", default=None, help="CUDA target, e.g. sm_90 or sm_90a (default: the GPU's own for GPU "
                                                 "objectives, else sm_90)")
     t.add_argument("--space", default=None, help="catalog: nvcc (front end + ptxas), ptxas, nvrtc (in-process "
@@ -71,6 +75,9 @@ def add_tune_parser(sub: Any) -> None:
     add_pick_arguments(t)
     t.add_argument("--timeout", type=seconds, default=120.0, help="limit per compiler call / run in seconds")
     t.add_argument("--workdir", default=None, help="scratch folder for PTX cache and binaries")
+    t.add_argument("--nvidia-acf", nargs="+", default=None, metavar="FILE",
+                   help="NVIDIA's control files, searched as one more control (none, or one of them, applied with "
+                        "ptxas --apply-controls; needs CUDA 13.3 or newer), together with the other controls")
     t.add_argument("--full-nvcc", action="store_true", help="one nvcc call per candidate instead of cached PTX + ptxas")
     t.add_argument("--surrogate", action="store_true",
                    help="pre-screen offspring with a random forest of the evaluations so far (needs scikit-learn; "
@@ -138,9 +145,11 @@ def run_tune(args: argparse.Namespace) -> int:
     if args.export and (Path(args.export).is_dir() or not Path(args.export).resolve().parent.is_dir()):
         raise ConfigurationError(f"--export must name a file in an existing folder, but got {args.export!r}; "
                                  "create the folder first")
-    run = KernelRun(args.kernel, args.space, _split(args.objectives), arch=args.arch, controls=_split(args.controls),
+    run = KernelRun(kernel_argument(args, (Path(args.store).parent if args.store else Path(DEFAULT_DIR)) / "triton"),
+                    args.space, _split(args.objectives), arch=args.arch, controls=_split(args.controls),
                     categories=_split(args.categories), unsafe_math=args.unsafe_math, two_stage=not args.full_nvcc,
-                    timeout_s=args.timeout, workdir=args.workdir, workers=args.workers, **build_options(args))
+                    timeout_s=args.timeout, workdir=args.workdir, workers=args.workers, nvidia_acfs=args.nvidia_acf,
+                    **build_options(args))
     try:
         return _tune(args, run)
     finally:

@@ -17,19 +17,44 @@ from compileiq_lab.kernels.choices import (
     offered_catalog,
     targets,
 )
-from compileiq_lab.kernels.load import ENV_VAR, kernels_root, list_kernels, load_kernel
-from compileiq_lab.kernels.spec import BufferSpec, KernelSpec, eval_expr
+from compileiq_lab.kernels.load import ENV_VAR, kernels_root, list_kernels, load_kernel, load_triton_kernel
+from compileiq_lab.kernels.spec import GPU_LANGUAGES, BufferSpec, KernelSpec, eval_expr
 from compileiq_lab.space.objectives import METRICS, Objective
 from compileiq_lab.toolchain.context import BuildContext
 
-__all__ = ["CATALOGS", "DEFAULT_ARCH", "ENV_VAR", "METRICS", "TARGETS", "BufferSpec", "BuildContext", "KernelRun",
-           "KernelSpec", "Minimal", "Objective", "active_catalog", "default_objectives", "eval_expr", "gpu_arch",
-           "gpu_reason", "kernels_root", "list_kernels", "load_kernel", "minimal_controls", "objective_choices",
-           "offered_catalog", "targets"]
+__all__ = [
+    "CATALOGS",
+    "DEFAULT_ARCH",
+    "ENV_VAR",
+    "GPU_LANGUAGES",
+    "METRICS",
+    "TARGETS",
+    "TRITON_PREFIX",
+    "BufferSpec",
+    "BuildContext",
+    "KernelRun",
+    "KernelSpec",
+    "Minimal",
+    "Objective",
+    "active_catalog",
+    "default_objectives",
+    "eval_expr",
+    "gpu_arch",
+    "gpu_reason",
+    "kernels_root",
+    "list_kernels",
+    "load_kernel",
+    "load_triton_kernel",
+    "minimal_controls",
+    "objective_choices",
+    "offered_catalog",
+    "targets",
+]
 
 if TYPE_CHECKING:
     from compileiq_lab.kernels.minimal import Minimal, minimal_controls
     from compileiq_lab.kernels.run import KernelRun
+    from compileiq_lab.kernels.triton_src import TRITON_PREFIX
 
 
 def __getattr__(name: str) -> Any:
@@ -37,6 +62,8 @@ def __getattr__(name: str) -> Any:
     # unpickles a KernelSpec never needs them)
     if name == "KernelRun":
         return importlib.import_module("compileiq_lab.kernels.run").KernelRun
+    if name == "TRITON_PREFIX":  # with the Triton module, which the others never need
+        return importlib.import_module("compileiq_lab.kernels.triton_src").TRITON_PREFIX
     if name in ("Minimal", "minimal_controls"):
         return getattr(importlib.import_module("compileiq_lab.kernels.minimal"), name)
     raise AttributeError(f"module 'compileiq_lab.kernels' has no attribute {name!r}")

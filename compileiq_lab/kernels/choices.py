@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 from compileiq_lab.exceptions import ConfigurationError
-from compileiq_lab.kernels.spec import KernelSpec
+from compileiq_lab.kernels.spec import GPU_LANGUAGES, KernelSpec
 from compileiq_lab.measure.backends.base import CUBIN_METRICS, HOST_METRICS
 from compileiq_lab.measure.cpu import CPU_METRICS
 from compileiq_lab.measure.gpu import GPU_METRICS, gpu_target, gpu_unavailable_reason
@@ -29,6 +29,7 @@ __all__ = [
     "gpu_reason",
     "objective_choices",
     "offered_catalog",
+    "run_catalog",
     "run_metrics",
     "run_target",
     "static_metrics",
@@ -40,22 +41,23 @@ log = logging.getLogger(__name__)
 #: The CUDA target when none is given and no GPU decides it.
 DEFAULT_ARCH = "sm_90"
 #: Catalogs per kernel language; the first is the default.
-CATALOGS = {"cuda": ("nvcc", "ptxas", "nvrtc", "nvcc_frontend"), "c": ("gcc", "clang")}
+CATALOGS = {"cuda": ("nvcc", "ptxas", "nvrtc", "nvcc_frontend"), "ptx": ("ptxas",), "c": ("gcc", "clang")}
 #: Where a kernel can be measured: on a GPU, on this CPU, or from its build alone.
 TARGETS = ("gpu", "cpu", "static")
 _DEFAULT_OBJECTIVES = {("cuda", "gpu"): ("runtime", "energy"), ("cuda", "static"): ("sass_instructions", "registers"),
+                       ("ptx", "gpu"): ("runtime", "energy"), ("ptx", "static"): ("sass_instructions", "registers"),
                        ("c", "cpu"): ("runtime",), ("c", "static"): ("text_bytes", "compile_time")}
-_RUN_TARGET = {"cuda": "gpu", "c": "cpu"}
+_RUN_TARGET = {"cuda": "gpu", "ptx": "gpu", "c": "cpu"}
 
 
 def static_metrics(language: str) -> frozenset[str]:
     """Objectives a build of a kernel in ``language`` reports without running it."""
-    return CUBIN_METRICS if language == "cuda" else HOST_METRICS
+    return CUBIN_METRICS if language in GPU_LANGUAGES else HOST_METRICS
 
 
 def run_metrics(language: str) -> frozenset[str]:
     """Objectives a run of a kernel in ``language`` measures."""
-    return GPU_METRICS if language == "cuda" else CPU_METRICS
+    return GPU_METRICS if language in GPU_LANGUAGES else CPU_METRICS
 
 
 def objective_choices(language: str, target: str) -> list[str]:
@@ -86,7 +88,7 @@ def targets(kernel: KernelSpec) -> list[str]:
     machine can run it (a GPU for CUDA), then static metrics."""
     if kernel.static_only:
         return ["static"]
-    if kernel.language == "cuda" and gpu_reason() is not None:
+    if kernel.language in GPU_LANGUAGES and gpu_reason() is not None:
         return ["static"]
     return [_RUN_TARGET[kernel.language], "static"]
 
@@ -136,7 +138,7 @@ def run_target(kernel: KernelSpec, objectives: Sequence[str] | None, target: str
     """Where the run measures: as given, else from the objectives, else the first target this machine offers."""
     runs = sorted(set(objectives or ()) & run_metrics(kernel.language))
     if target is not None:
-        offered = ("gpu", "static") if kernel.language == "cuda" else ("cpu", "static")
+        offered = ("gpu", "static") if kernel.language in GPU_LANGUAGES else ("cpu", "static")
         if target not in offered:
             raise ConfigurationError(f"target for a {kernel.language} kernel must be one of {list(offered)}, but got "
                                      f"{target!r}")
@@ -145,7 +147,7 @@ def run_target(kernel: KernelSpec, objectives: Sequence[str] | None, target: str
                                      f"running the kernel; pick static objectives or target {offered[0]!r}")
         return target
     if objectives:
-        return ("gpu" if kernel.language == "cuda" else "cpu") if runs else "static"
+        return _RUN_TARGET[kernel.language] if runs else "static"
     return targets(kernel)[0]
 
 
@@ -172,3 +174,34 @@ def check_limits(timeout_s: object, workers: object) -> None:
     if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
         raise ConfigurationError(f"`workers is None or an int >= 1` must hold, but got workers={workers!r}; pass "
                                  "the number of candidates to evaluate at once (--workers 4), or None for the default")
+
+
+def run_catalog(language: str, catalog: str | Catalog | None, name: str | None, controls: Sequence[str] | None,
+             categories: Sequence[str] | None, tiers: Sequence[str] | None,
+             unsafe_math: bool) -> tuple[str, Catalog, tuple[tuple[str, str], ...], str]:
+    """(header name, the catalog searched, controls left out with why, a note) of a kernel run."""
+    if catalog is None:
+        catalog = CATALOGS[language][0]
+    left_out: tuple[tuple[str, str], ...] = ()
+    note = ""
+    if isinstance(catalog, str):
+        name, (full, left_out, note) = catalog, active_catalog(catalog)
+        chosen = full.select(names=controls, categories=categories, tiers=tiers, include_unsafe=unsafe_math)
+    else:
+        name = name or catalog.compiler
+        subset = controls is not None or categories is not None or tiers is not None
+        chosen = catalog.select(names=controls, categories=categories, tiers=tiers,
+                                include_unsafe=unsafe_math) if subset else catalog
+    fits = {"frontend", "backend"} if language in GPU_LANGUAGES else {"c"}
+    stages = {c.stage for c in chosen.controls} | set(chosen.stages)
+    front = sorted(c.name for c in chosen.controls if c.stage == "frontend")
+    if language == "ptx" and (front or chosen.compiler == "nvrtc"):
+        raise ConfigurationError(
+            f"catalog {name!r} controls the CUDA front end ({', '.join(front[:4]) or 'NVRTC'}"
+            f"{' ...' if len(front) > 4 else ''}), but a PTX kernel has none: ptxas assembles it as it is; use "
+            "--space ptxas")
+    if stages - fits or (language == "c") != (chosen.compiler in ("gcc", "clang")):
+        raise ConfigurationError(
+            f"catalog {chosen.compiler!r} controls stages {sorted(stages)}, but a {language} kernel takes "
+            f"{sorted(fits)}; use {'nvcc, ptxas or nvrtc' if language == 'cuda' else 'gcc or clang'}")
+    return name, chosen, left_out, note

@@ -1,20 +1,23 @@
-"""Finding kernels: bundled names, kernel folders (kernel.toml) and bare source files."""
+"""Finding kernels: bundled names, kernel folders (kernel.toml), bare source files, and the files an ACF names."""
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from compileiq_lab.exceptions import ConfigurationError, OptionalDependencyError
-from compileiq_lab.kernels.spec import IDENT, LANGUAGES, SPEC_FILE, KernelSpec, need
+from compileiq_lab.kernels.spec import GPU_LANGUAGES, IDENT, LANGUAGES, SPEC_FILE, KernelSpec, need
 from compileiq_lab.kernels.toml import SpecParser
 from compileiq_lab.toolchain.context import BuildContext
+from compileiq_lab.toolchain.nvidia_acf import load_nvidia_acfs
 
-__all__ = ["ENV_VAR", "MAX_SPEC_BYTES", "acf_kernel_ref", "adapt_kernel", "kernel_ref", "kernels_root", "list_kernels",
-           "load_kernel"]
+__all__ = ["ENV_VAR", "MAX_SPEC_BYTES", "acf_kernel_ref", "acf_nvidia_file", "adapt_kernel", "kernel_ref",
+           "kernels_root", "list_kernels", "load_kernel", "load_triton_kernel"]
 
 log = logging.getLogger(__name__)
 
@@ -51,12 +54,13 @@ def list_kernels() -> list[str]:
 def load_kernel(name_or_path: str | os.PathLike[str], *, entry: str | None = None, build: BuildContext | None = None,
                 block: Sequence[int] | None = None) -> KernelSpec:
     """Load a kernel: a bundled name ("dot"; wins over a local folder "dot", use "./dot"), a kernel folder,
-    its kernel.toml, or a bare .cu/.c file (a static-only spec: language from the suffix, no buffers).
+    its kernel.toml, or a bare .cu/.ptx/.c file (a static-only spec: language from the suffix, no buffers; a .ptx
+    is assembled by ptxas alone).
 
     Args:
         name_or_path: The kernel.
-        entry: For a bare .cu file: the kernel whose metrics and code are tuned (plain or mangled name; default: the
-            whole file). A kernel folder names its entry in kernel.toml.
+        entry: For a bare .cu or .ptx file: the kernel whose metrics and code are tuned (plain or mangled name;
+            default: the whole file). A kernel folder names its entry in kernel.toml.
         build: Build context added to the kernel's own (``[build]`` of kernel.toml).
         block: For a bare file: the threads per block it is launched with (x, y, z), so that ``--maxntid`` values
             below it are not offered.
@@ -68,15 +72,24 @@ def load_kernel(name_or_path: str | os.PathLike[str], *, entry: str | None = Non
 
 
 def adapt_kernel(spec: KernelSpec, *, entry: str | None = None, build: BuildContext | None = None,
-                 block: Sequence[int] | None = None) -> KernelSpec:
-    """A loaded kernel with a command line's entry, build context and block (see ``load_kernel``)."""
+                 block: Sequence[int] | None = None,
+                 nvidia_acfs: Sequence[str | os.PathLike[str]] | None = None) -> KernelSpec:
+    """A loaded kernel with a command line's entry, build context, block and NVIDIA control files (see
+    ``load_kernel``)."""
     changes: dict[str, object] = {}
+    if nvidia_acfs:
+        need(spec.language in GPU_LANGUAGES, f"kernel {spec.name!r}", "NVIDIA control files are for CUDA and PTX "
+             "kernels (ptxas applies them)", [str(p) for p in nvidia_acfs], "Drop --nvidia-acf for a C kernel.")
+        changes["nvidia_acfs"] = {**spec.nvidia_acfs, **load_nvidia_acfs(nvidia_acfs)}
     if build:
+        need(spec.language != "ptx", f"kernel {spec.name!r}", "a PTX file is not preprocessed or compiled by a front "
+             "end, so -I, --define and arguments after -- do not apply", build.argv(),
+             "Drop them (build the PTX with them instead: nvcc -ptx, or Triton's constexprs).")
         changes["build"] = spec.build.merged(build)
     if entry is not None and entry != spec.entry:
         need(spec.spec_file is None, f"kernel {spec.name!r}", "--entry names the kernel of a bare source file; a "
              "kernel folder names its entry in kernel.toml", entry, f"Drop --entry, or edit entry in {spec.spec_file}.")
-        need(spec.language == "cuda", f"kernel {spec.name!r}", "--entry is for CUDA files", entry,
+        need(spec.language in GPU_LANGUAGES, f"kernel {spec.name!r}", "--entry is for CUDA and PTX files", entry,
              "C kernels are built whole; drop --entry.")
         need(isinstance(entry, str) and entry.strip() and len(entry) <= 4096, f"kernel {spec.name!r}",
              "the entry is a kernel name", entry, "Pass a kernel's name, e.g. --entry softmax_kernel4.")
@@ -102,8 +115,9 @@ def _load(name_or_path: str | os.PathLike[str]) -> KernelSpec:
     if path.is_file() and language:
         return KernelSpec(name=path.stem, language=language, source=path.name, entry=None, folder=path.parent,
                           source_path=path, description=f"static-only {language} file {path.name}")
-    raise ConfigurationError(f"load_kernel: `the kernel is a bundled name, a folder with {SPEC_FILE} or a .cu/.c "
-                             f"file` must hold, but got {text!r}. Use one of {list_kernels()} or fix the path.")
+    raise ConfigurationError(f"load_kernel: `the kernel is a bundled name, a folder with {SPEC_FILE} or a "
+                             f".cu/.ptx/.c file` must hold, but got {text!r}. Use one of {list_kernels()} or fix the "
+                             "path.")
 
 
 def _load_folder(folder: Path) -> KernelSpec:
@@ -147,3 +161,66 @@ def kernel_ref(kernel: KernelSpec) -> str:
     if (bundled / SPEC_FILE).is_file() and bundled.resolve() == kernel.folder.resolve():
         return kernel.name
     return str(kernel.folder)
+
+
+def acf_nvidia_file(label: str, entry: Mapping[str, str], acf_folder: Path | None) -> Path:
+    """An ACF's NVIDIA control file, found relative to the working folder or the ACF's, with the recorded content."""
+    for base in (Path.cwd(), acf_folder):
+        path = (base / entry["file"]) if base is not None else None
+        if path is not None and path.is_file():
+            if hashlib.sha256(path.read_bytes()).hexdigest() != entry["sha256"]:
+                raise ConfigurationError(f"the ACF's NVIDIA control file {label!r} must have the recorded content "
+                                         f"(sha256 {entry['sha256'][:12]}...), but {path} differs; restore the file "
+                                         "the point was tuned with")
+            return path
+    raise ConfigurationError(f"the ACF's NVIDIA control file {entry['file']!r} ({label}) must be found relative to "
+                             f"{Path.cwd()} or {acf_folder}, but it is in neither; copy it there")
+
+
+def load_triton_kernel(ref: str, signature: str, constexprs: Mapping[str, Any], arch: str, out_dir: Path, *,
+                       num_warps: int = 4, num_stages: int = 3, ptx_version: str | None = None) -> KernelSpec:
+    """A ``@triton.jit`` kernel as a PTX kernel: compiled to PTX without a GPU (``triton_src.triton_ptx``, cached
+    in ``out_dir``), named after the function, its one entry, its launch block (``32 * num_warps`` threads) and
+    how it was made (``origin["triton"]``: file, function, signature, constants, versions) recorded.
+
+    Args:
+        ref: ``triton:path/to/module.py:function``.
+        signature: The runtime parameters' types, e.g. ``"*fp16:16,*fp16:16,*fp16:16,i32,i32,i32"``.
+        constexprs: ``tl.constexpr`` values (text such as "128" is read as a number or a bool).
+        arch: The target, e.g. "sm_90a".
+        out_dir: Where the PTX goes (keep it: the run and its ACFs name the file).
+        num_warps, num_stages, ptx_version: Triton's options.
+
+    Raises:
+        OptionalDependencyError: Triton is not installed (``pip install 'compileiq-lab[triton]'``).
+        ConfigurationError: The reference, signature or constants are wrong, or Triton cannot compile the function
+            for ``arch`` (one line each).
+    """
+    from compileiq_lab.kernels.triton_src import parse_triton_ref, triton_ptx
+
+    module, function = parse_triton_ref(ref)
+    made = triton_ptx(module, function, signature, {k: _constant(v) for k, v in constexprs.items()}, arch, out_dir,
+                      ptx_version=ptx_version, num_warps=num_warps, num_stages=num_stages)
+    spec = _load(made.path)
+    origin = {"triton": {"module": str(module), "function": function, "signature": dict(made.signature),
+                         "constexprs": dict(made.constexprs), "num_warps": made.num_warps,
+                         "num_stages": made.num_stages, "triton_version": made.triton_version,
+                         "target": made.target, "ptx_version": made.ptx_version, "shared_bytes": made.shared_bytes,
+                         "params": list(made.params)}}
+    return dataclasses.replace(spec, name=function, entry=made.entry, block=(32 * made.num_warps,), origin=origin,
+                               description=f"Triton kernel {function} of {module.name} ({made.triton_version}), "
+                                           f"PTX {made.ptx_version} for {made.target}")
+
+
+def _constant(value: Any) -> Any:
+    """A constexpr as Triton wants it: "128" -> 128, "0.5" -> 0.5, "true"/"false" -> bool, other text as is."""
+    if not isinstance(value, str):
+        return value
+    if value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    for kind in (int, float):
+        try:
+            return kind(value)
+        except ValueError:
+            continue
+    return value

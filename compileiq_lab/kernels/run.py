@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import logging
 import os
 import shutil
@@ -15,32 +16,35 @@ from typing import Any, Protocol
 from compileiq_lab.exceptions import ConfigurationError, SearchStateError
 from compileiq_lab.kernels.baseline import baseline_stop_reason
 from compileiq_lab.kernels.choices import (
-    CATALOGS,
     DEFAULT_ARCH,
-    active_catalog,
     check_limits,
     check_objectives,
     default_objectives,
     gpu_arch,
+    run_catalog,
     run_metrics,
     run_target,
 )
-from compileiq_lab.kernels.load import acf_kernel_ref, adapt_kernel, kernel_ref, load_kernel
-from compileiq_lab.kernels.spec import KernelSpec
+from compileiq_lab.kernels.load import acf_kernel_ref, acf_nvidia_file, adapt_kernel, kernel_ref, load_kernel
+from compileiq_lab.kernels.spec import GPU_LANGUAGES, KernelSpec
 from compileiq_lab.measure.backends.base import Backend
 from compileiq_lab.measure.backends.c import CHost
-from compileiq_lab.measure.backends.cuda import CudaFull, CudaTwoStage
+from compileiq_lab.measure.backends.cuda import CudaFull, CudaTwoStage, PtxModule
 from compileiq_lab.measure.cpu import CpuRunner
+from compileiq_lab.measure.entries import ptx_header
 from compileiq_lab.measure.evaluator import KernelEvaluator, config_argv, config_conflict, kernel_space
 from compileiq_lab.measure.gpu import GpuOptions, GpuRunner, start_gpu_runner
 from compileiq_lab.measure.measurement import Measurement
 from compileiq_lab.measure.runner import Runner
 from compileiq_lab.space.catalogs import Catalog, get_catalog
+from compileiq_lab.space.catalogs.base import NON_CONTROLS
 from compileiq_lab.space.objectives import METRICS, Objective
 from compileiq_lab.space.space import SearchSpace
 from compileiq_lab.store.header import KernelMeta, RunHeader
 from compileiq_lab.store.sqlite import EvalRecord
 from compileiq_lab.toolchain.context import BuildContext
+from compileiq_lab.toolchain.nvidia_acf import apply_controls_problem
+from compileiq_lab.toolchain.tools import find_tool
 
 __all__ = ["KernelRun", "RecordedPoint"]
 
@@ -77,7 +81,7 @@ class KernelRun:
     from a stored run's header (``from_header``) or an ACF (``from_acf``).
 
     Args:
-        kernel: A bundled kernel name, a kernel folder (kernel.toml), a .cu/.c file, or a loaded KernelSpec.
+        kernel: A bundled kernel name, a kernel folder (kernel.toml), a .cu/.ptx/.c file, or a loaded KernelSpec.
         catalog: A catalog name (restricted to what the installed compiler supports) or a Catalog used as
             it is; default: nvcc for CUDA kernels, gcc for C kernels.
         objectives: Objective names (see ``compileiq_lab.space.METRICS``); default: by target
@@ -102,6 +106,8 @@ class KernelRun:
             kernel's own (include directories, fixed defines, extra arguments), and a bare file's launch block
             (see ``compileiq_lab.kernels.load_kernel``).
         learn: Turn controls the compiler said it ignored into constraints for the rest of the run.
+        nvidia_acfs: NVIDIA's control files, searched as one more control ("none" or one of them, applied with
+            ptxas ``--apply-controls``; needs CUDA 13.3 or newer).
 
     Raises:
         ConfigurationError: A kernel, catalog, objective or target that cannot work here (the message says
@@ -115,20 +121,24 @@ class KernelRun:
                  timeout_s: float = 120.0, workdir: str | os.PathLike[str] | None = None, workers: int | None = None,
                  gpu_options: GpuOptions | None = None, gpu_backend: str | None = None,
                  catalog_name: str | None = None, measure: bool = True, entry: str | None = None,
-                 build: BuildContext | None = None, block: Sequence[int] | None = None, learn: bool = True) -> None:
+                 build: BuildContext | None = None, block: Sequence[int] | None = None, learn: bool = True,
+                 nvidia_acfs: Sequence[str | os.PathLike[str]] | None = None) -> None:
         check_limits(timeout_s, workers)
         spec = kernel if isinstance(kernel, KernelSpec) else load_kernel(kernel)
-        self.kernel = adapt_kernel(spec, entry=entry, build=build, block=block)
+        self.kernel = adapt_kernel(spec, entry=entry, build=build, block=block, nvidia_acfs=nvidia_acfs)
         language = self.kernel.language
-        self.catalog_name, self.catalog, self.left_out, self.catalog_note = _catalog(
+        self.catalog_name, self.catalog, self.left_out, self.catalog_note = run_catalog(
             language, catalog, catalog_name, controls, categories, tiers, unsafe_math)
         self.target = run_target(self.kernel, objectives, target)
         names = list(objectives) if objectives is not None else default_objectives(language, self.target)
         check_objectives(self.kernel, names)
         self.objectives: list[Objective] = [METRICS[n] for n in names]
         runs = set(names) & run_metrics(language)
-        if language == "cuda":
-            self.arch: str | None = arch or (gpu_arch() if runs else None) or DEFAULT_ARCH
+        if language == "ptx":  # a module is assembled for its own target unless told otherwise
+            self.arch: str | None = arch or ptx_header(self.kernel.source_path.read_text(errors="replace")).target \
+                or DEFAULT_ARCH
+        elif language == "cuda":
+            self.arch = arch or (gpu_arch() if runs else None) or DEFAULT_ARCH
         else:
             self.arch = None
         self.workdir = Path(workdir).resolve() if workdir is not None else _scratch()
@@ -139,7 +149,7 @@ class KernelRun:
         if measure:  # built now, so that a missing compiler or GPU is said before any search starts
             backend = self.backend
             runner: Runner | None = None
-            if runs and language == "cuda":
+            if runs and language in GPU_LANGUAGES:
                 runner = start_gpu_runner(self.kernel, self.arch or DEFAULT_ARCH, names, timeout_s, gpu_options,
                                           gpu_backend)
             elif runs:
@@ -168,13 +178,18 @@ class KernelRun:
             raise ConfigurationError("this run was not made by `compileiq-lab tune` (nor by the lab's form or a "
                                      "KernelRun): its header names no kernel and catalog, so its points cannot be "
                                      "turned into compiler arguments")
-        names = [k for k in header.space if k != "defines"]
+        names = [k for k in header.space if k not in NON_CONTROLS]
         extra = meta.extra
         context = BuildContext.make(**extra["build"]) if isinstance(extra.get("build"), dict) else None
+        files = extra.get("nvidia_acfs")
         more = {"entry": extra.get("entry"), "build": context,
-                "block": tuple(extra["block"]) if extra.get("block") else None}
-        return cls(kernel or extra.get("kernel_path") or meta.kernel,
-                   get_catalog(meta.catalog).select(names=names), list(meta.objectives),
+                "block": tuple(extra["block"]) if extra.get("block") else None,
+                "nvidia_acfs": [f["file"] for f in files.values()] if isinstance(files, dict) and files else None}
+        path = str(kernel or extra.get("kernel_path") or meta.kernel)
+        ref: str | KernelSpec = path
+        if kernel is None and isinstance(extra.get("origin"), dict):  # a generated kernel (Triton): its PTX, its name
+            ref = dataclasses.replace(load_kernel(path), name=meta.kernel, origin=dict(extra["origin"]))
+        return cls(ref, get_catalog(meta.catalog).select(names=names), list(meta.objectives),
                    arch=meta.arch, catalog_name=meta.catalog, **{**more, **options})
 
     @classmethod
@@ -196,14 +211,17 @@ class KernelRun:
         """
         build = acf.build
         spec = load_kernel(kernel or acf_kernel_ref(acf.kernel, build.get("source"), acf_folder))
-        if spec.language == "cuda" and not acf.arch:
-            raise ConfigurationError(f"the ACF of CUDA kernel {acf.kernel!r} records no arch; it cannot be rebuilt")
+        if spec.language in GPU_LANGUAGES and not acf.arch:
+            raise ConfigurationError(f"the ACF of {spec.language} kernel {acf.kernel!r} records no arch; it cannot be "
+                                     "rebuilt")
         context = acf.build_context(spec.source_path.parent)
         entry = build.get("entry") if spec.spec_file is None else None
         # built as the tune built it: an executable with the timing harness where CPU runs were measured
         names = [n for n in acf.objectives if n in METRICS] or None
+        files = [acf_nvidia_file(label, f, acf_folder) for label, f in (build.get("nvidia_acfs") or {}).items()]
         return cls(spec, get_catalog(acf.compiler), names, arch=acf.arch, catalog_name=acf.compiler,
-                   **{"measure": False, "entry": entry, "build": context or None, **options})
+                   **{"measure": False, "entry": entry, "build": context or None, "nvidia_acfs": files or None,
+                      **options})
 
     # -- what a search needs (the Problem protocol of ``compileiq_lab.run``) ----------------------
     def __call__(self, config: dict[str, Any]) -> Measurement:
@@ -270,6 +288,14 @@ class KernelRun:
         if k.build:
             extra = {"build": {"include_dirs": [str(d) for d in k.build.include_dirs], "defines": dict(k.build.defines),
                                "args": list(k.build.args)}, **extra}
+        if k.language == "ptx":
+            header = ptx_header(k.source_path.read_text(errors="replace"))
+            extra = {"ptx": {"version": header.version, "target": header.target}, **extra}
+        if k.origin:
+            extra = {"origin": dict(k.origin), **extra}
+        if k.nvidia_acfs:
+            extra = {"nvidia_acfs": {a.label: {"file": str(a.path), "sha256": a.sha256}
+                                     for a in k.nvidia_acfs.values()}, **extra}
         gpu = self.gpu
         return KernelMeta(kernel=self.kernel.name, catalog=self.catalog_name,
                           objectives=tuple(self.objective_names), language=self.kernel.language,
@@ -345,37 +371,21 @@ class KernelRun:
             return CHost(k, workdir, compiler=self.catalog.compiler, timeout_s=self.timeout_s,
                          link_harness=self._link, context=k.build)
         arch = self.arch or DEFAULT_ARCH
+        if k.nvidia_acfs:
+            if self.catalog.compiler == "nvrtc":
+                raise ConfigurationError("NVIDIA control files are applied by ptxas, which an NVRTC build does not "
+                                         "run; use --space ptxas or nvcc with --nvidia-acf")
+            problem = apply_controls_problem(find_tool("ptxas"))
+            if problem:
+                raise ConfigurationError(problem)
+        if k.language == "ptx":
+            return PtxModule(k.source_path, k.entry, arch, workdir, self.timeout_s)
         if self.catalog.compiler == "nvrtc":
             from compileiq_lab.measure.backends.nvrtc import Nvrtc
 
             return Nvrtc(k.source_path, k.entry, arch, workdir, k.build)
         kind = CudaTwoStage if self._two_stage else CudaFull
         return kind(k.source_path, k.entry, arch, workdir, self.timeout_s, k.build)
-
-
-def _catalog(language: str, catalog: str | Catalog | None, name: str | None, controls: Sequence[str] | None,
-             categories: Sequence[str] | None, tiers: Sequence[str] | None,
-             unsafe_math: bool) -> tuple[str, Catalog, tuple[tuple[str, str], ...], str]:
-    """(header name, the catalog searched, controls left out with why, a note) of a kernel run."""
-    if catalog is None:
-        catalog = CATALOGS[language][0]
-    left_out: tuple[tuple[str, str], ...] = ()
-    note = ""
-    if isinstance(catalog, str):
-        name, (full, left_out, note) = catalog, active_catalog(catalog)
-        chosen = full.select(names=controls, categories=categories, tiers=tiers, include_unsafe=unsafe_math)
-    else:
-        name = name or catalog.compiler
-        subset = controls is not None or categories is not None or tiers is not None
-        chosen = catalog.select(names=controls, categories=categories, tiers=tiers,
-                                include_unsafe=unsafe_math) if subset else catalog
-    fits = {"frontend", "backend"} if language == "cuda" else {"c"}
-    stages = {c.stage for c in chosen.controls} | set(chosen.stages)
-    if stages - fits or (language == "c") != (chosen.compiler in ("gcc", "clang")):
-        raise ConfigurationError(
-            f"catalog {chosen.compiler!r} controls stages {sorted(stages)}, but a {language} kernel takes "
-            f"{sorted(fits)}; use {'nvcc, ptxas or nvrtc' if language == 'cuda' else 'gcc or clang'}")
-    return name, chosen, left_out, note
 
 
 def _scratch() -> Path:

@@ -19,6 +19,7 @@ import numpy as np
 
 from compileiq_lab.exceptions import ConfigurationError
 from compileiq_lab.toolchain.context import BuildContext
+from compileiq_lab.toolchain.nvidia_acf import NvidiaAcf
 
 __all__ = ["MAX_BUFFER_BYTES", "MAX_DIMS", "MAX_EXPR_CHARS", "BufferSpec", "KernelSpec", "eval_expr", "need",
            "show_bytes", "show_int"]
@@ -28,7 +29,9 @@ log = logging.getLogger(__name__)
 SPEC_FILE = "kernel.toml"
 REFERENCE_FILE = "reference.py"
 C_ENTRY = "cil_kernel"
-LANGUAGES = {"cuda": ".cu", "c": ".c"}
+LANGUAGES = {"cuda": ".cu", "c": ".c", "ptx": ".ptx"}
+#: Languages of kernels that ptxas assembles into a cubin for a GPU (a .ptx has no front end: ptxas controls only).
+GPU_LANGUAGES = ("cuda", "ptx")
 DTYPES = ("float32", "float64", "int32")
 INITS = ("uniform", "normal", "zeros", "ones", "arange")
 IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -189,8 +192,9 @@ def _one_line(exc: BaseException) -> str:
     return text if len(text) <= _QUOTE else text[:_QUOTE] + "..."
 
 
-def _reference_error(who: str, path: Path, doing: str, exc: BaseException) -> ConfigurationError:
-    """The one-line error for a reference.py that raised (or exited) while ``doing``: what it raised and where."""
+def raised_in(path: Path, exc: BaseException) -> str:
+    """What a user's Python file raised (or how it exited), in one line, with the line of that file it came from:
+    "RuntimeError: boom (line 3)"."""
     if isinstance(exc, SyntaxError) and exc.lineno is not None:
         line: int | None = exc.lineno
         text = exc.msg
@@ -199,8 +203,13 @@ def _reference_error(who: str, path: Path, doing: str, exc: BaseException) -> Co
         line = frames[-1].tb_lineno if frames else None
         text = _one_line(exc) if not isinstance(exc, SystemExit) else f"exit code {exc.code!r}"
     where = f" (line {line})" if line is not None else ""
-    raised = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-    return ConfigurationError(f"{who}: `{path} runs without raising` must hold, but {doing} raised {raised}{where}. "
+    return (f"{type(exc).__name__}: {text}" if text else type(exc).__name__) + where
+
+
+def _reference_error(who: str, path: Path, doing: str, exc: BaseException) -> ConfigurationError:
+    """The one-line error for a reference.py that raised (or exited) while ``doing``: what it raised and where."""
+    return ConfigurationError(f"{who}: `{path} runs without raising` must hold, but {doing} raised "
+                              f"{raised_in(path, exc)}. "
                               f"Fix {REFERENCE_FILE}: importing it must neither raise nor exit, and the reference "
                               "function must return the outputs for the generated inputs.")
 
@@ -238,7 +247,9 @@ class KernelSpec:
     ``defines`` maps each -D knob to its values (first = default); ``params`` holds the integer
     scalars in order; ``grid``/``block``/``shared_bytes``/``args`` describe a CUDA launch. A spec
     without ``entry`` or outputs (e.g. a bare source file) is static-only: compiled, never run.
-    ``spec_file`` is the kernel.toml it was read from (None for a bare source file).
+    ``spec_file`` is the kernel.toml it was read from (None for a bare source file); ``origin`` says how a
+    generated source was made (e.g. the Triton function, signature, constexprs and versions of a Triton kernel's PTX);
+    ``nvidia_acfs`` holds NVIDIA control files searched as one more control (by label).
     """
 
     name: str
@@ -265,6 +276,8 @@ class KernelSpec:
     workload: str | None = None
     spec_file: Path | None = None
     build: BuildContext = field(default_factory=BuildContext)
+    origin: dict[str, Any] = field(default_factory=dict)
+    nvidia_acfs: dict[str, NvidiaAcf] = field(default_factory=dict)
 
     @property
     def static_only(self) -> bool:

@@ -13,6 +13,7 @@ from compileiq_lab.kernels import spec as _spec
 from compileiq_lab.kernels.spec import (
     C_ENTRY,
     DTYPES,
+    GPU_LANGUAGES,
     IDENT,
     INITS,
     LANGUAGES,
@@ -25,6 +26,7 @@ from compileiq_lab.kernels.spec import (
     show_bytes,
 )
 from compileiq_lab.toolchain.context import BuildContext
+from compileiq_lab.toolchain.nvidia_acf import NvidiaAcf, load_nvidia_acfs
 
 __all__ = ["MAX_REPEATS", "SpecParser"]
 
@@ -36,7 +38,7 @@ MAX_REPEATS = 10_000
 _LISTED = 4
 _TABLES: dict[str, tuple[str, ...]] = {
     "": _REQUIRED + ("description", "defines", "params", "inputs", "outputs", "check", "run", "launch", "workloads",
-                  "build"),
+                  "build", "nvidia_acfs"),
     "build": ("include_dirs", "defines", "args"),
     "workloads": ("name", "params"),
     "inputs": ("name", "dtype", "shape", "init"), "outputs": ("name", "dtype", "shape"), "run": ("seed", "repeats"),
@@ -73,7 +75,7 @@ class SpecParser:
         self.need(d["name"] == self.folder.name, f"name == folder name {self.folder.name!r}", d["name"],
                   f'Set name = "{self.folder.name}" or rename the folder.')
         self.need(d["language"] in LANGUAGES, f"language in {list(LANGUAGES)}", d["language"],
-                  'Set language = "cuda" or "c".')
+                  'Set language = "cuda", "ptx" or "c".')
         source_path = self.inside(d["source"], "source")
         self.need(source_path.is_file(), f"source names a file in {self.folder}", d["source"],
                   "Fix source or add the file.")
@@ -89,6 +91,11 @@ class SpecParser:
         fields.update(self.launch(self.table(d.get("launch", {}), "launch"), fields))
         fields["workloads"] = self.workloads(d.get("workloads", []), fields["params"])
         fields["build"] = self.build(self.table(d.get("build", {}), "build"), set(fields["defines"]))
+        fields["nvidia_acfs"] = self.nvidia_acfs(d.get("nvidia_acfs", []), d["language"])
+        self.need(d["language"] != "ptx" or not (fields["defines"] or fields["build"]),
+                  "a PTX kernel has no [defines] or [build] (ptxas does not preprocess)",
+                  sorted(k for k in ("defines", "build") if d.get(k)),
+                  "Remove them; generate one PTX per -D value (nvcc -ptx -D..., Triton constexprs) instead.")
         spec = KernelSpec(**fields)
         for variant in [spec] + [spec.with_workload(w) for w in spec.workloads]:
             where = f"kernel.toml of {self.name!r}" + (f" workload {variant.workload!r}" if variant.workload else "")
@@ -106,6 +113,14 @@ class SpecParser:
                       {k: s for k, s in shapes.items() if min(s) < 1}, "Fix the shapes or the params.")
             self.buffer_bytes(variant, shapes, where)
         return spec
+
+    def nvidia_acfs(self, files: Any, language: str) -> dict[str, NvidiaAcf]:
+        """NVIDIA control files searched as one more control: files inside the kernel folder, for GPU kernels."""
+        self.need(isinstance(files, list) and len(files) <= 64, "nvidia_acfs is a list of at most 64 file names",
+                  files, 'Write nvidia_acfs = ["a.acf", "b.acf"].')
+        self.need(not files or language in GPU_LANGUAGES, "only CUDA and PTX kernels take nvidia_acfs", files,
+                  "Remove nvidia_acfs: ptxas applies them.")
+        return load_nvidia_acfs([self.inside(f, "nvidia_acfs") for f in files], where=f"kernel.toml of {self.name!r}")
 
     def inside(self, value: Any, key: str) -> Path:
         """The resolved path of a file kernel.toml names, which must lie inside the kernel folder (symlinks
@@ -224,7 +239,8 @@ class SpecParser:
         return out
 
     def launch(self, launch: dict[str, Any], fields: dict[str, Any]) -> dict[str, Any]:
-        self.need(fields["language"] == "cuda" or not launch, "only CUDA kernels have [launch]", sorted(launch),
+        self.need(fields["language"] in GPU_LANGUAGES or not launch, "only CUDA and PTX kernels have [launch]",
+                  sorted(launch),
                   "Remove [launch]: cil_kernel gets its buffers and params as arrays.")
         if fields["language"] == "c" or not (launch or fields["outputs"]):
             return {}

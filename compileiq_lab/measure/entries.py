@@ -9,12 +9,13 @@ import shutil
 import subprocess
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import NamedTuple
 
 from compileiq_lab.exceptions import ConfigurationError
 from compileiq_lab.measure.binary import _is_entry, _symbols
 from compileiq_lab.toolchain.tools import find_tool, run_tool
 
-__all__ = ["cubin_entries", "demangle", "ptx_entries", "resolve_entry"]
+__all__ = ["PtxHeader", "cubin_entries", "demangle", "ptx_entries", "ptx_header", "resolve_entry"]
 
 log = logging.getLogger(__name__)
 
@@ -24,6 +25,24 @@ _PTX_NOISE = re.compile(r'"[^"\n]*"|/\*.*?\*/|//[^\n]*', re.S)
 #: ``.entry <name>``, however the directives before it and the parameter list after it are laid out.
 _PTX_ENTRY = re.compile(r"(?<![\w.$%])\.entry\s+([A-Za-z_$%][\w$%]*)")
 _IDENT = re.compile(r"[A-Za-z_]\w*\Z")
+_PTX_VERSION = re.compile(r"(?m)^\s*\.version\s+(\d+\.\d+)\b")
+_PTX_TARGET = re.compile(r"(?m)^\s*\.target\s+([\w]+(?:\s*,\s*\w+)*)")
+
+
+class PtxHeader(NamedTuple):
+    """A PTX module's ``.version`` (the PTX ISA, e.g. "9.0") and ``.target`` (e.g. "sm_90a"; options such as
+    ``debug`` after it are dropped); None where the file has none."""
+
+    version: str | None
+    target: str | None
+
+
+def ptx_header(ptx_text: str) -> PtxHeader:
+    """The ``.version`` and ``.target`` directives of a PTX module (comments ignored)."""
+    text = _PTX_NOISE.sub(lambda m: '""' if m.group().startswith('"') else " ", ptx_text[:65536])
+    version, target = _PTX_VERSION.search(text), _PTX_TARGET.search(text)
+    first = target.group(1).split(",")[0].strip() if target else None
+    return PtxHeader(version.group(1) if version else None, first)
 
 
 def ptx_entries(ptx_text: str) -> list[str]:

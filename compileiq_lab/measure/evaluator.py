@@ -17,21 +17,29 @@ from compileiq_lab.measure.kernel import Kernel
 from compileiq_lab.measure.measurement import Measurement
 from compileiq_lab.measure.runner import Runner
 from compileiq_lab.space import params as ss
-from compileiq_lab.space.catalogs.base import Catalog
+from compileiq_lab.space.catalogs.base import Catalog, controls_of
+from compileiq_lab.toolchain.nvidia_acf import KEY as NVIDIA_ACF_KEY
+from compileiq_lab.toolchain.nvidia_acf import apply_args
 
 __all__ = ["KernelEvaluator", "config_argv", "config_conflict", "kernel_space"]
 
 log = logging.getLogger(__name__)
 
 
-def config_argv(kernel: Kernel, catalog: Catalog, config: Mapping[str, Any]) -> dict[str, list[str]]:
-    """The compiler arguments of a config (controls + ``defines`` group) per stage of the catalog.
+def config_argv(kernel: Kernel, catalog: Catalog, config: Mapping[str, Any],
+                files: Mapping[str, str] | None = None) -> dict[str, list[str]]:
+    """The compiler arguments of a config (controls + ``defines`` group + NVIDIA control file) per stage.
 
-    CUDA: {"frontend": -D knobs + front-end controls, "backend": ptxas controls};
-    C: {"c": -D knobs + the catalog's base arguments + controls}.
+    CUDA: {"frontend": -D knobs + front-end controls, "backend": ptxas controls (+ ``--apply-controls FILE``)};
+    C: {"c": -D knobs + the catalog's base arguments + controls}. ``files``: the control files' paths as written
+    elsewhere (an ACF's, relative), by label; default: where the kernel run found them.
     """
-    controls = {k: v for k, v in config.items() if k != "defines"}
-    return catalog.stage_argv(controls, kernel.define_args(config.get("defines")))
+    argv = catalog.stage_argv(controls_of(config), kernel.define_args(config.get("defines")))
+    label = config.get(NVIDIA_ACF_KEY)
+    if label is not None:
+        path = files[label] if files is not None else kernel.nvidia_acfs[label].path
+        argv["backend"] = [*argv.get("backend", []), *apply_args(path)]
+    return argv
 
 
 def _threads(value: Any) -> int:
@@ -59,12 +67,14 @@ def kernel_space(kernel: Kernel, catalog: Catalog) -> dict[str, Any]:
             sp["maxntid"] = ss.choice(fits, knockout_prob=param.knockout_prob)
     if kernel.defines:
         sp["defines"] = {k: ss.choice(list(v), default=v[0]) for k, v in kernel.defines.items()}
+    if kernel.nvidia_acfs:  # "none" (the baseline) as likely as each file
+        sp[NVIDIA_ACF_KEY] = ss.choice(sorted(kernel.nvidia_acfs), knockout_prob=1 / (len(kernel.nvidia_acfs) + 1))
     return sp
 
 
 def config_conflict(catalog: Catalog, config: Mapping[str, Any]) -> str | None:
     """Why the compiler would reject a config (a known conflict of the catalog), or None."""
-    return catalog.conflict({k: v for k, v in config.items() if k != "defines"})
+    return catalog.conflict(controls_of(config))
 
 
 class KernelEvaluator:

@@ -128,7 +128,7 @@ class GpuRunner:
 
     def __init__(self, kernel: Kernel, options: GpuOptions | None = None, timeout_s: float = 60.0,
                  backend: str = CUPY_BACKEND, workload: str | None = None) -> None:
-        if kernel.language != "cuda" or kernel.static_only or kernel.grid is None:
+        if kernel.language not in ("cuda", "ptx") or kernel.static_only or kernel.grid is None:
             raise ConfigurationError(f"kernel {kernel.name!r} cannot run on a GPU: it needs language cuda, an entry, "
                                      "outputs with a reference and a [launch] table; use static objectives for it")
         self.base_kernel = kernel.with_workload(None) if kernel.workload is None else kernel

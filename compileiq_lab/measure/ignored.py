@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from compileiq_lab.space.catalogs.base import Catalog, Control
+from compileiq_lab.space.catalogs.base import Catalog, Control, controls_of
 
 __all__ = ["ANY", "IgnoreRule", "IgnoreRules", "Ignored", "find_ignored", "ignored_options"]
 
@@ -118,7 +118,7 @@ def find_ignored(catalog: Catalog, config: Mapping[str, Any], text: str) -> list
     """The controls of ``config`` that the compiler output ``text`` says were ignored, each with the rule to learn:
     (control name, rule). Options that no control of the config produced (e.g. from the build context) are
     skipped."""
-    flat = {k: v for k, v in config.items() if k != "defines"}
+    flat = controls_of(config)
     found: list[tuple[str, IgnoreRule]] = []
     for item in ignored_options(text):
         control = _control_for(catalog, flat, item.option, exact=False)
@@ -153,7 +153,7 @@ class IgnoreRules:
 
     def reason(self, config: Mapping[str, Any]) -> str | None:
         """Why the compiler would ignore a control of ``config`` (a learned rule), or None."""
-        flat = {k: v for k, v in config.items() if k != "defines"}
+        flat = controls_of(config)
         with self._lock:
             rules = list(self.rules)
         return next((r.reason() for r in rules if r.matches(flat)), None)

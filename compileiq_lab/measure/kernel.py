@@ -8,6 +8,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from compileiq_lab.toolchain.nvidia_acf import NvidiaAcf
+
 __all__ = ["Buffer", "Kernel"]
 
 
@@ -47,6 +49,9 @@ class Kernel(Protocol):
 
     @property
     def defines(self) -> Mapping[str, tuple[Any, ...]]: ...
+
+    @property
+    def nvidia_acfs(self) -> Mapping[str, NvidiaAcf]: ...
 
     @property
     def args(self) -> tuple[str, ...] | None: ...

@@ -17,8 +17,16 @@ from compileiq_lab.measure.build import CompileOutcome, build, build_cached
 from compileiq_lab.toolchain.context import BuildContext
 from compileiq_lab.toolchain.tools import find_tool, first_line, probe_tool, tool_version
 
-__all__ = ["ARCH_PROBE_TIMEOUT_S", "DEPS_TIMEOUT_S", "CudaCompiler", "arch_problem", "header_deps",
-           "parse_ptxas_verbose", "supported_archs"]
+__all__ = [
+    "ARCH_PROBE_TIMEOUT_S",
+    "DEPS_TIMEOUT_S",
+    "CudaCompiler",
+    "arch_problem",
+    "header_deps",
+    "parse_ptxas_verbose",
+    "ptx_problem",
+    "supported_archs",
+]
 
 log = logging.getLogger(__name__)
 
@@ -87,16 +95,20 @@ class CudaCompiler:
     """
 
     def __init__(self, arch: str, workdir: str | Path, timeout_s: float = 120.0,
-                 context: BuildContext | None = None) -> None:
+                 context: BuildContext | None = None, *, front_end: bool = True) -> None:
         if not re.fullmatch(r"sm_\d+[a-z]?", arch):
             raise ConfigurationError(f"arch must look like 'sm_90' (or a variant such as 'sm_90a'), but got {arch!r}; "
                                      "see `nvcc --list-gpu-arch`")
         self.arch = arch
-        self.nvcc, self.ptxas = find_tool("nvcc"), find_tool("ptxas")
-        self.version = tool_version(self.nvcc)
-        problem = arch_problem(self.nvcc, arch)
-        if problem:
-            raise ConfigurationError(problem)
+        self.ptxas = find_tool("ptxas")
+        if front_end:
+            self.nvcc = find_tool("nvcc")
+            self.version = tool_version(self.nvcc)
+            problem = arch_problem(self.nvcc, arch)
+            if problem:
+                raise ConfigurationError(problem)
+        else:  # PTX in, ptxas alone: its arch is checked against the module (see ``ptx_problem``)
+            self.nvcc, self.version = "", tool_version(self.ptxas)
         self.context = context or BuildContext()
         self._deps: dict[tuple[str, ...], tuple[Path, ...]] = {}
         self.workdir = Path(workdir)
@@ -228,6 +240,28 @@ def arch_problem(nvcc: str, arch: str) -> str:
         _ARCH_PROBES[key] = "" if res.returncode == 0 else (
             f"this nvcc ({tool_version(nvcc)}) cannot target {arch!r}: a probe compile for it failed ({first}); "
             f"it targets {archs} and the variants of those it accepts (e.g. 'sm_90a' where the toolchain has it)")
+    return _ARCH_PROBES[key]
+
+
+def ptx_problem(ptxas: str, version: str | None, target: str | None, arch: str) -> str:
+    """Why this ptxas cannot assemble a PTX module of ISA ``version`` and ``.target`` for ``arch``, or "" when it
+    can: asked of ptxas itself with a stub module of the same header (cached per ptxas and header)."""
+    key = (ptxas, f"{version}|{target}|{arch}")
+    if key not in _ARCH_PROBES:
+        with tempfile.TemporaryDirectory(prefix="ptx-probe-") as tmp:
+            src = Path(tmp) / "probe.ptx"
+            src.write_text(f".version {version or '7.0'}\n.target {target or arch}\n.address_size 64\n"
+                           ".visible .entry compileiq_probe() { ret; }\n")
+            res = probe_tool([ptxas, f"-arch={arch}", str(src), "-o", str(Path(tmp) / "probe.cubin")],
+                             ARCH_PROBE_TIMEOUT_S)
+        said = " ".join(ln.split("fatal", 1)[-1].lstrip(" :") for ln in (res.stderr + res.stdout).splitlines()
+                        if "fatal" in ln and "aborted" not in ln)
+        _ARCH_PROBES[key] = "" if res.returncode == 0 else (
+            f"the PTX (.version {version}, .target {target}) must be assembled for --arch {arch} by the installed "
+            f"ptxas ({tool_version(ptxas)}), but ptxas says: {said or first_line(res.stderr + res.stdout)}. "
+            + ("Regenerate the PTX for an ISA this ptxas reads (Triton: ptx_version; nvcc: an older toolkit), or "
+               "install a newer CUDA toolkit" if "version" in said.lower() else
+               f"Pass --arch {target} (the module's own target), or regenerate the PTX for {arch}"))
     return _ARCH_PROBES[key]
 
 

@@ -10,6 +10,7 @@ import ipywidgets as w
 from compileiq_lab.exceptions import ConfigurationError
 from compileiq_lab.kernels import (
     CATALOGS,
+    GPU_LANGUAGES,
     METRICS,
     KernelRun,
     KernelSpec,
@@ -84,7 +85,7 @@ class RunForm:
             targets, catalogs = ["python"], ["(toy space)"]
         else:
             targets, catalogs = kernel_targets(spec), _FORM_CATALOGS[spec.language]
-            reason = gpu_reason() if spec.language == "cuda" and not spec.static_only else None
+            reason = gpu_reason() if spec.language in GPU_LANGUAGES and not spec.static_only else None
             if reason is not None:
                 self.note.value = f"no GPU runs here ({html.escape(reason)}): static metrics only"
         self.target.options, self.catalog.options = targets, catalogs

@@ -271,8 +271,8 @@ def test_bad_language_message_states_rule_value_and_fix(tmp_path: Path) -> None:
     _edit(folder, 'language = "c"', 'language = "fortran"')
     with pytest.raises(ConfigurationError) as info:
         load_kernel(folder)
-    assert str(info.value) == ("kernel.toml of 'dot': `language in ['cuda', 'c']` must hold, but got 'fortran'. "
-                               'Set language = "cuda" or "c".')
+    assert str(info.value) == ("kernel.toml of 'dot': `language in ['cuda', 'c', 'ptx']` must hold, but got "
+                               "'fortran'. Set language = \"cuda\", \"ptx\" or \"c\".")
     assert isinstance(info.value, CompileIQLabError)
 
 

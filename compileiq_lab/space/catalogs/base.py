@@ -9,8 +9,18 @@ from typing import Any
 
 from compileiq_lab.exceptions import SpaceDefinitionError
 from compileiq_lab.space.params import Param
+from compileiq_lab.toolchain.nvidia_acf import KEY as NVIDIA_ACF_KEY
 
-__all__ = ["CATEGORIES", "CUDA_COMPILERS", "STAGES", "TIERS", "Catalog", "Conflict", "Control"]
+#: Keys of a kernel run's config that are not catalog controls: the ``-D`` knob group and the NVIDIA control file.
+NON_CONTROLS = ("defines", NVIDIA_ACF_KEY)
+
+
+def controls_of(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The catalog controls of a kernel run's config (without the ``defines`` group and the NVIDIA control file)."""
+    return {k: v for k, v in config.items() if k not in NON_CONTROLS}
+
+__all__ = ["CATEGORIES", "CUDA_COMPILERS", "NON_CONTROLS", "STAGES", "TIERS", "Catalog", "Conflict", "Control",
+           "controls_of"]
 
 log = logging.getLogger(__name__)
 

@@ -1,0 +1,510 @@
+"""Triton kernels as PTX without a GPU: a user's ``@triton.jit`` function compiled up to Triton's 'ptx' stage."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.metadata
+import importlib.util
+import inspect
+import json
+import keyword
+import logging
+import os
+import re
+import sys
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from compileiq_lab.exceptions import ConfigurationError, OptionalDependencyError
+from compileiq_lab.kernels.spec import fail, need, raised_in
+from compileiq_lab.measure.entries import ptx_entries, ptx_header
+
+__all__ = ["TRITON_MISSING", "TRITON_PREFIX", "TRITON_TYPES", "TritonPtx", "installed_triton_version",
+           "parse_signature", "parse_triton_ref", "triton_ptx"]
+
+log = logging.getLogger(__name__)
+
+TRITON_PREFIX = "triton:"
+TRITON_MISSING = "Triton kernels need Triton: pip install 'compileiq-lab[triton]'"
+#: Triton's scalar type names (``triton.language.str_to_ty``); a pointer is ``*`` (or ``*k``, const) before one.
+TRITON_TYPES = ("i1", "i8", "i16", "i32", "i64", "u1", "u8", "u16", "u32", "u64", "fp16", "bf16", "fp32", "fp64",
+                "fp8e4nv", "fp8e4b8", "fp8e4b15", "fp8e5", "fp8e5b16")
+#: The one specialisation hint Triton takes in a signature (its AOT tool's ``*fp32:16``): the pointer is 16-byte
+#: aligned, or the integer a multiple of 16 (``tt.divisibility``), as Triton's JIT assumes of such arguments.
+_HINT = ":16"
+_HINTABLE = ("i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64")
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_ARCH = re.compile(r"sm_(\d+)(a?)\Z")
+_PTX_VERSION = re.compile(r"(\d+)\.(\d)\Z")
+#: The PTX ISA a ``.target`` needs at least (PTX ISA manual, "PTX Target Architecture"); unlisted ones unchecked.
+_MIN_PTX = {"sm_75": "6.3", "sm_80": "7.0", "sm_86": "7.1", "sm_87": "7.4", "sm_89": "7.8", "sm_90": "7.8",
+            "sm_90a": "8.0", "sm_100": "8.6", "sm_100a": "8.6", "sm_101": "8.6", "sm_101a": "8.6", "sm_103": "8.8",
+            "sm_103a": "8.8", "sm_110": "9.0", "sm_110a": "9.0", "sm_120": "8.7", "sm_120a": "8.7",
+            "sm_121": "8.8", "sm_121a": "8.8"}
+#: Instructions only an arch-specific target (sm_90a, sm_100a ...) has: PTX using one has no plain-target form.
+_ARCH_SPECIFIC = re.compile(r"(?m)^\s*(?:@!?%p\d+\s+)?((?:wgmma|setmaxnreg|tcgen05)\.[\w.:]*)")
+#: Triton's switches (environment variables its passes read) that keep the arch-specific matrix instructions out:
+#: wgmma (MMA v3, sm_90a) and tcgen05 (MMA v5, sm_100a); Triton has no option for them.
+_PLAIN_TARGET_ENV = {"DISABLE_MMA_V3": "1", "DISABLE_MMA_V5": "1"}
+#: The names Triton gives the pointer parameters it appends to every kernel, in order (Triton 3.6 appends both,
+#: 3.4 the first only).
+_TRITON_PARAMS = ("global_scratch", "profile_scratch")
+_PTX_PARAM = re.compile(r"\.param\s+[^,)]*?(\w+)\s*[,)]")
+_CACHE_FORMAT = 1
+_ERROR_LINES = 3
+
+
+@dataclass(frozen=True)
+class TritonPtx:
+    """The PTX Triton generated for one kernel, and what a launch of it needs.
+
+    ``signature`` holds the runtime parameters in the function's order (a ``:16`` hint kept as given); they are
+    the PTX entry's first parameters, and ``params`` names all of them, Triton's own trailing pointers included.
+    A launch uses ``num_warps * 32`` threads per block, ``shared_bytes`` of dynamic shared memory and, where
+    ``global_scratch_bytes`` > 0, a global buffer of that many bytes per program for the ``global_scratch``
+    pointer (else null; ``profile_scratch`` is null outside Triton's profiler).
+    """
+
+    path: Path
+    entry: str
+    target: str
+    ptx_version: str
+    triton_version: str
+    signature: dict[str, str]
+    constexprs: dict[str, int | float | bool | str]
+    num_warps: int
+    num_stages: int
+    shared_bytes: int
+    params: tuple[str, ...] = ()
+    global_scratch_bytes: int = 0
+
+
+def installed_triton_version() -> str | None:
+    """Triton's version where it is installed here, else None (read from the package metadata: nothing imported
+    unless the distribution is not named ``triton``)."""
+    if importlib.util.find_spec("triton") is None:
+        return None
+    try:
+        return importlib.metadata.version("triton")
+    except importlib.metadata.PackageNotFoundError:
+        pass
+    try:
+        return str(importlib.import_module("triton").__version__)
+    except Exception:  # noqa: BLE001 - a broken install is "no usable Triton", said by triton_ptx when used
+        return None
+
+
+def parse_triton_ref(ref: str) -> tuple[Path, str]:
+    """``'triton:path/to/mod.py:func'`` -> (the file's resolved path, ``'func'``); the path is relative to the
+    current folder unless absolute."""
+    who = "Triton kernel"
+    form = f"a Triton kernel is named '{TRITON_PREFIX}path/to/file.py:function'"
+    example = f"e.g. {TRITON_PREFIX}my_kernels.py:matmul_kernel"
+    need(isinstance(ref, str) and ref.startswith(TRITON_PREFIX), who, form, ref,
+         f"Name the file and its @triton.jit function, {example}.")
+    path_text, sep, function = ref[len(TRITON_PREFIX):].rpartition(":")
+    need(sep and path_text, who, form, ref, f"Add ':' and the @triton.jit function's name after the file, {example}.")
+    need(_IDENT.match(function) and not keyword.iskeyword(function), who,
+         "the name after the last ':' is a Python function name", function,
+         f"Name the @triton.jit function defined in {path_text}, {example}.")
+    path = Path(path_text).expanduser()
+    need(path.suffix == ".py", who, "the file is a Python file (.py)", path_text,
+         f"Name the .py file that defines {function}, {example}.")
+    resolved = path.resolve()
+    need(resolved.is_file(), who, "the file exists", str(resolved),
+         "Check the path (relative paths start at the current folder).")
+    return resolved, function
+
+
+def _type_error(text: str, params: Sequence[str], why: str) -> ConfigurationError:
+    pointers = ", ".join(f"*{t}" for t in ("fp32", "fp16", "bf16", "i32"))
+    return fail("signature", f"every type is a Triton type ({', '.join(TRITON_TYPES)}; a pointer: {pointers} ...)",
+                text, f"{why}. The function's runtime parameters are ({', '.join(params)}); hint an aligned pointer "
+                      f"or a multiple-of-16 integer with ':16', e.g. *fp32:16.")
+
+
+def _check_type(name: str, ty: str, text: str, params: Sequence[str]) -> str:
+    base = ty.removesuffix(_HINT)
+    pointer = base.startswith("*")
+    scalar = base.removeprefix("*k") if base.startswith("*k") else base.removeprefix("*")
+    if scalar not in TRITON_TYPES:
+        raise _type_error(text, params, f"{name} has type {ty!r}")
+    if ty.endswith(_HINT) and not pointer and scalar not in _HINTABLE:
+        raise _type_error(text, params, f"{name} has type {ty!r}: ':16' hints a pointer or an integer only")
+    return ty
+
+
+def parse_signature(text: str, function_params: Sequence[str]) -> dict[str, str]:
+    """The types of a kernel's runtime parameters: ``'*fp32,*fp32,*fp32,i32'`` (one per parameter, in order) or
+    ``'x_ptr=*fp32,n=i32'`` -> ``{param: type}`` in ``function_params`` order.
+
+    ``function_params`` are the function's runtime parameters: all but its ``tl.constexpr`` ones and any given a
+    constant value. A type may end in ``:16`` (Triton's hint: a 16-byte-aligned pointer, an integer divisible by
+    16), which Triton's JIT assumes of such arguments and uses for wider loads.
+    """
+    params = list(function_params)
+    listed = ", ".join(params) or "none"
+    need(isinstance(text, str), "signature", "the signature is a text such as '*fp32,*fp32,i32'", text,
+         f"Give one type per runtime parameter ({listed}).")
+    items = [part.strip() for part in text.split(",")] if text.strip() else []
+    named = [item for item in items if "=" in item]
+    if named and len(named) != len(items):
+        raise fail("signature", "all types are given in order or all as name=type", text,
+                   f"Name every one or none; the function's runtime parameters are ({listed}).")
+    if not named:
+        need(len(items) == len(params), "signature",
+             f"one type per runtime parameter of the function ({listed}), in order", text,
+             f"It has {len(params)} runtime parameter(s) and the signature {len(items)} type(s); give "
+             f"{len(params)}, or name them as name=type.")
+        return {p: _check_type(p, ty, text, params) for p, ty in zip(params, items)}
+    given: dict[str, str] = {}
+    for item in named:
+        name, _, ty = (s.strip() for s in item.partition("="))
+        need(name in params, "signature", f"every name is a runtime parameter of the function ({listed})", name,
+             "Check the spelling; a tl.constexpr parameter takes a value (a define), not a type.")
+        need(name not in given, "signature", "every parameter is named once", name, "Remove the repeated entry.")
+        given[name] = _check_type(name, ty, text, params)
+    missing = [p for p in params if p not in given]
+    need(not missing, "signature", f"every runtime parameter of the function ({listed}) has a type", text,
+         f"Add {', '.join(f'{p}=<type>' for p in missing)}.")
+    return {p: given[p] for p in params}
+
+
+class _Triton:
+    """The parts of Triton used here, imported on first use (Triton ships no type information: all Any)."""
+
+    def __init__(self) -> None:
+        try:
+            self.triton: Any = importlib.import_module("triton")
+            self.compiler: Any = importlib.import_module("triton.compiler.compiler")
+            self.targets: Any = importlib.import_module("triton.backends.compiler")
+            self.jit: Any = importlib.import_module("triton.runtime.jit")
+            self.errors: Any = importlib.import_module("triton.compiler.errors")
+            self.libtriton: Any = importlib.import_module("triton._C.libtriton")
+        except ImportError as exc:
+            raise OptionalDependencyError(f"{TRITON_MISSING} ({_one_line(exc)})") from None
+        self.version = str(self.triton.__version__)
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return text if len(text) <= 300 else text[:300] + "..."
+
+
+@contextmanager
+def _importable_beside(folder: Path) -> Iterator[None]:
+    """The file's own folder first on ``sys.path`` while it executes (as ``python file.py`` has it), so that it
+    can import the modules beside it; removed afterwards."""
+    entry = str(folder)
+    added = entry not in sys.path
+    if added:
+        sys.path.insert(0, entry)
+    try:
+        yield
+    finally:
+        if added and entry in sys.path:
+            sys.path.remove(entry)
+
+
+def _load_module(path: Path, who: str) -> ModuleType:
+    name = f"_compileiq_triton_{hashlib.sha1(str(path).encode()).hexdigest()[:10]}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise fail(who, "the file is a Python module", str(path), "Name a .py file.")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # only while it executes (dataclasses and pickle look it up)
+    try:
+        with _importable_beside(path.parent):
+            spec.loader.exec_module(module)
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # noqa: BLE001 - SystemExit too: the user's file must not end this process
+        raise ConfigurationError(f"{who}: `{path} imports without raising` must hold, but importing it raised "
+                                 f"{raised_in(path, exc)}. Fix the file: importing it must neither raise nor exit "
+                                 "(keep test code under `if __name__ == \"__main__\":`).") from None
+    finally:
+        sys.modules.pop(name, None)
+    return module
+
+
+def _jit_function(t: _Triton, module: ModuleType, function: str, who: str) -> Any:
+    if not hasattr(module, function):
+        defined = sorted(k for k, v in vars(module).items() if isinstance(v, t.jit.KernelInterface))
+        raise fail(who, "the file defines the function", function,
+                   f"Its @triton.jit functions are {defined or 'none'}; name one of them.")
+    obj = getattr(module, function)
+    while isinstance(obj, t.jit.KernelInterface) and not isinstance(obj, t.jit.JITFunction) and hasattr(obj, "fn"):
+        # @triton.autotune / @triton.heuristics around the @triton.jit function
+        log.info("%s: %s wraps the @triton.jit function; its configs are not used (give the values yourself)",
+                 who, type(obj).__name__)
+        obj = obj.fn
+    if not isinstance(obj, t.jit.JITFunction):
+        raise fail(who, f"{function} is a @triton.jit function", type(obj).__name__,
+                   "Decorate it with @triton.jit (Triton's JIT), or name the function that is.")
+    return obj
+
+
+def _constexprs(fn: Any, given: Mapping[str, Any], who: str) -> dict[str, int | float | bool | str]:
+    names = list(fn.arg_names)
+    out: dict[str, int | float | bool | str] = {}
+    for name, value in given.items():
+        need(name in names, who, f"every constant names a parameter of the function ({', '.join(names)})", name,
+             "Check the spelling of the define.")
+        need(isinstance(value, (bool, int, float, str)), who, f"the value of {name} is an int, float, bool or str",
+             value, "Give a plain value.")
+        out[name] = value
+    defaults = {k: p.default for k, p in inspect.signature(fn.fn).parameters.items()}
+    missing = []
+    for p in fn.params:
+        if p.is_constexpr and p.name not in out:
+            default = defaults.get(p.name, inspect.Parameter.empty)
+            if isinstance(default, (bool, int, float, str)):
+                out[p.name] = default
+            else:
+                missing.append(p.name)
+    need(not missing, who, "every tl.constexpr parameter without a default has a value", missing,
+         f"Give {', '.join(f'{m}=<value>' for m in missing)} (e.g. --define {missing[0] if missing else 'X'}=128).")
+    return {k: out[k] for k in names if k in out}
+
+
+def _parse_arch(arch: str) -> tuple[int, bool]:
+    match = _ARCH.match(arch) if isinstance(arch, str) else None
+    need(match, "arch", "the target looks like 'sm_90' or 'sm_90a'", arch,
+         "Triton compiles for one compute capability: sm_<major><minor>, with 'a' for the arch-specific target.")
+    assert match is not None
+    cc, specific = int(match.group(1)), bool(match.group(2))
+    need(not specific or cc >= 90, "arch", "only sm_90 and later have an arch-specific ('a') target", arch,
+         f"Use sm_{cc}.")
+    return cc, specific
+
+
+def _ptx_isa(version: str | None, target: str) -> int | None:
+    if version is None:
+        return None
+    match = _PTX_VERSION.match(version) if isinstance(version, str) else None
+    need(match, "ptx_version", "the PTX ISA version looks like '9.0'", version,
+         "Give the version the installed ptxas reads (ptxas 13.0 reads up to 9.0, 12.8 up to 8.7).")
+    assert match is not None
+    isa = int(match.group(1)) * 10 + int(match.group(2))
+    least = _MIN_PTX.get(target)
+    if least is not None and isa < int(least.replace(".", "")):
+        raise fail("ptx_version", f"the PTX ISA version is at least {least}, the first that has .target {target}",
+                   version, "Triton can lower the version it writes only as far as the target allows: raise it, "
+                            "or use a newer ptxas.")
+    return isa
+
+
+@contextmanager
+def _environment(values: Mapping[str, str]) -> Iterator[None]:
+    """``values`` set in the environment for the duration (Triton's passes read their switches from it)."""
+    saved = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def _def_line(fn: Any) -> int:
+    """The file's line of the ``def`` of a @triton.jit function (its source, as Triton parses it, starts there)."""
+    try:
+        lines, start = inspect.getsourcelines(fn.fn)
+    except (OSError, TypeError):
+        return 1
+    return start + next((i for i, line in enumerate(lines) if line.strip().startswith("def ")), 0)
+
+
+def _compile_error(t: _Triton, exc: BaseException, fn: Any, who: str, arch: str) -> ConfigurationError:
+    """Triton's compile error in one line: what it says (its first lines) and where in the user's file."""
+    where = ""
+    text = ""
+    if isinstance(exc, t.errors.CompilationError):
+        node_line = getattr(exc.node, "lineno", None)
+        if node_line is not None and exc.src is not None and exc.src == getattr(fn, "src", None):
+            where = f" (line {_def_line(fn) + node_line - 1})"
+        elif node_line is not None:
+            where = f" (line {node_line} of a function it calls)"
+        text = exc.error_message or ""
+        cause = exc.__cause__ or exc.__context__
+        while not text and cause is not None:
+            text = str(cause)
+            cause = cause.__cause__ or cause.__context__
+    text = text or str(exc)
+    lines = [line.strip() for line in text.splitlines() if line.strip()][:_ERROR_LINES]
+    said = " ".join(" / ".join(lines).split())
+    said = (said if len(said) <= 300 else said[:300] + "...") or type(exc).__name__
+    return ConfigurationError(f"{who}: `it compiles for {arch}` must hold, but Triton {t.version} stopped with "
+                              f"{type(exc).__name__}{where}: {said}. Fix the kernel, its signature or constants, "
+                              f"or choose another --arch.")
+
+
+_Attrs = dict[tuple[int, ...], list[list[Any]]]
+
+
+def _to_ptx(t: _Triton, fn: Any, signature: dict[str, str], constexprs: dict[str, Any], attrs: _Attrs, cc: int,
+            options: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """Triton's pipeline (as ``triton.compile`` runs it) up to and including the 'ptx' stage: the cubin stage, the
+    driver and Triton's on-disk cache are never reached, so no GPU, libcuda or ptxas of Triton's is needed."""
+    target = t.targets.GPUTarget("cuda", cc, 32)
+    backend = t.compiler.make_backend(target)
+    src = t.compiler.ASTSource(fn, signature, constexprs, attrs)
+    opts = backend.parse_options(dict(options, **src.parse_options()))
+    stages: dict[str, Any] = {}
+    backend.add_stages(stages, opts, src.language)
+    ir = t.libtriton.ir
+    context = ir.context()
+    ir.load_dialects(context)
+    backend.load_dialects(context)
+    codegen_fns = backend.get_codegen_implementation(opts)
+    module_map = backend.get_module_map()
+    if "target" in inspect.signature(src.make_ir).parameters:  # Triton >= 3.5
+        module = src.make_ir(target, opts, codegen_fns, module_map, context)
+    else:
+        module = src.make_ir(opts, codegen_fns, module_map, context)
+    metadata: dict[str, Any] = {"target": target, **opts.__dict__, "triton_version": t.version}
+    names = list(stages)
+    for ext in names[names.index(src.ext):names.index("ptx") + 1]:
+        module = stages[ext](module, metadata)
+    if hasattr(context, "disable_multithreading"):  # as triton.compile ends (before a fork could copy its threads)
+        context.disable_multithreading()
+    return str(module), metadata
+
+
+def _write(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _cached(meta_path: Path) -> TritonPtx | None:
+    try:
+        data = json.loads(meta_path.read_text(encoding="utf-8"))
+        if data.pop("cache_format") != _CACHE_FORMAT:
+            return None
+        data["path"] = meta_path.with_suffix(".ptx")
+        data["params"] = tuple(data["params"])
+        result = TritonPtx(**data)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return result if result.path.is_file() else None
+
+
+def triton_ptx(module: Path, function: str, signature: Mapping[str, str] | str, constexprs: Mapping[str, Any],
+               arch: str, out_dir: Path, *, ptx_version: str | None = None, num_warps: int = 4,
+               num_stages: int = 3) -> TritonPtx:
+    """Compile the ``@triton.jit`` ``function`` of the user's file ``module`` to PTX for ``arch`` (sm_90, sm_90a,
+    sm_100a ...) without a GPU, into ``out_dir`` (reused while the file, the function with what it calls, the
+    arguments, Triton's version and its environment switches are the same).
+
+    ``signature`` types the runtime parameters (text or mapping, see :func:`parse_signature`), ``constexprs`` gives
+    the ``tl.constexpr`` parameters (their defaults otherwise) and may also fix a runtime parameter to a constant.
+    ``ptx_version`` (e.g. "8.7") is the PTX ISA version written in the file, for a ptxas older than the one Triton
+    bundles; by default Triton's choice (from its bundled ptxas: 8.7 for Triton 3.6 up to sm_90a, 8.8 beyond).
+
+    Triton targets the arch-specific variant (sm_90a) from compute capability 9.0 on; for a plain target (sm_90)
+    Triton's arch-specific matrix instructions (wgmma, tcgen05) are switched off while it compiles
+    (``DISABLE_MMA_V3``/``DISABLE_MMA_V5`` in the environment, restored after) and the ``.target`` is rewritten.
+
+    Raises:
+        OptionalDependencyError: Triton is not installed.
+        ConfigurationError: A bad reference, signature, constant or option; the file fails to import; the name is no
+            @triton.jit function; Triton cannot compile it for ``arch``.
+    """
+    who = f"Triton kernel {TRITON_PREFIX}{module}:{function}"
+    module = Path(module).resolve()
+    need(module.is_file() and module.suffix == ".py", who, "the file is an existing .py file", str(module),
+         "Check the path.")
+    cc, specific = _parse_arch(arch)
+    target = f"sm_{cc}a" if specific else f"sm_{cc}"
+    isa = _ptx_isa(ptx_version, target)
+    need(type(num_warps) is int and 1 <= num_warps <= 32 and num_warps & (num_warps - 1) == 0, who,
+         "num_warps is a power of 2 from 1 to 32", num_warps, "Triton runs num_warps * 32 threads per program.")
+    need(type(num_stages) is int and num_stages >= 1, who, "num_stages is an int >= 1", num_stages,
+         "Give the software-pipelining depth Triton should use (3 is its default).")
+    t = _Triton()
+    fn = _jit_function(t, _load_module(module, who), function, who)
+    values = _constexprs(fn, constexprs, who)
+    runtime = [p.name for p in fn.params if not p.is_constexpr and p.name not in values]
+    types = parse_signature(signature, runtime) if isinstance(signature, str) else parse_signature(
+        ",".join(f"{k}={v}" for k, v in signature.items()), runtime)
+
+    options: dict[str, Any] = {"num_warps": num_warps, "num_stages": num_stages, "arch": f"sm{cc}"}
+    if isa is not None:
+        options["ptx_version"] = isa
+    env = {} if specific or cc < 90 else _PLAIN_TARGET_ENV
+    with _environment(env):  # the switches Triton reads from the environment, as they will be while it compiles
+        switches = t.libtriton.get_cache_invalidating_env_vars()
+    key_data = {"format": _CACHE_FORMAT, "file": hashlib.sha256(module.read_bytes()).hexdigest(),
+                "function": function, "code": fn.cache_key, "signature": types,
+                "constexprs": {k: [type(v).__name__, v] for k, v in values.items()}, "arch": target,
+                "options": options, "triton": t.version, "env": switches}
+    key = hashlib.sha256(json.dumps(key_data, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    ptx_path = out_dir / f"{function}.{target}.{key}.ptx"
+    meta_path = ptx_path.with_suffix(".json")
+    hit = _cached(meta_path)
+    if hit is not None:
+        log.debug("%s: PTX for %s reused from %s", who, target, hit.path)
+        return hit
+
+    sig = {name: ("constexpr" if name in values else types[name].removesuffix(_HINT)) for name in fn.arg_names
+           if name in values or name in types}
+    attrs: _Attrs = {(fn.arg_names.index(k),): [["tt.divisibility", 16]] for k, v in types.items() if v.endswith(_HINT)}
+    start = time.perf_counter()
+    try:
+        with _environment(env):
+            ptx, metadata = _to_ptx(t, fn, sig, values, attrs, cc, options)
+    except KeyboardInterrupt:
+        raise
+    except Exception as exc:  # whatever Triton raises is the kernel's failure, said in one line (all in the log)
+        log.debug("%s: Triton failed for %s", who, target, exc_info=True)
+        raise _compile_error(t, exc, fn, who, target) from None
+    elapsed = time.perf_counter() - start
+
+    if not specific and cc >= 90:
+        ptx = re.sub(rf"(?m)^(\s*\.target\s+)sm_{cc}a\b", rf"\1sm_{cc}", ptx)
+        found = _ARCH_SPECIFIC.search(ptx)
+        if found:
+            raise fail(who, f"the PTX for {target} uses no instruction only sm_{cc}a has", found.group(1),
+                       f"Triton emitted it anyway; compile for --arch sm_{cc}a.")
+    header = ptx_header(ptx)
+    entries = ptx_entries(ptx)
+    if header.target != target or header.version is None or (isa is not None and header.version != ptx_version):
+        raise ConfigurationError(f"{who}: `Triton writes .target {target}` and the PTX ISA version asked for "
+                                 f"must hold, but its PTX has .target {header.target} and .version "
+                                 f"{header.version}. Triton {t.version} cannot produce that target or version.")
+    entry = str(metadata.get("name") or (entries[0] if entries else function))
+    count = len(_entry_params(ptx, entry))
+    params = tuple(runtime) + _TRITON_PARAMS[:max(0, count - len(runtime))]
+    if count != len(params):
+        log.warning("%s: the PTX entry %s has %d parameters; expected %d (%s)", who, entry, count, len(params),
+                    ", ".join(params))
+    result = TritonPtx(path=ptx_path, entry=entry, target=target, ptx_version=header.version,
+                       triton_version=t.version, signature=types, constexprs=values,
+                       num_warps=int(metadata.get("num_warps") or num_warps), num_stages=num_stages,
+                       shared_bytes=int(metadata.get("shared") or 0), params=params,
+                       global_scratch_bytes=int(metadata.get("global_scratch_size") or 0))
+    _write(ptx_path, ptx)
+    record = {k: v for k, v in asdict(result).items() if k != "path"}
+    record.update(cache_format=_CACHE_FORMAT, params=list(params))
+    _write(meta_path, json.dumps(record, indent=1, sort_keys=True) + "\n")
+    log.info("%s: PTX for %s (PTX ISA %s) by Triton %s in %.1f s: %s", who, target, header.version, t.version,
+             elapsed, ptx_path)
+    return result
+
+
+def _entry_params(ptx: str, entry: str) -> list[str]:
+    """The parameter names of the PTX entry ``entry``, in order."""
+    match = re.search(rf"\.entry\s+{re.escape(entry)}\s*\(([^)]*)\)", ptx)
+    return _PTX_PARAM.findall(match.group(1) + ")") if match else []

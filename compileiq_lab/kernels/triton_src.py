@@ -6,23 +6,30 @@ import hashlib
 import importlib
 import importlib.metadata
 import importlib.util
-import inspect
 import json
 import keyword
 import logging
 import os
 import re
-import sys
 import time
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
-from compileiq_lab.exceptions import ConfigurationError, OptionalDependencyError
-from compileiq_lab.kernels.spec import fail, need, raised_in
+from compileiq_lab.exceptions import ConfigurationError
+from compileiq_lab.kernels.rules import fail, need
+from compileiq_lab.kernels.triton_pipeline import (
+    TRITON_MISSING,
+    Attrs,
+    Triton,
+    compile_error,
+    constexprs_of,
+    environment,
+    jit_function,
+    load_module,
+    to_ptx,
+)
 from compileiq_lab.measure.entries import ptx_entries, ptx_header
 
 __all__ = ["TRITON_MISSING", "TRITON_PREFIX", "TRITON_TYPES", "TritonPtx", "installed_triton_version",
@@ -31,7 +38,6 @@ __all__ = ["TRITON_MISSING", "TRITON_PREFIX", "TRITON_TYPES", "TritonPtx", "inst
 log = logging.getLogger(__name__)
 
 TRITON_PREFIX = "triton:"
-TRITON_MISSING = "Triton kernels need Triton: pip install 'compileiq-lab[triton]'"
 #: Triton's scalar type names (``triton.language.str_to_ty``); a pointer is ``*`` (or ``*k``, const) before one.
 TRITON_TYPES = ("i1", "i8", "i16", "i32", "i64", "u1", "u8", "u16", "u32", "u64", "fp16", "bf16", "fp32", "fp64",
                 "fp8e4nv", "fp8e4b8", "fp8e4b15", "fp8e5", "fp8e5b16")
@@ -57,7 +63,6 @@ _PLAIN_TARGET_ENV = {"DISABLE_MMA_V3": "1", "DISABLE_MMA_V5": "1"}
 _TRITON_PARAMS = ("global_scratch", "profile_scratch")
 _PTX_PARAM = re.compile(r"\.param\s+[^,)]*?(\w+)\s*[,)]")
 _CACHE_FORMAT = 1
-_ERROR_LINES = 3
 
 
 @dataclass(frozen=True)
@@ -176,103 +181,6 @@ def parse_signature(text: str, function_params: Sequence[str]) -> dict[str, str]
     return {p: given[p] for p in params}
 
 
-class _Triton:
-    """The parts of Triton used here, imported on first use (Triton ships no type information: all Any)."""
-
-    def __init__(self) -> None:
-        try:
-            self.triton: Any = importlib.import_module("triton")
-            self.compiler: Any = importlib.import_module("triton.compiler.compiler")
-            self.targets: Any = importlib.import_module("triton.backends.compiler")
-            self.jit: Any = importlib.import_module("triton.runtime.jit")
-            self.errors: Any = importlib.import_module("triton.compiler.errors")
-            self.libtriton: Any = importlib.import_module("triton._C.libtriton")
-        except ImportError as exc:
-            raise OptionalDependencyError(f"{TRITON_MISSING} ({_one_line(exc)})") from None
-        self.version = str(self.triton.__version__)
-
-
-def _one_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())
-    return text if len(text) <= 300 else text[:300] + "..."
-
-
-@contextmanager
-def _importable_beside(folder: Path) -> Iterator[None]:
-    """The file's own folder first on ``sys.path`` while it executes (as ``python file.py`` has it), so that it
-    can import the modules beside it; removed afterwards."""
-    entry = str(folder)
-    added = entry not in sys.path
-    if added:
-        sys.path.insert(0, entry)
-    try:
-        yield
-    finally:
-        if added and entry in sys.path:
-            sys.path.remove(entry)
-
-
-def _load_module(path: Path, who: str) -> ModuleType:
-    name = f"_compileiq_triton_{hashlib.sha1(str(path).encode()).hexdigest()[:10]}"
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise fail(who, "the file is a Python module", str(path), "Name a .py file.")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # only while it executes (dataclasses and pickle look it up)
-    try:
-        with _importable_beside(path.parent):
-            spec.loader.exec_module(module)
-    except KeyboardInterrupt:
-        raise
-    except BaseException as exc:  # noqa: BLE001 - SystemExit too: the user's file must not end this process
-        raise ConfigurationError(f"{who}: `{path} imports without raising` must hold, but importing it raised "
-                                 f"{raised_in(path, exc)}. Fix the file: importing it must neither raise nor exit "
-                                 "(keep test code under `if __name__ == \"__main__\":`).") from None
-    finally:
-        sys.modules.pop(name, None)
-    return module
-
-
-def _jit_function(t: _Triton, module: ModuleType, function: str, who: str) -> Any:
-    if not hasattr(module, function):
-        defined = sorted(k for k, v in vars(module).items() if isinstance(v, t.jit.KernelInterface))
-        raise fail(who, "the file defines the function", function,
-                   f"Its @triton.jit functions are {defined or 'none'}; name one of them.")
-    obj = getattr(module, function)
-    while isinstance(obj, t.jit.KernelInterface) and not isinstance(obj, t.jit.JITFunction) and hasattr(obj, "fn"):
-        # @triton.autotune / @triton.heuristics around the @triton.jit function
-        log.info("%s: %s wraps the @triton.jit function; its configs are not used (give the values yourself)",
-                 who, type(obj).__name__)
-        obj = obj.fn
-    if not isinstance(obj, t.jit.JITFunction):
-        raise fail(who, f"{function} is a @triton.jit function", type(obj).__name__,
-                   "Decorate it with @triton.jit (Triton's JIT), or name the function that is.")
-    return obj
-
-
-def _constexprs(fn: Any, given: Mapping[str, Any], who: str) -> dict[str, int | float | bool | str]:
-    names = list(fn.arg_names)
-    out: dict[str, int | float | bool | str] = {}
-    for name, value in given.items():
-        need(name in names, who, f"every constant names a parameter of the function ({', '.join(names)})", name,
-             "Check the spelling of the define.")
-        need(isinstance(value, (bool, int, float, str)), who, f"the value of {name} is an int, float, bool or str",
-             value, "Give a plain value.")
-        out[name] = value
-    defaults = {k: p.default for k, p in inspect.signature(fn.fn).parameters.items()}
-    missing = []
-    for p in fn.params:
-        if p.is_constexpr and p.name not in out:
-            default = defaults.get(p.name, inspect.Parameter.empty)
-            if isinstance(default, (bool, int, float, str)):
-                out[p.name] = default
-            else:
-                missing.append(p.name)
-    need(not missing, who, "every tl.constexpr parameter without a default has a value", missing,
-         f"Give {', '.join(f'{m}=<value>' for m in missing)} (e.g. --define {missing[0] if missing else 'X'}=128).")
-    return {k: out[k] for k in names if k in out}
-
-
 def _parse_arch(arch: str) -> tuple[int, bool]:
     match = _ARCH.match(arch) if isinstance(arch, str) else None
     need(match, "arch", "the target looks like 'sm_90' or 'sm_90a'", arch,
@@ -298,86 +206,6 @@ def _ptx_isa(version: str | None, target: str) -> int | None:
                    version, "Triton can lower the version it writes only as far as the target allows: raise it, "
                             "or use a newer ptxas.")
     return isa
-
-
-@contextmanager
-def _environment(values: Mapping[str, str]) -> Iterator[None]:
-    """``values`` set in the environment for the duration (Triton's passes read their switches from it)."""
-    saved = {k: os.environ.get(k) for k in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-
-
-def _def_line(fn: Any) -> int:
-    """The file's line of the ``def`` of a @triton.jit function (its source, as Triton parses it, starts there)."""
-    try:
-        lines, start = inspect.getsourcelines(fn.fn)
-    except (OSError, TypeError):
-        return 1
-    return start + next((i for i, line in enumerate(lines) if line.strip().startswith("def ")), 0)
-
-
-def _compile_error(t: _Triton, exc: BaseException, fn: Any, who: str, arch: str) -> ConfigurationError:
-    """Triton's compile error in one line: what it says (its first lines) and where in the user's file."""
-    where = ""
-    text = ""
-    if isinstance(exc, t.errors.CompilationError):
-        node_line = getattr(exc.node, "lineno", None)
-        if node_line is not None and exc.src is not None and exc.src == getattr(fn, "src", None):
-            where = f" (line {_def_line(fn) + node_line - 1})"
-        elif node_line is not None:
-            where = f" (line {node_line} of a function it calls)"
-        text = exc.error_message or ""
-        cause = exc.__cause__ or exc.__context__
-        while not text and cause is not None:
-            text = str(cause)
-            cause = cause.__cause__ or cause.__context__
-    text = text or str(exc)
-    lines = [line.strip() for line in text.splitlines() if line.strip()][:_ERROR_LINES]
-    said = " ".join(" / ".join(lines).split())
-    said = (said if len(said) <= 300 else said[:300] + "...") or type(exc).__name__
-    return ConfigurationError(f"{who}: `it compiles for {arch}` must hold, but Triton {t.version} stopped with "
-                              f"{type(exc).__name__}{where}: {said}. Fix the kernel, its signature or constants, "
-                              f"or choose another --arch.")
-
-
-_Attrs = dict[tuple[int, ...], list[list[Any]]]
-
-
-def _to_ptx(t: _Triton, fn: Any, signature: dict[str, str], constexprs: dict[str, Any], attrs: _Attrs, cc: int,
-            options: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-    """Triton's pipeline (as ``triton.compile`` runs it) up to and including the 'ptx' stage: the cubin stage, the
-    driver and Triton's on-disk cache are never reached, so no GPU, libcuda or ptxas of Triton's is needed."""
-    target = t.targets.GPUTarget("cuda", cc, 32)
-    backend = t.compiler.make_backend(target)
-    src = t.compiler.ASTSource(fn, signature, constexprs, attrs)
-    opts = backend.parse_options(dict(options, **src.parse_options()))
-    stages: dict[str, Any] = {}
-    backend.add_stages(stages, opts, src.language)
-    ir = t.libtriton.ir
-    context = ir.context()
-    ir.load_dialects(context)
-    backend.load_dialects(context)
-    codegen_fns = backend.get_codegen_implementation(opts)
-    module_map = backend.get_module_map()
-    if "target" in inspect.signature(src.make_ir).parameters:  # Triton >= 3.5
-        module = src.make_ir(target, opts, codegen_fns, module_map, context)
-    else:
-        module = src.make_ir(opts, codegen_fns, module_map, context)
-    metadata: dict[str, Any] = {"target": target, **opts.__dict__, "triton_version": t.version}
-    names = list(stages)
-    for ext in names[names.index(src.ext):names.index("ptx") + 1]:
-        module = stages[ext](module, metadata)
-    if hasattr(context, "disable_multithreading"):  # as triton.compile ends (before a fork could copy its threads)
-        context.disable_multithreading()
-    return str(module), metadata
 
 
 def _write(path: Path, text: str) -> None:
@@ -431,9 +259,9 @@ def triton_ptx(module: Path, function: str, signature: Mapping[str, str] | str, 
          "num_warps is a power of 2 from 1 to 32", num_warps, "Triton runs num_warps * 32 threads per program.")
     need(type(num_stages) is int and num_stages >= 1, who, "num_stages is an int >= 1", num_stages,
          "Give the software-pipelining depth Triton should use (3 is its default).")
-    t = _Triton()
-    fn = _jit_function(t, _load_module(module, who), function, who)
-    values = _constexprs(fn, constexprs, who)
+    t = Triton()
+    fn = jit_function(t, load_module(module, who), function, who)
+    values = constexprs_of(fn, constexprs, who)
     runtime = [p.name for p in fn.params if not p.is_constexpr and p.name not in values]
     types = parse_signature(signature, runtime) if isinstance(signature, str) else parse_signature(
         ",".join(f"{k}={v}" for k, v in signature.items()), runtime)
@@ -442,7 +270,7 @@ def triton_ptx(module: Path, function: str, signature: Mapping[str, str] | str, 
     if isa is not None:
         options["ptx_version"] = isa
     env = {} if specific or cc < 90 else _PLAIN_TARGET_ENV
-    with _environment(env):  # the switches Triton reads from the environment, as they will be while it compiles
+    with environment(env):  # the switches Triton reads from the environment, as they will be while it compiles
         switches = t.libtriton.get_cache_invalidating_env_vars()
     key_data = {"format": _CACHE_FORMAT, "file": hashlib.sha256(module.read_bytes()).hexdigest(),
                 "function": function, "code": fn.cache_key, "signature": types,
@@ -460,16 +288,16 @@ def triton_ptx(module: Path, function: str, signature: Mapping[str, str] | str, 
 
     sig = {name: ("constexpr" if name in values else types[name].removesuffix(_HINT)) for name in fn.arg_names
            if name in values or name in types}
-    attrs: _Attrs = {(fn.arg_names.index(k),): [["tt.divisibility", 16]] for k, v in types.items() if v.endswith(_HINT)}
+    attrs: Attrs = {(fn.arg_names.index(k),): [["tt.divisibility", 16]] for k, v in types.items() if v.endswith(_HINT)}
     start = time.perf_counter()
     try:
-        with _environment(env):
-            ptx, metadata = _to_ptx(t, fn, sig, values, attrs, cc, options)
+        with environment(env):
+            ptx, metadata = to_ptx(t, fn, sig, values, attrs, cc, options)
     except KeyboardInterrupt:
         raise
     except Exception as exc:  # whatever Triton raises is the kernel's failure, said in one line (all in the log)
         log.debug("%s: Triton failed for %s", who, target, exc_info=True)
-        raise _compile_error(t, exc, fn, who, target) from None
+        raise compile_error(t, exc, fn, who, target) from None
     elapsed = time.perf_counter() - start
 
     if not specific and cc >= 90:

@@ -10,18 +10,17 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, cast
 
-from compileiq_lab._version import __version__
-from compileiq_lab.exceptions import ConfigurationError, SearchStateError, StoreError, StoreMismatchError
+from compileiq_lab.exceptions import ConfigurationError, SearchStateError, StoreError
 from compileiq_lab.measure.objective import classify_return, make_evaluator
 from compileiq_lab.run.compat import EngineConfig, RunHooks, Score, scores_by_id, search_options
 from compileiq_lab.run.engine import Candidate, Constraint, Engine
 from compileiq_lab.run.events import FinishedEvent, RunEvent
 from compileiq_lab.run.executor import local_executor
 from compileiq_lab.run.loop import drive
-from compileiq_lab.search.config import TRAJECTORY_KEYS, SearchConfiguration
+from compileiq_lab.run.start import new_header, prepare_store
+from compileiq_lab.search.config import SearchConfiguration
 from compileiq_lab.space.objectives import Objective
 from compileiq_lab.space.space import SearchSpace
-from compileiq_lab.store.header import RunHeader
 from compileiq_lab.store.results import Results
 from compileiq_lab.store.sqlite import EvalRecord, RunStore, new_store_path
 
@@ -355,52 +354,6 @@ class Search:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def new_header(space: SearchSpace, config: SearchConfiguration, objective: str,
-               metadata: Mapping[str, Any] | None = None) -> RunHeader:
-    """The header of a new run: schema version, space, configuration, objective, package version, metadata."""
-    resolved = config.resolve(space.n_genes)
-    return RunHeader(created_at=time.time(), space=space.to_spec(), config=config.to_dict(), objective=objective,
-                     package_version=__version__, status="running",
-                     resolved={"pool_size": resolved.pool_size, "strategy": resolved.strategy,
-                               "mutate_rate": resolved.mutate_rate},
-                     metadata=dict(metadata) if metadata else {})
-
-
-def prepare_store(store: RunStore, new: RunHeader) -> None:
-    """Write a new store's header, or check that the stored run matches ``new`` and may continue.
-
-    Raises:
-        StoreMismatchError: If the stored run has another space, trajectory settings or setup.
-    """
-    h = store.header()
-    if h is None:
-        store.write_header(new)
-        return
-    stored_space, space = SearchSpace.from_spec(h.space), SearchSpace.from_spec(new.space)
-    if stored_space != space:
-        raise StoreMismatchError(
-            f"run store {store.path!r} holds a run over a different search space "
-            f"(stored vs given: {stored_space.diff(space)}); stored space {stored_space!r}, "
-            f"given space {space!r}. Use a new store path, or resume with the stored space.")
-    defaults = SearchConfiguration.defaults()  # a setting an earlier version did not store had its default
-    stored_cfg, given_cfg = {**defaults, **h.config}, {**defaults, **new.config}
-    diff = [f"{k}: stored {stored_cfg[k]!r} vs given {given_cfg[k]!r}"
-            for k in TRAJECTORY_KEYS if stored_cfg[k] != given_cfg[k]]
-    if diff:
-        raise StoreMismatchError(
-            f"run store {store.path!r} was made with other search settings ({'; '.join(diff)}); "
-            "a resumed run must keep them (only generations and timeout_s may change). "
-            "Use a new store path to search with new settings.")
-    stored_setup, given_setup = h.setup(), new.setup()
-    keys = sorted(k for k in set(stored_setup) & set(given_setup) if stored_setup[k] != given_setup[k])
-    if keys:  # a fact one side does not record is unknown, not different
-        what = "; ".join(f"{k}: stored {stored_setup[k]!r} vs given {given_setup[k]!r}" for k in keys)
-        raise StoreMismatchError(
-            f"run store {store.path!r} holds a run of another setup ({what}); its results would not compare. "
-            "Use a new store path.")
-    store.write_header(h.replace(config=new.config, status="running"))
 
 
 def _name_of(fn: ObjectiveFunction | None) -> str:

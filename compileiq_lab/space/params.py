@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import builtins
 import json
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from compileiq_lab.exceptions import SpaceDefinitionError
+from compileiq_lab.space.grid import check_number, fail, grid, grid_size, preview, seed_indices
 
 __all__ = [
     "MAX_VALUES",
@@ -45,44 +45,25 @@ MAX_VALUES = 1_000_000
 _RAISE = "or raise compileiq_lab.space.params.MAX_VALUES"
 
 
-def _fail(func: str, rule: str, got: str, fix: str) -> SpaceDefinitionError:
-    return SpaceDefinitionError(f"{func}(): `{rule}` must hold, but got {got}. {fix}")
-
-
-def _check_number(func: str, name: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise _fail(func, f"{name} is a finite number", f"{name}={value!r}",
-                    f"Pass a finite int or float as {name}.")
-    try:
-        finite = math.isfinite(value)
-    except OverflowError:  # an int beyond the float range
-        raise _fail(func, f"{name} fits a float (|{name}| < 1.8e308)",
-                    f"{name}=an int of {int(value).bit_length()} bits", f"Pass a smaller {name}.") from None
-    if not finite:
-        raise _fail(func, f"{name} is a finite number", f"{name}={value!r}",
-                    f"Pass a finite int or float as {name}.")
-    return value
-
-
 def _check_knockout(func: str, knockout_prob: float | None) -> float | None:
     if knockout_prob is None:
         return None
     if isinstance(knockout_prob, bool) or not isinstance(knockout_prob, (int, float)) or not (
         0.0 <= knockout_prob <= 1.0
     ):
-        raise _fail(func, "0 <= knockout_prob <= 1", f"knockout_prob={knockout_prob!r}",
+        raise fail(func, "0 <= knockout_prob <= 1", f"knockout_prob={knockout_prob!r}",
                     "Pass a probability in [0, 1], or None for a parameter that is always present.")
     return float(knockout_prob)
 
 
 def _json_key(value: Any, func: str) -> str:
     if isinstance(value, dict):
-        raise _fail(func, "values are not dicts (a dict in a space is a group of parameters)",
+        raise fail(func, "values are not dicts (a dict in a space is a group of parameters)",
                     f"{value!r}", "Use a nested dict of parameters, or a list/str value.")
     try:
         return json.dumps(value, sort_keys=True, allow_nan=False)
     except (TypeError, ValueError) as exc:
-        raise _fail(func, "values are JSON-serialisable (str, int, float, bool, None, lists)",
+        raise fail(func, "values are JSON-serialisable (str, int, float, bool, None, lists)",
                     f"{value!r} ({type(value).__name__})",
                     "Use plain strings or numbers as values.") from exc
 
@@ -153,7 +134,7 @@ class Param:
                 return i
         raise SpaceDefinitionError(
             f"value {value!r} is not in the domain of {self!r}; valid values: "
-            f"{_preview(self.values)}"
+            f"{preview(self.values)}"
         )
 
     def to_spec(self) -> dict[str, Any]:
@@ -169,7 +150,7 @@ def _alias(func: str, name: str, value: Any, alias: str, aliased: Any) -> Any:
     """The value given under ``name`` or under its CompileIQ name ``alias`` (exactly one of them)."""
     missing = (None, UNSET)
     if (value in missing) == (aliased in missing) and not (value is None and aliased is UNSET and func == "literal"):
-        raise _fail(func, f"exactly one of {name} and {alias} is given", f"{name}={value!r}, {alias}={aliased!r}",
+        raise fail(func, f"exactly one of {name} and {alias} is given", f"{name}={value!r}, {alias}={aliased!r}",
                     f"Pass the {name} (or CompileIQ's {alias}).")
     return value if aliased in missing else aliased
 
@@ -183,53 +164,8 @@ def _declared(func: str, values: Sequence[Any], default: Any, args: dict[str, An
         if _json_key(v, func) == key:
             args["default"] = v
             return v
-    raise _fail(func, "default is one of the values", f"default={default!r}",
-                f"Pass one of {_preview(list(values))}, or leave default out.")
-
-
-def _preview(values: Sequence[Any], limit: int = 8) -> str:
-    shown = ", ".join(repr(v) for v in values[:limit])
-    return f"[{shown}{', ...' if len(values) > limit else ''}] ({len(values)} values)"
-
-
-def _grid_size(start: float, end: float, step: float) -> float:
-    """How many values ``start, start+step, ...`` up to ``end`` gives, without building them (inf: beyond floats)."""
-    if all(isinstance(v, int) for v in (start, end, step)):
-        return (int(end) - int(start)) // int(step) + 1  # exact, however large
-    steps = (end - start) / step
-    return math.floor(steps + 1e-9) + 1 if math.isfinite(steps) else math.inf
-
-
-def _grid(start: float, end: float, step: float) -> list[float | int]:
-    n = int(_grid_size(start, end, step))
-    if all(isinstance(v, int) for v in (start, end, step)):
-        return [start + i * step for i in builtins.range(n)]
-    # 12 significant digits hide float noise (0.1 * 3 -> 0.3); the ends stay exact
-    values: list[float | int] = [float(f"{start + i * step:.12g}") for i in builtins.range(n)]
-    values[0] = start
-    if abs(start + (n - 1) * step - end) <= 1e-9 * max(1.0, abs(step)):
-        values[-1] = end
-    return values
-
-
-def _seed_indices(values: list[Any], start: float, end: float, step: float, seed_low: float | None,
-                  seed_high: float | None) -> tuple[int, int]:
-    """Indices of the first and last grid values inside [seed_low, seed_high] (all values by default)."""
-    if seed_low is None and seed_high is None:
-        return 0, len(values) - 1
-    lo = start if seed_low is None else _check_number("range", "seed_low", seed_low)
-    hi = end if seed_high is None else _check_number("range", "seed_high", seed_high)
-    if not start <= lo <= hi <= end:
-        raise _fail("range", "start <= seed_low <= seed_high <= end",
-                    f"(start={start!r}, seed_low={lo!r}, seed_high={hi!r}, end={end!r})",
-                    "Pick seed bounds inside [start, end], low before high.")
-    low = next((i for i, v in enumerate(values) if v >= lo - 1e-12), len(values))
-    high = max((i for i, v in enumerate(values) if v <= hi + 1e-12), default=-1)
-    if high < low:
-        raise _fail("range", "the seed interval holds a grid value",
-                    f"(seed_low={lo!r}, seed_high={hi!r}) with step={step!r}",
-                    "Widen [seed_low, seed_high] to contain start + k*step for some k.")
-    return low, high
+    raise fail(func, "default is one of the values", f"default={default!r}",
+                f"Pass one of {preview(list(values))}, or leave default out.")
 
 
 def range(  # noqa: A001 - the CompileIQ DSL name
@@ -256,27 +192,27 @@ def range(  # noqa: A001 - the CompileIQ DSL name
         The parameter.
     """
     for name, v in (("start", start), ("end", end), ("step", step)):
-        _check_number("range", name, v)
+        check_number("range", name, v)
     if not end > start:
-        raise _fail("range", "end > start", f"(start={start!r}, end={end!r})",
+        raise fail("range", "end > start", f"(start={start!r}, end={end!r})",
                     "Pass an end greater than start, or use literal() for a constant.")
     if not step > 0:
-        raise _fail("range", "step > 0", f"step={step!r}", "Pass a positive step.")
+        raise fail("range", "step > 0", f"step={step!r}", "Pass a positive step.")
     if step > end - start:
-        raise _fail("range", "step <= end - start", f"(start={start!r}, end={end!r}, step={step!r})",
+        raise fail("range", "step <= end - start", f"(start={start!r}, end={end!r}, step={step!r})",
                     "Use a smaller step so that end can be reached, or literal() for a constant.")
-    count = _grid_size(start, end, step)
+    count = grid_size(start, end, step)
     if count > MAX_VALUES:
-        raise _fail("range", f"the range has at most MAX_VALUES = {MAX_VALUES} values",
+        raise fail("range", f"the range has at most MAX_VALUES = {MAX_VALUES} values",
                     f"(start={start!r}, end={end!r}, step={step!r}), which gives {count} values",
                     f"Use a coarser step, or log_sampling for wide ranges ({_RAISE}).")
-    values = _grid(start, end, step)
+    values = grid(start, end, step)
     if len(set(values)) != len(values):
-        raise _fail("range", "the values start + k*step are distinct floats",
+        raise fail("range", "the values start + k*step are distinct floats",
                     f"(start={start!r}, end={end!r}, step={step!r}), which gives {len(values)} steps "
                     f"but only {len(set(values))} distinct values",
                     "The step is below the float resolution at this magnitude: use a larger step.")
-    low, high = _seed_indices(values, start, end, step, seed_low, seed_high)
+    low, high = seed_indices(values, start, end, step, seed_low, seed_high)
     args = {"start": start, "end": end, "step": step, "knockout_prob": knockout_prob, "seed_low": seed_low,
             "seed_high": seed_high}
     return Param("range", tuple(values), _check_knockout("range", knockout_prob), ORDINAL, low, high, args,
@@ -298,20 +234,20 @@ def choice(values: Sequence[Any] | None = None, knockout_prob: float | None = No
     """
     values = _alias("choice", "values", values, "choice_list", choice_list)
     if isinstance(values, (str, bytes, dict)) or not isinstance(values, Sequence):
-        raise _fail("choice", "values is a list or tuple", f"{type(values).__name__} {values!r}",
+        raise fail("choice", "values is a list or tuple", f"{type(values).__name__} {values!r}",
                     "Wrap the options in a list, e.g. choice(['ca', 'cg']).")
     if len(values) == 0:
-        raise _fail("choice", "len(values) >= 1", "an empty list",
+        raise fail("choice", "len(values) >= 1", "an empty list",
                     "Give at least one value (two or more to have something to search).")
     if len(values) > MAX_VALUES:
-        raise _fail("choice", f"len(values) <= MAX_VALUES = {MAX_VALUES}", f"{len(values)} values",
+        raise fail("choice", f"len(values) <= MAX_VALUES = {MAX_VALUES}", f"{len(values)} values",
                     f"Offer fewer values, or a range / log_sampling for numbers ({_RAISE}).")
     values = [_canon(v, "choice") for v in values]
     seen: dict[str, int] = {}
     for i, v in enumerate(values):
         key = _json_key(v, "choice")
         if key in seen:
-            raise _fail("choice", "values are distinct", f"{v!r} at positions {seen[key]} and {i}",
+            raise fail("choice", "values are distinct", f"{v!r} at positions {seen[key]} and {i}",
                         "Remove the duplicate; to weight an option, use knockout_prob or a range.")
         seen[key] = i
     args = {"values": list(values), "knockout_prob": knockout_prob}
@@ -355,19 +291,19 @@ def log_sampling(start: float, end: float, total: int = 10, knockout_prob: float
     Returns:
         The parameter.
     """
-    _check_number("log_sampling", "start", start)
-    _check_number("log_sampling", "end", end)
+    check_number("log_sampling", "start", start)
+    check_number("log_sampling", "end", end)
     if not start > 0:
-        raise _fail("log_sampling", "start > 0", f"start={start!r}",
+        raise fail("log_sampling", "start > 0", f"start={start!r}",
                     "Logarithmic spacing needs positive values; use range() for zero or negatives.")
     if not end > start:
-        raise _fail("log_sampling", "end > start", f"(start={start!r}, end={end!r})",
+        raise fail("log_sampling", "end > start", f"(start={start!r}, end={end!r})",
                     "Pass an end greater than start.")
     if isinstance(total, bool) or not isinstance(total, int) or total < 2:
-        raise _fail("log_sampling", "total is an int >= 2", f"total={total!r}",
+        raise fail("log_sampling", "total is an int >= 2", f"total={total!r}",
                     "Ask for at least two values.")
     if total > MAX_VALUES:
-        raise _fail("log_sampling", f"total <= MAX_VALUES = {MAX_VALUES}", f"total={total!r}",
+        raise fail("log_sampling", f"total <= MAX_VALUES = {MAX_VALUES}", f"total={total!r}",
                     f"Ask for fewer values: a few dozen cover any range ({_RAISE}).")
     ratio = (end / start) ** (1.0 / (total - 1))
     raw = [start * ratio**i for i in builtins.range(total)]
@@ -378,7 +314,7 @@ def log_sampling(start: float, end: float, total: int = 10, knockout_prob: float
         rounded = [start] + [float(f"{v:.12g}") for v in raw[1:-1]] + [end]
         values = list(dict.fromkeys(rounded))  # drop duplicates, keep order
     if len(values) < 2:
-        raise _fail("log_sampling", "the values are distinct", f"(start={start!r}, end={end!r}, total={total})",
+        raise fail("log_sampling", "the values are distinct", f"(start={start!r}, end={end!r}, total={total})",
                     "Widen [start, end] so that the spaced values differ.")
     args = {"start": start, "end": end, "total": total, "knockout_prob": knockout_prob}
     return Param("log_sampling", tuple(values), _check_knockout("log_sampling", knockout_prob), ORDINAL,
@@ -396,10 +332,10 @@ def flag(name_or_value: Any, knockout_prob: float = 0.5) -> Param:
         The parameter.
     """
     if knockout_prob is None:
-        raise _fail("flag", "knockout_prob is a probability", "knockout_prob=None",
+        raise fail("flag", "knockout_prob is a probability", "knockout_prob=None",
                     "A flag is an on/off switch; use literal() for a value that is always present.")
     if not isinstance(name_or_value, dict) and (not isinstance(name_or_value, str) or not name_or_value.strip()):
-        raise _fail("flag", "name_or_value is a non-empty string (the option the switch adds)",
+        raise fail("flag", "name_or_value is a non-empty string (the option the switch adds)",
                     f"name_or_value={name_or_value!r}",
                     "Pass the option, e.g. flag('--use_fast_math'); use choice() or literal() for other values.")
     name_or_value = _canon(name_or_value, "flag")  # a dict is refused there, naming groups

@@ -120,7 +120,7 @@ def test_store_in_an_unwritable_place_says_where_and_why(tmp_path):
 
 
 def _header():
-    from compileiq_lab.run.facade import new_header
+    from compileiq_lab.run.start import new_header
     from compileiq_lab.space.space import SearchSpace
 
     return new_header(SearchSpace(PROBLEM.space()), SearchConfiguration(generations=1), "f")

@@ -1,0 +1,202 @@
+"""Driving Triton for ``triton_src``: the user's module loaded, its @triton.jit function found, and Triton's own
+stages run up to and including PTX (no driver, no cache, no cubin)."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.metadata
+import importlib.util
+import inspect
+import logging
+import os
+import sys
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from compileiq_lab.exceptions import ConfigurationError, OptionalDependencyError
+from compileiq_lab.kernels.rules import fail, need, one_line, raised_in
+
+__all__ = ["TRITON_MISSING", "Attrs", "Triton", "compile_error", "constexprs_of", "environment", "jit_function",
+           "load_module", "to_ptx"]
+
+log = logging.getLogger(__name__)
+
+TRITON_MISSING = "Triton kernels need Triton: pip install 'compileiq-lab[triton]'"
+_ERROR_LINES = 3
+
+class Triton:
+    """The parts of Triton used here, imported on first use (Triton ships no type information: all Any)."""
+
+    def __init__(self) -> None:
+        try:
+            self.triton: Any = importlib.import_module("triton")
+            self.compiler: Any = importlib.import_module("triton.compiler.compiler")
+            self.targets: Any = importlib.import_module("triton.backends.compiler")
+            self.jit: Any = importlib.import_module("triton.runtime.jit")
+            self.errors: Any = importlib.import_module("triton.compiler.errors")
+            self.libtriton: Any = importlib.import_module("triton._C.libtriton")
+        except ImportError as exc:
+            raise OptionalDependencyError(f"{TRITON_MISSING} ({one_line(exc)})") from None
+        self.version = str(self.triton.__version__)
+
+
+@contextmanager
+def _importable_beside(folder: Path) -> Iterator[None]:
+    """The file's own folder first on ``sys.path`` while it executes (as ``python file.py`` has it), so that it
+    can import the modules beside it; removed afterwards."""
+    entry = str(folder)
+    added = entry not in sys.path
+    if added:
+        sys.path.insert(0, entry)
+    try:
+        yield
+    finally:
+        if added and entry in sys.path:
+            sys.path.remove(entry)
+
+
+def load_module(path: Path, who: str) -> ModuleType:
+    name = f"_compileiq_triton_{hashlib.sha1(str(path).encode()).hexdigest()[:10]}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise fail(who, "the file is a Python module", str(path), "Name a .py file.")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # only while it executes (dataclasses and pickle look it up)
+    try:
+        with _importable_beside(path.parent):
+            spec.loader.exec_module(module)
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # noqa: BLE001 - SystemExit too: the user's file must not end this process
+        raise ConfigurationError(f"{who}: `{path} imports without raising` must hold, but importing it raised "
+                                 f"{raised_in(path, exc)}. Fix the file: importing it must neither raise nor exit "
+                                 "(keep test code under `if __name__ == \"__main__\":`).") from None
+    finally:
+        sys.modules.pop(name, None)
+    return module
+
+
+def jit_function(t: Triton, module: ModuleType, function: str, who: str) -> Any:
+    if not hasattr(module, function):
+        defined = sorted(k for k, v in vars(module).items() if isinstance(v, t.jit.KernelInterface))
+        raise fail(who, "the file defines the function", function,
+                   f"Its @triton.jit functions are {defined or 'none'}; name one of them.")
+    obj = getattr(module, function)
+    while isinstance(obj, t.jit.KernelInterface) and not isinstance(obj, t.jit.JITFunction) and hasattr(obj, "fn"):
+        # @triton.autotune / @triton.heuristics around the @triton.jit function
+        log.info("%s: %s wraps the @triton.jit function; its configs are not used (give the values yourself)",
+                 who, type(obj).__name__)
+        obj = obj.fn
+    if not isinstance(obj, t.jit.JITFunction):
+        raise fail(who, f"{function} is a @triton.jit function", type(obj).__name__,
+                   "Decorate it with @triton.jit (Triton's JIT), or name the function that is.")
+    return obj
+
+
+def constexprs_of(fn: Any, given: Mapping[str, Any], who: str) -> dict[str, int | float | bool | str]:
+    names = list(fn.arg_names)
+    out: dict[str, int | float | bool | str] = {}
+    for name, value in given.items():
+        need(name in names, who, f"every constant names a parameter of the function ({', '.join(names)})", name,
+             "Check the spelling of the define.")
+        need(isinstance(value, (bool, int, float, str)), who, f"the value of {name} is an int, float, bool or str",
+             value, "Give a plain value.")
+        out[name] = value
+    defaults = {k: p.default for k, p in inspect.signature(fn.fn).parameters.items()}
+    missing = []
+    for p in fn.params:
+        if p.is_constexpr and p.name not in out:
+            default = defaults.get(p.name, inspect.Parameter.empty)
+            if isinstance(default, (bool, int, float, str)):
+                out[p.name] = default
+            else:
+                missing.append(p.name)
+    need(not missing, who, "every tl.constexpr parameter without a default has a value", missing,
+         f"Give {', '.join(f'{m}=<value>' for m in missing)} (e.g. --define {missing[0] if missing else 'X'}=128).")
+    return {k: out[k] for k in names if k in out}
+
+
+@contextmanager
+def environment(values: Mapping[str, str]) -> Iterator[None]:
+    """``values`` set in the environment for the duration (Triton's passes read their switches from it)."""
+    saved = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def _def_line(fn: Any) -> int:
+    """The file's line of the ``def`` of a @triton.jit function (its source, as Triton parses it, starts there)."""
+    try:
+        lines, start = inspect.getsourcelines(fn.fn)
+    except (OSError, TypeError):
+        return 1
+    return start + next((i for i, line in enumerate(lines) if line.strip().startswith("def ")), 0)
+
+
+def compile_error(t: Triton, exc: BaseException, fn: Any, who: str, arch: str) -> ConfigurationError:
+    """Triton's compile error in one line: what it says (its first lines) and where in the user's file."""
+    where = ""
+    text = ""
+    if isinstance(exc, t.errors.CompilationError):
+        node_line = getattr(exc.node, "lineno", None)
+        if node_line is not None and exc.src is not None and exc.src == getattr(fn, "src", None):
+            where = f" (line {_def_line(fn) + node_line - 1})"
+        elif node_line is not None:
+            where = f" (line {node_line} of a function it calls)"
+        text = exc.error_message or ""
+        cause = exc.__cause__ or exc.__context__
+        while not text and cause is not None:
+            text = str(cause)
+            cause = cause.__cause__ or cause.__context__
+    text = text or str(exc)
+    lines = [line.strip() for line in text.splitlines() if line.strip()][:_ERROR_LINES]
+    said = " ".join(" / ".join(lines).split())
+    said = (said if len(said) <= 300 else said[:300] + "...") or type(exc).__name__
+    return ConfigurationError(f"{who}: `it compiles for {arch}` must hold, but Triton {t.version} stopped with "
+                              f"{type(exc).__name__}{where}: {said}. Fix the kernel, its signature or constants, "
+                              f"or choose another --arch.")
+
+
+Attrs = dict[tuple[int, ...], list[list[Any]]]
+
+
+def to_ptx(t: Triton, fn: Any, signature: dict[str, str], constexprs: dict[str, Any], attrs: Attrs, cc: int,
+            options: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """Triton's pipeline (as ``triton.compile`` runs it) up to and including the 'ptx' stage: the cubin stage, the
+    driver and Triton's on-disk cache are never reached, so no GPU, libcuda or ptxas of Triton's is needed."""
+    target = t.targets.GPUTarget("cuda", cc, 32)
+    backend = t.compiler.make_backend(target)
+    src = t.compiler.ASTSource(fn, signature, constexprs, attrs)
+    opts = backend.parse_options(dict(options, **src.parse_options()))
+    stages: dict[str, Any] = {}
+    backend.add_stages(stages, opts, src.language)
+    ir = t.libtriton.ir
+    context = ir.context()
+    ir.load_dialects(context)
+    backend.load_dialects(context)
+    codegen_fns = backend.get_codegen_implementation(opts)
+    module_map = backend.get_module_map()
+    if "target" in inspect.signature(src.make_ir).parameters:  # Triton >= 3.5
+        module = src.make_ir(target, opts, codegen_fns, module_map, context)
+    else:
+        module = src.make_ir(opts, codegen_fns, module_map, context)
+    metadata: dict[str, Any] = {"target": target, **opts.__dict__, "triton_version": t.version}
+    names = list(stages)
+    for ext in names[names.index(src.ext):names.index("ptx") + 1]:
+        module = stages[ext](module, metadata)
+    if hasattr(context, "disable_multithreading"):  # as triton.compile ends (before a fork could copy its threads)
+        context.disable_multithreading()
+    return str(module), metadata
+
+

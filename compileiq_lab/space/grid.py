@@ -1,0 +1,80 @@
+"""The value checks and grids of the space DSL: one-line errors, finite numbers, and the values of a range."""
+
+from __future__ import annotations
+
+import builtins
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from compileiq_lab.exceptions import SpaceDefinitionError
+
+__all__ = ["check_number", "fail", "grid", "grid_size", "preview", "seed_indices"]
+
+
+def fail(func: str, rule: str, got: str, fix: str) -> SpaceDefinitionError:
+    """The error of a DSL call: the rule, the value received and the fix."""
+    return SpaceDefinitionError(f"{func}(): `{rule}` must hold, but got {got}. {fix}")
+
+
+def check_number(func: str, name: str, value: Any) -> float:
+    """``value`` when it is a finite int or float (that fits a float), else the error."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise fail(func, f"{name} is a finite number", f"{name}={value!r}",
+                    f"Pass a finite int or float as {name}.")
+    try:
+        finite = math.isfinite(value)
+    except OverflowError:  # an int beyond the float range
+        raise fail(func, f"{name} fits a float (|{name}| < 1.8e308)",
+                    f"{name}=an int of {int(value).bit_length()} bits", f"Pass a smaller {name}.") from None
+    if not finite:
+        raise fail(func, f"{name} is a finite number", f"{name}={value!r}",
+                    f"Pass a finite int or float as {name}.")
+    return value
+
+
+def preview(values: Sequence[Any], limit: int = 8) -> str:
+    """The first values of a list and its length, for messages."""
+    shown = ", ".join(repr(v) for v in values[:limit])
+    return f"[{shown}{', ...' if len(values) > limit else ''}] ({len(values)} values)"
+
+
+def grid_size(start: float, end: float, step: float) -> float:
+    """How many values ``start, start+step, ...`` up to ``end`` gives, without building them (inf: beyond floats)."""
+    if all(isinstance(v, int) for v in (start, end, step)):
+        return (int(end) - int(start)) // int(step) + 1  # exact, however large
+    steps = (end - start) / step
+    return math.floor(steps + 1e-9) + 1 if math.isfinite(steps) else math.inf
+
+
+def grid(start: float, end: float, step: float) -> list[float | int]:
+    """The values ``start, start+step, ...`` up to ``end`` (float noise rounded away, the ends exact)."""
+    n = int(grid_size(start, end, step))
+    if all(isinstance(v, int) for v in (start, end, step)):
+        return [start + i * step for i in builtins.range(n)]
+    # 12 significant digits hide float noise (0.1 * 3 -> 0.3); the ends stay exact
+    values: list[float | int] = [float(f"{start + i * step:.12g}") for i in builtins.range(n)]
+    values[0] = start
+    if abs(start + (n - 1) * step - end) <= 1e-9 * max(1.0, abs(step)):
+        values[-1] = end
+    return values
+
+
+def seed_indices(values: list[Any], start: float, end: float, step: float, seed_low: float | None,
+                  seed_high: float | None) -> tuple[int, int]:
+    """Indices of the first and last grid values inside [seed_low, seed_high] (all values by default)."""
+    if seed_low is None and seed_high is None:
+        return 0, len(values) - 1
+    lo = start if seed_low is None else check_number("range", "seed_low", seed_low)
+    hi = end if seed_high is None else check_number("range", "seed_high", seed_high)
+    if not start <= lo <= hi <= end:
+        raise fail("range", "start <= seed_low <= seed_high <= end",
+                    f"(start={start!r}, seed_low={lo!r}, seed_high={hi!r}, end={end!r})",
+                    "Pick seed bounds inside [start, end], low before high.")
+    low = next((i for i, v in enumerate(values) if v >= lo - 1e-12), len(values))
+    high = max((i for i, v in enumerate(values) if v <= hi + 1e-12), default=-1)
+    if high < low:
+        raise fail("range", "the seed interval holds a grid value",
+                    f"(seed_low={lo!r}, seed_high={hi!r}) with step={step!r}",
+                    "Widen [seed_low, seed_high] to contain start + k*step for some k.")
+    return low, high

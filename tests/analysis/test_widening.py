@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import shutil
-
 import pytest
 
 from compileiq_lab import load_results
 from compileiq_lab.analysis.widening import StageEvent, widening_search
 from compileiq_lab.kernels import load_kernel
 from compileiq_lab.space.catalogs import PTXAS
+from compileiq_lab.testing import tool_available
 
-needs_cuda = pytest.mark.skipif(shutil.which("ptxas") is None, reason="ptxas not installed")
+needs_cuda = pytest.mark.skipif(not tool_available("nvcc"), reason="nvcc/ptxas not installed")
 
 
 @needs_cuda

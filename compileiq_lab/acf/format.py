@@ -28,10 +28,9 @@ from compileiq_lab.acf.shape import (
 )
 from compileiq_lab.exceptions import ConfigurationError
 from compileiq_lab.space.catalogs import get_catalog
-from compileiq_lab.space.catalogs.base import controls_of
+from compileiq_lab.space.catalogs.base import controls_of, run_argv
 from compileiq_lab.toolchain.context import BuildContext
 from compileiq_lab.toolchain.nvidia_acf import KEY as NVIDIA_ACF_KEY
-from compileiq_lab.toolchain.nvidia_acf import apply_args
 
 __all__ = ["ACF", "ACF_FORMAT", "ACF_FORMATS", "COMPILERS", "MAX_ACF_BYTES", "NO_BUILD", "SCHEMA_PATH", "load_acf"]
 
@@ -319,11 +318,9 @@ def _render(compiler: str, controls: Mapping[str, Any],
             nvidia_acfs: Mapping[str, Mapping[str, str]]) -> dict[str, list[str]]:
     """The argv the catalog produces for ``controls`` (the same layout as a kernel run's arguments)."""
     defines = [f"-D{k}={v}" for k, v in sorted(controls.get("defines", {}).items())]
-    argv = get_catalog(compiler).stage_argv(controls_of(controls), defines)
     label = controls.get(NVIDIA_ACF_KEY)
-    if label is not None and label in nvidia_acfs:
-        argv["backend"] = [*argv.get("backend", []), *apply_args(nvidia_acfs[label]["file"])]
-    return argv
+    return run_argv(get_catalog(compiler), controls, defines,
+                    nvidia_acfs[label]["file"] if label is not None and label in nvidia_acfs else None)
 
 
 def _check_semantics(acf: ACF) -> None:

@@ -6,7 +6,7 @@ import dataclasses
 import hashlib
 import logging
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -143,9 +143,9 @@ def acf_kernel_ref(name: str, source: str | None, acf_folder: Path | None) -> st
     """Where an ACF's kernel is: its recorded source relative to the working folder, else to the ACF's folder,
     else its bundled name."""
     if source:
-        for base in (Path.cwd(), acf_folder):
-            if base is not None and (base / source).exists():
-                return str(base / source)
+        found = _recorded(source, acf_folder, Path.exists)
+        if found is not None:
+            return str(found)
         if not (kernels_root() / name / SPEC_FILE).is_file():
             raise ConfigurationError(f"the ACF's kernel {source!r} (relative to the folder it was exported from) "
                                      f"must be found, but it is neither under {Path.cwd()} nor under {acf_folder}; "
@@ -163,16 +163,24 @@ def kernel_ref(kernel: KernelSpec) -> str:
     return str(kernel.folder)
 
 
+def _recorded(relative: str, acf_folder: Path | None, found: Callable[[Path], bool]) -> Path | None:
+    """A path an ACF records (relative to the folder it was exported from): under the working folder, else under the
+    ACF's own folder, the first that ``found`` accepts."""
+    for base in (Path.cwd(), acf_folder):
+        if base is not None and found(base / relative):
+            return base / relative
+    return None
+
+
 def acf_nvidia_file(label: str, entry: Mapping[str, str], acf_folder: Path | None) -> Path:
     """An ACF's NVIDIA control file, found relative to the working folder or the ACF's, with the recorded content."""
-    for base in (Path.cwd(), acf_folder):
-        path = (base / entry["file"]) if base is not None else None
-        if path is not None and path.is_file():
-            if hashlib.sha256(path.read_bytes()).hexdigest() != entry["sha256"]:
-                raise ConfigurationError(f"the ACF's NVIDIA control file {label!r} must have the recorded content "
-                                         f"(sha256 {entry['sha256'][:12]}...), but {path} differs; restore the file "
-                                         "the point was tuned with")
-            return path
+    path = _recorded(entry["file"], acf_folder, Path.is_file)
+    if path is not None:
+        if hashlib.sha256(path.read_bytes()).hexdigest() != entry["sha256"]:
+            raise ConfigurationError(f"the ACF's NVIDIA control file {label!r} must have the recorded content "
+                                     f"(sha256 {entry['sha256'][:12]}...), but {path} differs; restore the file "
+                                     "the point was tuned with")
+        return path
     raise ConfigurationError(f"the ACF's NVIDIA control file {entry['file']!r} ({label}) must be found relative to "
                              f"{Path.cwd()} or {acf_folder}, but it is in neither; copy it there")
 

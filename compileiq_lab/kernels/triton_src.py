@@ -9,7 +9,6 @@ import importlib.util
 import json
 import keyword
 import logging
-import os
 import re
 import time
 from collections.abc import Mapping, Sequence
@@ -30,6 +29,7 @@ from compileiq_lab.kernels.triton_pipeline import (
     load_module,
     to_ptx,
 )
+from compileiq_lab.measure.build import write_atomic
 from compileiq_lab.measure.entries import ptx_entries, ptx_header
 
 __all__ = ["TRITON_MISSING", "TRITON_PREFIX", "TRITON_TYPES", "TritonPtx", "installed_triton_version",
@@ -208,12 +208,6 @@ def _ptx_isa(version: str | None, target: str) -> int | None:
     return isa
 
 
-def _write(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-
-
 def _cached(meta_path: Path) -> TritonPtx | None:
     try:
         data = json.loads(meta_path.read_text(encoding="utf-8"))
@@ -323,10 +317,10 @@ def triton_ptx(module: Path, function: str, signature: Mapping[str, str] | str, 
                        num_warps=int(metadata.get("num_warps") or num_warps), num_stages=num_stages,
                        shared_bytes=int(metadata.get("shared") or 0), params=params,
                        global_scratch_bytes=int(metadata.get("global_scratch_size") or 0))
-    _write(ptx_path, ptx)
+    write_atomic(ptx_path, ptx.encode("utf-8"))
     record = {k: v for k, v in asdict(result).items() if k != "path"}
     record.update(cache_format=_CACHE_FORMAT, params=list(params))
-    _write(meta_path, json.dumps(record, indent=1, sort_keys=True) + "\n")
+    write_atomic(meta_path, (json.dumps(record, indent=1, sort_keys=True) + "\n").encode("utf-8"))
     log.info("%s: PTX for %s (PTX ISA %s) by Triton %s in %.1f s: %s", who, target, header.version, t.version,
              elapsed, ptx_path)
     return result

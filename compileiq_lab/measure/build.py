@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from compileiq_lab.exceptions import EnvironmentFaultError
 from compileiq_lab.measure.disk import check_disk, disk_fault, fault_error, is_disk_error
 from compileiq_lab.toolchain.tools import ToolResult, run_tool
 
@@ -51,7 +51,7 @@ def build(argv_for: Callable[[Path], list[str]], out: Path, timeout_s: float,
         The compiler's result and the outcome ("ok" with ``out``, or the failure).
     """
     tmp = _tmp_name(out)
-    try:
+    with _writing(tmp):
         res = run_tool(argv_for(tmp), timeout_s, cwd=cwd)
         if res.timed_out or res.returncode != 0:
             tmp.unlink(missing_ok=True)
@@ -59,19 +59,13 @@ def build(argv_for: Callable[[Path], list[str]], out: Path, timeout_s: float,
             return res, _failed(res, timeout_s, argv_for(out))
         empty = not tmp.is_file() or tmp.stat().st_size == 0
         why = disk_fault(out.parent, res, probe=empty)  # with little space left the output may be cut short
-        if why is not None:
-            tmp.unlink(missing_ok=True)  # never cached
+        if why is not None:  # the output is never cached: _writing removes it
             raise fault_error(out.parent, why)
         if empty:
             tmp.unlink(missing_ok=True)
             return res, CompileOutcome("compile_error", error="the compiler exited 0 but wrote no output file",
                                        argv=[argv_for(out)])
         os.replace(tmp, out)
-    except BaseException as exc:
-        fault = _cleaned(tmp, exc)
-        if fault is not None:
-            raise fault from exc
-        raise
     return res, CompileOutcome("ok", out, argv=[argv_for(out)], log=(res.stderr + res.stdout)[-20000:])
 
 
@@ -108,25 +102,26 @@ def write_atomic(path: Path, data: str | bytes) -> None:
     """Write a file so that readers see the old or the new content, never a partial one; a full disk raises
     EnvironmentFaultError and leaves nothing behind."""
     tmp = _tmp_name(path)
-    try:
+    with _writing(tmp):
         if isinstance(data, bytes):
             tmp.write_bytes(data)
         else:
             tmp.write_text(data)
         os.replace(tmp, path)
+
+
+@contextmanager
+def _writing(tmp: Path) -> Iterator[None]:
+    """Around a write through ``tmp``: on any failure the temporary file is removed, and a full disk is raised as the
+    EnvironmentFaultError that stops the run."""
+    try:
+        yield
     except BaseException as exc:
-        fault = _cleaned(tmp, exc)
-        if fault is not None:
-            raise fault from exc
+        tmp.unlink(missing_ok=True)
+        if is_disk_error(exc):
+            why = f"{getattr(exc, 'strerror', exc)}: {getattr(exc, 'filename', None) or tmp}"
+            raise fault_error(tmp.parent, why) from exc
         raise
-
-
-def _cleaned(tmp: Path, exc: BaseException) -> EnvironmentFaultError | None:
-    """After a failed write: the temporary file removed, and the error to raise instead for a full disk."""
-    tmp.unlink(missing_ok=True)
-    if is_disk_error(exc):
-        return fault_error(tmp.parent, f"{getattr(exc, 'strerror', exc)}: {getattr(exc, 'filename', None) or tmp}")
-    return None
 
 
 def _failed(res: ToolResult, timeout_s: float, argv: list[str]) -> CompileOutcome:

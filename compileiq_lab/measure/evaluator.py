@@ -17,9 +17,8 @@ from compileiq_lab.measure.kernel import Kernel
 from compileiq_lab.measure.measurement import Measurement
 from compileiq_lab.measure.runner import Runner
 from compileiq_lab.space import params as ss
-from compileiq_lab.space.catalogs.base import Catalog, controls_of
+from compileiq_lab.space.catalogs.base import Catalog, controls_of, run_argv
 from compileiq_lab.toolchain.nvidia_acf import KEY as NVIDIA_ACF_KEY
-from compileiq_lab.toolchain.nvidia_acf import apply_args
 
 __all__ = ["KernelEvaluator", "config_argv", "config_conflict", "kernel_space"]
 
@@ -34,12 +33,9 @@ def config_argv(kernel: Kernel, catalog: Catalog, config: Mapping[str, Any],
     C: {"c": -D knobs + the catalog's base arguments + controls}. ``files``: the control files' paths as written
     elsewhere (an ACF's, relative), by label; default: where the kernel run found them.
     """
-    argv = catalog.stage_argv(controls_of(config), kernel.define_args(config.get("defines")))
     label = config.get(NVIDIA_ACF_KEY)
-    if label is not None:
-        path = files[label] if files is not None else kernel.nvidia_acfs[label].path
-        argv["backend"] = [*argv.get("backend", []), *apply_args(path)]
-    return argv
+    path = None if label is None else files[label] if files is not None else kernel.nvidia_acfs[label].path
+    return run_argv(catalog, config, kernel.define_args(config.get("defines")), path)
 
 
 def _threads(value: Any) -> int:

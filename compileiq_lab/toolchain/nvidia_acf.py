@@ -7,7 +7,7 @@ import hashlib
 import os
 import re
 import stat
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -83,7 +83,3 @@ def apply_controls_problem(ptxas: str) -> str:
             f"({tool_version(ptxas)}, {ptxas}) has none; install one (e.g. pip install 'nvidia-cuda-nvcc>="
             f"{MIN_VERSION}') and put its bin folder first on PATH, or drop --nvidia-acf")
 
-
-def labels_of(acfs: Mapping[str, NvidiaAcf]) -> list[str]:
-    """The labels in a stable order (the search space's values)."""
-    return sorted(acfs)

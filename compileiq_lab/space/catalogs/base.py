@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -10,6 +11,7 @@ from typing import Any
 from compileiq_lab.exceptions import SpaceDefinitionError
 from compileiq_lab.space.params import Param
 from compileiq_lab.toolchain.nvidia_acf import KEY as NVIDIA_ACF_KEY
+from compileiq_lab.toolchain.nvidia_acf import apply_args
 
 #: Keys of a kernel run's config that are not catalog controls: the ``-D`` knob group and the NVIDIA control file.
 NON_CONTROLS = ("defines", NVIDIA_ACF_KEY)
@@ -19,8 +21,18 @@ def controls_of(config: Mapping[str, Any]) -> dict[str, Any]:
     """The catalog controls of a kernel run's config (without the ``defines`` group and the NVIDIA control file)."""
     return {k: v for k, v in config.items() if k not in NON_CONTROLS}
 
+
+def run_argv(catalog: Catalog, config: Mapping[str, Any], defines: Sequence[str],
+             control_file: str | os.PathLike[str] | None) -> dict[str, list[str]]:
+    """The arguments of a kernel run's config per stage: its catalog controls with the ``-D`` knobs in the first
+    stage (``Catalog.stage_argv``), and the NVIDIA control file, if any, applied last in the back-end stage."""
+    argv = catalog.stage_argv(controls_of(config), defines)
+    if control_file is not None:
+        argv["backend"] = [*argv.get("backend", []), *apply_args(control_file)]
+    return argv
+
 __all__ = ["CATEGORIES", "CUDA_COMPILERS", "NON_CONTROLS", "STAGES", "TIERS", "Catalog", "Conflict", "Control",
-           "controls_of"]
+           "controls_of", "run_argv"]
 
 log = logging.getLogger(__name__)
 

@@ -110,28 +110,26 @@ def point_acf(results: Results, rec: EvalRecord, kernel: KernelSpec, catalog: Ca
     if facts is None:
         raise ConfigurationError("an ACF needs the kernel facts of the run (kernel, catalog, objectives), but its "
                                  "header has none; pass meta=kernel_run.metadata()")
-    base = results.baseline_record
     ignored = rec.detail.get("ignored_controls", {}) if isinstance(rec.detail, Mapping) else {}
     why = {k: f"ignored by the compiler: {v}" for k, v in (ignored if isinstance(ignored, Mapping) else {}).items()}
     why.update(dropped or {})
     controls = full_controls(kernel, controls if controls is not None else effective_params(rec))
     validation = validation if validation is not None else results.validation
     row = validation.row(rec.eval_id) if validation is not None else None
-    gpu = (facts.gpu or {}).get("name")
+    gpu = (facts.gpu or {}).get("name") or (rec.detail.get("gpu") or {}).get("name")
     ci: dict[str, list[float]] = {}
     summary = None
     if validation is not None and row is not None:
         ci = {"runtime": row["runtime_ci"], "speedup": [row["low"], row["high"]]}
         summary = _summary(validation, row, gpu)
-    ok_base = base is not None and base.status == "ok" and base.scores is not None
+    own = results.baseline_scores_of(rec)  # the baseline its own GPU measured, on a cluster of several
     build = build_section(kernel, "kernel_path" not in facts.extra, controls.get(NVIDIA_ACF_KEY))
     files = {label: f["file"] for label, f in build.get("nvidia_acfs", {}).items()}
     return ACF.from_choice(
         compiler=facts.catalog, controls=controls, argv=config_argv(kernel, catalog, controls, files),
         objectives=dict(zip(facts.objectives, rec.scores or [])), kernel=kernel.name,
         source_sha256=kernel.source_sha256(),
-        baseline={n: base.scores[i] if ok_base and base is not None and base.scores else None
-                  for i, n in enumerate(facts.objectives)},
+        baseline={n: own[i] if own is not None and len(own) > i else None for i, n in enumerate(facts.objectives)},
         arch=facts.arch, toolchain=facts.toolchain, code_hash=rec.detail.get("code_hash"),
         run={"store": results.store_path, "eval_id": rec.eval_id, "seed": results.header.config.get("seed")},
         ci=ci, validation=summary, gpu=gpu, build=build,

@@ -69,6 +69,13 @@ def add_tune_parser(sub: Any) -> None:
     t.add_argument("--seed", type=int_at_least(0, "the search seed"), default=0)
     t.add_argument("--workers", type=int_at_least(1, "candidates at once"), default=None,
                    help="candidates evaluated at once (default: the CPU count; 1 when CPU runs are timed)")
+    t.add_argument("--executor", default="local", metavar="local|dask|dask-cuda|tcp://HOST:PORT",
+                   help="where candidates are evaluated: this process (local, the default), a Dask LocalCluster of "
+                        "one worker per core (dask), one worker per GPU (dask-cuda), or an existing Dask cluster "
+                        "by its scheduler address; needs pip install 'compileiq-lab[dist]'")
+    t.add_argument("--asynchronous", action="store_true",
+                   help="no generation barrier: a new candidate whenever a worker is free (not reproducible call "
+                        "for call; the budget stays generations x pool size)")
     t.add_argument("--store", default=None, help="run store path (default: a new file under ./compileiq_runs/)")
     t.add_argument("--export", default=None, help="write a point of the front as an ACF (open JSON: controls, argv, "
                                                    "build context, arch, objectives, baseline, code hash); see --pick")
@@ -145,11 +152,12 @@ def run_tune(args: argparse.Namespace) -> int:
     if args.export and (Path(args.export).is_dir() or not Path(args.export).resolve().parent.is_dir()):
         raise ConfigurationError(f"--export must name a file in an existing folder, but got {args.export!r}; "
                                  "create the folder first")
+    remote = args.executor != "local"  # the workers build and measure; nothing is measured in this process
     run = KernelRun(kernel_argument(args, (Path(args.store).parent if args.store else Path(DEFAULT_DIR)) / "triton"),
                     args.space, _split(args.objectives), arch=args.arch, controls=_split(args.controls),
                     categories=_split(args.categories), unsafe_math=args.unsafe_math, two_stage=not args.full_nvcc,
                     timeout_s=args.timeout, workdir=args.workdir, workers=args.workers, nvidia_acfs=args.nvidia_acf,
-                    **build_options(args))
+                    remote=remote, **build_options(args))
     try:
         return _tune(args, run)
     finally:
@@ -160,8 +168,10 @@ def _tune(args: argparse.Namespace, run: KernelRun) -> int:
     _notes(run.left_out, run.catalog_note)
     warm, sources = _warm_start(args, run)
     meta = run.metadata(**({"warm_start_from": sources} if sources else {}))
+    remote = args.executor != "local"
     search = Search.of(run, store=args.store, metadata=meta, generations=args.generations, pool_size=args.pool_size,
-                       seed=args.seed, warm_start=warm or None, surrogate=args.surrogate)
+                       seed=args.seed, warm_start=warm or None, surrogate=args.surrogate,
+                       asynchronous=args.asynchronous, executor=args.executor if remote else None)
     if sources:
         print(f"warm start: {len(warm)} configs from the fronts of {len(sources)} earlier run(s) "
               f"({', '.join(sources[:3])}{' ...' if len(sources) > 3 else ''})", file=sys.stderr)
@@ -169,7 +179,8 @@ def _tune(args: argparse.Namespace, run: KernelRun) -> int:
     print(f"tuning {kernel.name} ({kernel.language}) over {len(run.catalog.controls)} {run.catalog_name} controls"
           f"{' + ' + str(len(kernel.defines)) + ' -D knobs' if kernel.defines else ''}; "
           f"objectives {run.objective_names}; store {search.store_path}", file=sys.stderr)
-    results = search.start(callback=_progress(args.generations), workers=max(1, run.workers))
+    results = search.start(callback=_progress(args.generations),
+                           workers=args.workers if remote else max(1, run.workers))
     _print_front(results, run)
     validation = None
     rounds = 40 if args.validate is None else args.validate

@@ -6,15 +6,20 @@ import functools
 import logging
 import math
 from collections.abc import Sequence
+from pathlib import Path
 from typing import NamedTuple
 
 from compileiq_lab.exceptions import ConfigurationError
 from compileiq_lab.kernels.spec import GPU_LANGUAGES, KernelSpec
-from compileiq_lab.measure.backends.base import CUBIN_METRICS, HOST_METRICS
+from compileiq_lab.measure.backends.base import CUBIN_METRICS, HOST_METRICS, Backend
+from compileiq_lab.measure.backends.c import CHost
+from compileiq_lab.measure.backends.cuda import CudaFull, CudaTwoStage, PtxModule
 from compileiq_lab.measure.cpu import CPU_METRICS
 from compileiq_lab.measure.gpu import GPU_METRICS, gpu_target, gpu_unavailable_reason
 from compileiq_lab.space.catalogs import Catalog, active, get_catalog
 from compileiq_lab.space.objectives import METRICS
+from compileiq_lab.toolchain.nvidia_acf import apply_controls_problem
+from compileiq_lab.toolchain.tools import find_tool
 
 __all__ = [
     "CATALOGS",
@@ -29,6 +34,7 @@ __all__ = [
     "gpu_reason",
     "objective_choices",
     "offered_catalog",
+    "run_backend",
     "run_catalog",
     "run_metrics",
     "run_target",
@@ -205,3 +211,29 @@ def run_catalog(language: str, catalog: str | Catalog | None, name: str | None, 
             f"catalog {chosen.compiler!r} controls stages {sorted(stages)}, but a {language} kernel takes "
             f"{sorted(fits)}; use {'nvcc, ptxas or nvrtc' if language == 'cuda' else 'gcc or clang'}")
     return name, chosen, left_out, note
+
+
+def run_backend(k: KernelSpec, catalog: Catalog, arch: str, workdir: Path, timeout_s: float, *, two_stage: bool,
+                link: bool) -> Backend:
+    """The compile path of a kernel run: a C host build, a PTX module, NVRTC, or nvcc (two stages or one call).
+
+    Raises:
+        ConfigurationError: NVIDIA control files with NVRTC, or with a ptxas that cannot apply them.
+    """
+    if k.language == "c":
+        return CHost(k, workdir, compiler=catalog.compiler, timeout_s=timeout_s, link_harness=link, context=k.build)
+    if k.nvidia_acfs:
+        if catalog.compiler == "nvrtc":
+            raise ConfigurationError("NVIDIA control files are applied by ptxas, which an NVRTC build does not "
+                                     "run; use --space ptxas or nvcc with --nvidia-acf")
+        problem = apply_controls_problem(find_tool("ptxas"))
+        if problem:
+            raise ConfigurationError(problem)
+    if k.language == "ptx":
+        return PtxModule(k.source_path, k.entry, arch, workdir, timeout_s)
+    if catalog.compiler == "nvrtc":
+        from compileiq_lab.measure.backends.nvrtc import Nvrtc
+
+        return Nvrtc(k.source_path, k.entry, arch, workdir, k.build)
+    kind = CudaTwoStage if two_stage else CudaFull
+    return kind(k.source_path, k.entry, arch, workdir, timeout_s, k.build)

@@ -21,15 +21,15 @@ from compileiq_lab.kernels.choices import (
     check_objectives,
     default_objectives,
     gpu_arch,
+    run_backend,
     run_catalog,
     run_metrics,
     run_target,
 )
 from compileiq_lab.kernels.load import acf_kernel_ref, acf_nvidia_file, adapt_kernel, kernel_ref, load_kernel
 from compileiq_lab.kernels.spec import GPU_LANGUAGES, KernelSpec
+from compileiq_lab.kernels.stages import ClusterStages, portable
 from compileiq_lab.measure.backends.base import Backend
-from compileiq_lab.measure.backends.c import CHost
-from compileiq_lab.measure.backends.cuda import CudaFull, CudaTwoStage, PtxModule
 from compileiq_lab.measure.cpu import CpuRunner
 from compileiq_lab.measure.entries import ptx_header
 from compileiq_lab.measure.evaluator import KernelEvaluator, config_argv, config_conflict, kernel_space
@@ -43,8 +43,6 @@ from compileiq_lab.space.space import SearchSpace
 from compileiq_lab.store.header import KernelMeta, RunHeader
 from compileiq_lab.store.sqlite import EvalRecord
 from compileiq_lab.toolchain.context import BuildContext
-from compileiq_lab.toolchain.nvidia_acf import apply_controls_problem
-from compileiq_lab.toolchain.tools import find_tool
 
 __all__ = ["KernelRun", "RecordedPoint"]
 
@@ -72,7 +70,7 @@ class RecordedPoint(Protocol):
     def build_context(self, kernel_folder: str | os.PathLike[str]) -> BuildContext: ...
 
 
-class KernelRun:
+class KernelRun(ClusterStages):
     """A kernel to tune: its spec, the catalog controls searched, the objectives, the target and the build.
 
     It picks the compile backend (CUDA two-stage, full nvcc, NVRTC or a C host build) and, for run
@@ -108,6 +106,8 @@ class KernelRun:
         learn: Turn controls the compiler said it ignored into constraints for the rest of the run.
         nvidia_acfs: NVIDIA's control files, searched as one more control ("none" or one of them, applied with
             ptxas ``--apply-controls``; needs CUDA 13.3 or newer).
+        remote: The evaluations run elsewhere (a Dask executor's workers, each of which rebuilds this run from its
+            recipe when it is unpickled): no runner is started here, and nothing is measured here until called.
 
     Raises:
         ConfigurationError: A kernel, catalog, objective or target that cannot work here (the message says
@@ -122,8 +122,14 @@ class KernelRun:
                  gpu_options: GpuOptions | None = None, gpu_backend: str | None = None,
                  catalog_name: str | None = None, measure: bool = True, entry: str | None = None,
                  build: BuildContext | None = None, block: Sequence[int] | None = None, learn: bool = True,
-                 nvidia_acfs: Sequence[str | os.PathLike[str]] | None = None) -> None:
+                 nvidia_acfs: Sequence[str | os.PathLike[str]] | None = None, remote: bool = False) -> None:
         check_limits(timeout_s, workers)
+        # how a worker process rebuilds this run (see __reduce__): the same arguments, with files named absolutely
+        self._recipe: dict[str, Any] = {
+            "kernel": portable(kernel), "objectives": objectives, "timeout_s": timeout_s, "workers": workers,
+            "two_stage": two_stage, "gpu_options": gpu_options, "gpu_backend": gpu_backend, "measure": measure,
+            "entry": entry, "build": build, "block": block, "learn": learn,
+            "nvidia_acfs": portable(nvidia_acfs) if nvidia_acfs else None}
         spec = kernel if isinstance(kernel, KernelSpec) else load_kernel(kernel)
         self.kernel = adapt_kernel(spec, entry=entry, build=build, block=block, nvidia_acfs=nvidia_acfs)
         language = self.kernel.language
@@ -134,6 +140,7 @@ class KernelRun:
         check_objectives(self.kernel, names)
         self.objectives: list[Objective] = [METRICS[n] for n in names]
         runs = set(names) & run_metrics(language)
+        self._gpu_runs = bool(runs) and language in GPU_LANGUAGES
         if language == "ptx":  # a module is assembled for its own target unless told otherwise
             self.arch: str | None = arch or ptx_header(self.kernel.source_path.read_text(errors="replace")).target \
                 or DEFAULT_ARCH
@@ -146,19 +153,28 @@ class KernelRun:
         self._two_stage, self._link = two_stage, bool(runs)
         self._backend: Backend | None = None
         self._evaluator: KernelEvaluator | None = None
-        if measure:  # built now, so that a missing compiler or GPU is said before any search starts
-            backend = self.backend
-            runner: Runner | None = None
-            if runs and language in GPU_LANGUAGES:
-                runner = start_gpu_runner(self.kernel, self.arch or DEFAULT_ARCH, names, timeout_s, gpu_options,
-                                          gpu_backend)
-            elif runs:
-                runner = CpuRunner(self.kernel, self.workdir, names, timeout_s=timeout_s)
-            self._evaluator = KernelEvaluator(self.kernel, self.catalog, names, backend, runner, learn=learn)
+        self._compiler: KernelEvaluator | None = None
+        self._lazy = threading.RLock()  # evaluators made on first use are made once, whichever thread comes first
+        self._runs, self._gpu_options, self._gpu_backend, self._learn = runs, gpu_options, gpu_backend, learn
+        self._recipe.update(catalog=self.catalog, catalog_name=self.catalog_name, target=self.target, arch=self.arch)
+        self.remote = remote
+        if measure and not remote:  # built now, so that a missing compiler or GPU is said before any search starts
+            self._evaluator = self._measuring_evaluator()
         # CPU runs must not share the CPU with compiles unless asked; GPU runs are serialised, compiles overlap
         self.workers = workers or (1 if language == "c" and runs else (os.cpu_count() or 1))
         self._warm = threading.Lock()
         self._warmed = "compile_time" not in names  # compile_time: warm the compiler up before the baseline
+
+    def _measuring_evaluator(self) -> KernelEvaluator:
+        """The evaluator of a measuring run: the backend and, for run objectives, the GPU worker or the CPU runner."""
+        backend, names = self.backend, self.objective_names
+        runner: Runner | None = None
+        if self._gpu_runs:
+            runner = start_gpu_runner(self.kernel, self.arch or DEFAULT_ARCH, names, self.timeout_s,
+                                      self._gpu_options, self._gpu_backend)
+        elif self._runs:
+            runner = CpuRunner(self.kernel, self.workdir, names, timeout_s=self.timeout_s)
+        return KernelEvaluator(self.kernel, self.catalog, names, backend, runner, learn=self._learn)
 
     # -- rebuilding ------------------------------------------------------------------------------
     @classmethod
@@ -306,17 +322,22 @@ class KernelRun:
     @property
     def backend(self) -> Backend:
         """The compile path (made on first use in a build-only run: exporting needs no compiler)."""
-        if self._backend is None:
-            self._backend = self._make_backend()
-        return self._backend
+        with self._lazy:
+            if self._backend is None:
+                self._backend = self._make_backend()
+            return self._backend
 
     @property
     def evaluator(self) -> KernelEvaluator:
-        """The evaluator (in a build-only run it measures the static objectives only)."""
-        if self._evaluator is None:
-            static = [o for o in self.objective_names if o in self.backend.metrics()] or ["text_bytes"]
-            self._evaluator = KernelEvaluator(self.kernel, self.catalog, static, self.backend)
-        return self._evaluator
+        """The evaluator (in a build-only run it measures the static objectives only; a remote run makes its
+        measuring one on first use)."""
+        with self._lazy:
+            if self._evaluator is None and self.measures:
+                self._evaluator = self._measuring_evaluator()
+            if self._evaluator is None:
+                static = [o for o in self.objective_names if o in self.backend.metrics()] or ["text_bytes"]
+                self._evaluator = KernelEvaluator(self.kernel, self.catalog, static, self.backend)
+            return self._evaluator
 
     @property
     def objective_names(self) -> list[str]:
@@ -366,26 +387,8 @@ class KernelRun:
                 f"objectives={self.objective_names!r}, target={self.target!r}, arch={self.arch!r})")
 
     def _make_backend(self, workdir: Path | None = None) -> Backend:
-        k, workdir = self.kernel, workdir or self.workdir
-        if k.language == "c":
-            return CHost(k, workdir, compiler=self.catalog.compiler, timeout_s=self.timeout_s,
-                         link_harness=self._link, context=k.build)
-        arch = self.arch or DEFAULT_ARCH
-        if k.nvidia_acfs:
-            if self.catalog.compiler == "nvrtc":
-                raise ConfigurationError("NVIDIA control files are applied by ptxas, which an NVRTC build does not "
-                                         "run; use --space ptxas or nvcc with --nvidia-acf")
-            problem = apply_controls_problem(find_tool("ptxas"))
-            if problem:
-                raise ConfigurationError(problem)
-        if k.language == "ptx":
-            return PtxModule(k.source_path, k.entry, arch, workdir, self.timeout_s)
-        if self.catalog.compiler == "nvrtc":
-            from compileiq_lab.measure.backends.nvrtc import Nvrtc
-
-            return Nvrtc(k.source_path, k.entry, arch, workdir, k.build)
-        kind = CudaTwoStage if self._two_stage else CudaFull
-        return kind(k.source_path, k.entry, arch, workdir, self.timeout_s, k.build)
+        return run_backend(self.kernel, self.catalog, self.arch or DEFAULT_ARCH, workdir or self.workdir,
+                           self.timeout_s, two_stage=self._two_stage, link=self._link)
 
 
 def _scratch() -> Path:

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import threading
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from compileiq_lab.exceptions import ConfigurationError
 from compileiq_lab.measure.backends.base import Backend
 from compileiq_lab.measure.binary import inspect_elf
-from compileiq_lab.measure.build import CompileOutcome
+from compileiq_lab.measure.build import CompileOutcome, write_atomic
 from compileiq_lab.measure.ignored import IgnoreRules, find_ignored
 from compileiq_lab.measure.kernel import Kernel
 from compileiq_lab.measure.measurement import Measurement
@@ -20,7 +22,7 @@ from compileiq_lab.space import params as ss
 from compileiq_lab.space.catalogs.base import Catalog, controls_of, run_argv
 from compileiq_lab.toolchain.nvidia_acf import KEY as NVIDIA_ACF_KEY
 
-__all__ = ["KernelEvaluator", "config_argv", "config_conflict", "kernel_space"]
+__all__ = ["Built", "KernelEvaluator", "config_argv", "config_conflict", "finish_built", "kernel_space"]
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +70,43 @@ def kernel_space(kernel: Kernel, catalog: Catalog) -> dict[str, Any]:
     return sp
 
 
+@dataclass
+class Built:
+    """A compiled candidate waiting for its run (the compile stage's result where runs happen on another machine).
+
+    Attributes:
+        binary: The compiled file's bytes.
+        name: Its file name (the cache's: unique per code and launch).
+        run_key: What makes two runs the same (machine-code hash + launch geometry): one run serves all of them.
+        defines: The -D knob values (they set the launch geometry).
+        metrics: The static metrics of the compile.
+        detail: The row's detail so far (argv, code hash, ignored controls).
+        objectives: Objective names, in score order.
+    """
+
+    binary: bytes
+    name: str
+    run_key: str
+    defines: Mapping[str, Any] | None
+    metrics: dict[str, float]
+    detail: dict[str, Any]
+    objectives: list[str] = field(default_factory=list)
+
+
+def finish_built(built: Built, run: Mapping[str, Any]) -> Measurement:
+    """The Measurement of a built candidate once its run is back (``run``: status, error, metrics, reused)."""
+    detail = {**built.detail, **({"run_reused": bool(run["reused"])} if "reused" in run else {})}
+    metrics = dict(built.metrics)
+    if run["status"] != "ok":
+        return Measurement(run["status"], error=run["error"], detail={**detail, "metrics": metrics})
+    metrics.update(run["metrics"])
+    missing = [o for o in built.objectives if o not in metrics]
+    if missing:
+        return Measurement("error", error=f"no value for objectives {missing}", detail={**detail, "metrics": metrics})
+    detail["metrics"] = metrics
+    return Measurement("ok", scores=tuple(metrics[o] for o in built.objectives), detail=detail)
+
+
 def config_conflict(catalog: Catalog, config: Mapping[str, Any]) -> str | None:
     """Why the compiler would reject a config (a known conflict of the catalog), or None."""
     return catalog.conflict(controls_of(config))
@@ -91,17 +130,19 @@ class KernelEvaluator:
         catalog: The controls searched.
         objectives: Objective names, in score order (static ones from the backend, run ones from the runner).
         backend: The compile path.
-        runner: Runs the binaries (None when every objective is static).
+        runner: Runs the binaries (None when every objective is static, or when ``runs_elsewhere``).
+        runs_elsewhere: Run objectives another process measures (``compile_stage`` then hands out a ``Built``).
 
     Raises:
         ConfigurationError: An objective neither the backend nor the runner measures.
     """
 
     def __init__(self, kernel: Kernel, catalog: Catalog, objectives: Sequence[str], backend: Backend,
-                 runner: Runner | None = None, learn: bool = True) -> None:
+                 runner: Runner | None = None, learn: bool = True,
+                 runs_elsewhere: frozenset[str] = frozenset()) -> None:
         self.kernel, self.catalog, self.objectives = kernel, catalog, list(objectives)
         self.backend, self.runner = backend, runner
-        measured = backend.metrics() | (runner.metrics() if runner is not None else frozenset())
+        measured = backend.metrics() | (runner.metrics() if runner is not None else runs_elsewhere)
         missing = [o for o in self.objectives if o not in measured]
         if missing or not self.objectives:
             raise ConfigurationError(f"objectives must be among {sorted(measured)} (what this {backend.name} build"
@@ -153,6 +194,17 @@ class KernelEvaluator:
 
     def __call__(self, config: Mapping[str, Any]) -> Measurement:
         """Compile (and for run objectives, run) one config."""
+        staged = self.compile_stage(config)
+        if isinstance(staged, Measurement):
+            return staged
+        if self.runner is None:
+            raise ConfigurationError("this evaluator's runs happen elsewhere; call compile_stage and hand the Built "
+                                     "to a runner's evaluator (run_stage)")
+        return finish_built(staged, self.run_stage(staged))
+
+    def compile_stage(self, config: Mapping[str, Any]) -> Measurement | Built:
+        """Compile one config: its final Measurement when there is nothing to run (a failure, static objectives
+        only), else the ``Built`` candidate its run needs."""
         reason = config_conflict(self.catalog, config)  # a learned rule only steers the search: such code is valid
         if reason:
             with self._lock:
@@ -179,18 +231,39 @@ class KernelEvaluator:
         with self._lock:
             detail["duplicate_code"] = info.code_hash in self._hashes
             self._hashes.add(info.code_hash)
-        if self._run_objectives and self.runner is not None:
-            run = self._run_once(self.runner, info.code_hash, outcome.path, config.get("defines"))
-            detail.update(run_reused=run["reused"])
-            if run["status"] != "ok":
-                return Measurement(run["status"], error=run["error"], detail={**detail, "metrics": metrics})
-            metrics.update(run["metrics"])
-        missing = [o for o in self.objectives if o not in metrics]
-        if missing:
-            return Measurement("error", error=f"no value for objectives {missing}",
-                               detail={**detail, "metrics": metrics})
-        detail["metrics"] = metrics
-        return Measurement("ok", scores=tuple(metrics[o] for o in self.objectives), detail=detail)
+        defines = config.get("defines")
+        key = info.code_hash + self._launch_identity(defines)
+        if not self._run_objectives:
+            return finish_built(Built(b"", str(outcome.path), key, defines, metrics, detail, list(self.objectives)),
+                                {"status": "ok", "error": "", "metrics": {}})
+        if self.runner is None:  # the run happens on another machine: the binary travels with the Built
+            name = hashlib.sha256(key.encode()).hexdigest()[:24] + outcome.path.suffix
+            return Built(outcome.path.read_bytes(), name, key, defines, metrics, detail, list(self.objectives))
+        return Built(b"", str(outcome.path), key, defines, metrics, detail, list(self.objectives))
+
+    def run_stage(self, built: Built, folder: Path | None = None) -> dict[str, Any]:
+        """Run a built candidate (once per run key: identical code under the same launch reuses the first run);
+        returns its status, error, metrics and whether it was reused. A binary that travelled with the Built is
+        written into ``folder`` first."""
+        if self.runner is None:
+            raise ConfigurationError("run_stage needs an evaluator with a runner (objectives measured by runs)")
+        path = Path(built.name)
+        if built.binary:
+            if folder is None:
+                raise ConfigurationError("run_stage needs a folder for a binary compiled elsewhere")
+            path = folder / built.name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            if not path.exists():
+                write_atomic(path, built.binary)
+        return self._run_once(self.runner, built.run_key, path, built.defines)
+
+    def _launch_identity(self, defines: Mapping[str, Any] | None) -> str:
+        """What besides the code makes two runs differ: the runner's say, else (runs elsewhere) the launch."""
+        if self.runner is not None:
+            return self.runner.identity(defines)
+        if self._run_objectives and hasattr(self.kernel, "launch_dims"):
+            return repr(self.kernel.launch_dims(defines))
+        return ""
 
     def _mark_ignored(self, config: Mapping[str, Any], log_text: str, detail: dict[str, Any]) -> None:
         """Mark the controls the compiler ignored in ``detail`` and learn the rule (see the class docstring)."""
@@ -230,9 +303,9 @@ class KernelEvaluator:
         entry = None if whole else outcome.symbol
         return inspect_elf(outcome.path, kind=self.backend.binary_kind, entry=entry).code_hash
 
-    def _run_once(self, runner: Runner, code_hash: str, binary: Path,
+    def _run_once(self, runner: Runner, key: str, binary: Path,
                   defines: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        key = code_hash + runner.identity(defines)  # same code under another launch geometry is another run
+        """``key``: the code hash and the launch (the same code under another launch geometry is another run)."""
         with self._run_lock:
             if key in self._by_hash:
                 with self._lock:

@@ -20,7 +20,8 @@ from compileiq_lab.space.objectives import Objective, signs
 from compileiq_lab.space.space import SearchSpace, config_key
 from compileiq_lab.store.sqlite import EvalRecord, RunStore
 
-__all__ = ["Candidate", "Constraint", "Engine", "copy_config"]
+__all__ = ["Candidate", "Constraint", "Engine", "baseline_config", "build_strategy", "commit", "copy_config",
+           "encode_all", "stored_measurement"]
 
 log = logging.getLogger(__name__)
 #: Why a config is never worth evaluating (e.g. a flag combination the compiler rejects), or None.
@@ -84,7 +85,7 @@ class Engine:
         self.stop_reason = ""  # why the search ended early ("baseline_failed": the check's reason)
         self.objectives: list[Objective] = config.objectives()
         self._sign = signs(self.objectives)
-        self._strategy = _strategy(space, config, constraint)
+        self._strategy = build_strategy(space, config, constraint)
         self._generation = -1  # -1: nothing asked yet; 0: baseline; 1..: generations
         self._pending: list[Candidate] = []
         self._handed = 0  # candidates of the current generation given out by ask()
@@ -93,7 +94,7 @@ class Engine:
         self._completed: list[GenerationEvent] = []
         self._completed_count = 0
         self._done_reason = ""
-        self._baseline = _baseline(space, config)
+        self._baseline = baseline_config(space, config)
         if self._baseline is not None and space.is_point(self._baseline):
             self._strategy.mark_seen(space.encode(self._baseline)[None, :])
         elif config.baseline and config.normalize and space.baseline() is None:
@@ -183,12 +184,7 @@ class Engine:
 
     def tell(self, c: Candidate, m: Measurement, started_at: float | None = None) -> EvalRecord:
         """Commit the outcome of a handed-out candidate to the store (before anything else is evaluated)."""
-        rec = EvalRecord(eval_id=len(self._store), generation=c.generation, config_key=c.key,
-                         params=c.config, status=m.status, error=m.error,
-                         scores=list(m.scores) if m.scores is not None else None, elapsed_s=m.elapsed_s,
-                         started_at=time.time() if started_at is None else started_at,
-                         is_baseline=c.is_baseline, detail=m.detail)
-        self._store.append(rec)
+        rec = commit(self._store, c, m, started_at)
         self._record(c, m)
         return rec
 
@@ -200,8 +196,7 @@ class Engine:
         rec = self._stored(c)
         if rec is None:
             return False
-        self._record(c, Measurement(rec.status, tuple(rec.scores) if rec.scores is not None else None,
-                                    rec.error, rec.elapsed_s, rec.detail))
+        self._record(c, stored_measurement(rec))
         return True
 
     def _stored(self, c: Candidate) -> EvalRecord | None:
@@ -270,7 +265,23 @@ class Engine:
         return Candidate(self._generation, config, config_key(config), x)
 
 
-def _baseline(space: SearchSpace, config: SearchConfiguration) -> dict[str, Any] | None:
+def commit(store: RunStore, c: Candidate, m: Measurement, started_at: float | None = None) -> EvalRecord:
+    """Append a candidate's outcome to the store as its next row; returns the row."""
+    rec = EvalRecord(eval_id=len(store), generation=c.generation, config_key=c.key, params=c.config, status=m.status,
+                     error=m.error, scores=list(m.scores) if m.scores is not None else None, elapsed_s=m.elapsed_s,
+                     started_at=time.time() if started_at is None else started_at, is_baseline=c.is_baseline,
+                     detail=m.detail)
+    store.append(rec)
+    return rec
+
+
+def stored_measurement(rec: EvalRecord) -> Measurement:
+    """The Measurement a stored row records."""
+    return Measurement(rec.status, tuple(rec.scores) if rec.scores is not None else None, rec.error, rec.elapsed_s,
+                       rec.detail)
+
+
+def baseline_config(space: SearchSpace, config: SearchConfiguration) -> dict[str, Any] | None:
     """The baseline config: the space's own (the compiler defaults); with CompileIQ's ``normalize`` and a space
     that has none, CompileIQ's BASELINE_CONFIG ({}), which such an objective is written to accept."""
     if not config.baseline:
@@ -279,7 +290,7 @@ def _baseline(space: SearchSpace, config: SearchConfiguration) -> dict[str, Any]
     return {} if own is None and config.normalize else own
 
 
-def _strategy(space: SearchSpace, config: SearchConfiguration, constraint: Constraint | None) -> Strategy:
+def build_strategy(space: SearchSpace, config: SearchConfiguration, constraint: Constraint | None) -> Strategy:
     """The configured strategy, with its hooks given at construction."""
     resolved = config.resolve(space.n_genes)
     hooks: dict[str, Any] = {}
@@ -291,11 +302,11 @@ def _strategy(space: SearchSpace, config: SearchConfiguration, constraint: Const
         hooks["screen"] = SurrogateScreen(config.num_objectives, config.seed)
     return make_strategy(resolved.strategy, space, n_objectives=config.num_objectives,
                          pool_size=resolved.pool_size, seed=config.seed, mutate_rate=resolved.mutate_rate,
-                         crossover_rate=config.crossover_rate, seeds=_encode_all(space, config.warm_start or []),
+                         crossover_rate=config.crossover_rate, seeds=encode_all(space, config.warm_start or []),
                          **hooks)
 
 
-def _encode_all(space: SearchSpace, configs: Sequence[dict[str, Any]]) -> np.ndarray:
+def encode_all(space: SearchSpace, configs: Sequence[dict[str, Any]]) -> np.ndarray:
     """Genomes of the configs that are points of the space (others are left out, with a log line)."""
     rows = []
     for c in configs:

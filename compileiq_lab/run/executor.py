@@ -1,4 +1,5 @@
-"""Where evaluations run: the local executors (in the calling thread, or a pool of threads) behind one protocol."""
+"""Where evaluations run: the local executors (in the calling thread, or a pool of threads) and Dask, behind one
+protocol."""
 
 from __future__ import annotations
 
@@ -6,7 +7,10 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Protocol, TypeVar
 
-__all__ = ["Executor", "InlineExecutor", "Job", "ThreadExecutor", "local_executor"]
+from compileiq_lab.measure.measurement import Measurement
+from compileiq_lab.measure.objective import make_evaluator
+
+__all__ = ["Executor", "ExecutorSpec", "InlineExecutor", "Job", "ThreadExecutor", "local_executor", "open_executor"]
 
 T = TypeVar("T")
 T_co = TypeVar("T_co", covariant=True)
@@ -20,12 +24,36 @@ class Job(Protocol[T_co]):
     def cancel(self) -> bool: ...
 
 
+Evaluate = Callable[[dict[str, Any]], Measurement]
+
+
 class Executor(Protocol):
-    """Runs submitted calls; results are collected in submission order by the loop."""
+    """Runs the loop's calls (``slots`` at once) and decides where the objective itself is called."""
+
+    @property
+    def slots(self) -> int: ...
 
     def submit(self, fn: Callable[..., T], *args: Any) -> Job[T]: ...
 
+    def evaluator(self, fn: Callable[[dict[str, Any]], Any], n_objectives: int,
+                  timeout_s: float | None) -> tuple[Evaluate, Callable[[], None]]: ...
+
     def shutdown(self) -> None: ...
+
+
+#: What ``Search(executor=...)`` takes: None or "local" (this machine), "dask", "dask-cuda", a scheduler address,
+#: a ``distributed.Client``, or an Executor.
+ExecutorSpec = Any
+
+
+class _Here:
+    """The objective called in this process (with a per-call limit: in as many killable worker processes as slots)."""
+
+    slots = 1
+
+    def evaluator(self, fn: Callable[[dict[str, Any]], Any], n_objectives: int,
+                  timeout_s: float | None) -> tuple[Evaluate, Callable[[], None]]:
+        return make_evaluator(fn, n_objectives, timeout_s, processes=self.slots)
 
 
 class _Deferred(Job[T]):
@@ -46,7 +74,7 @@ class _Deferred(Job[T]):
         return True
 
 
-class InlineExecutor:
+class InlineExecutor(_Here):
     """Evaluations one at a time in the calling thread, each when the loop collects it."""
 
     def submit(self, fn: Callable[..., T], *args: Any) -> Job[T]:
@@ -56,7 +84,7 @@ class InlineExecutor:
         return None
 
 
-class ThreadExecutor:
+class ThreadExecutor(_Here):
     """Evaluations at once in a pool of threads (for objectives that wait on compilers or other processes).
 
     Args:
@@ -64,6 +92,7 @@ class ThreadExecutor:
     """
 
     def __init__(self, workers: int) -> None:
+        self.slots = workers
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="compileiq-eval")
 
     def submit(self, fn: Callable[..., T], *args: Any) -> Job[T]:
@@ -77,3 +106,23 @@ class ThreadExecutor:
 def local_executor(workers: int) -> Executor:
     """The executor for ``workers`` evaluations at once on this machine (1: in the calling thread)."""
     return InlineExecutor() if workers <= 1 else ThreadExecutor(workers)
+
+
+def open_executor(spec: ExecutorSpec, workers: int | None) -> Executor:
+    """The executor a search runs on (made per ``start``; ``shutdown`` releases what it made).
+
+    Args:
+        spec: See ``ExecutorSpec``.
+        workers: Evaluations at once (None: 1 here, every worker thread of a Dask cluster).
+
+    Raises:
+        ConfigurationError: A spec that names no executor, or a Dask cluster that cannot be used (see
+            ``compileiq_lab.run.dask_executor.DaskExecutor``).
+    """
+    if spec is None or spec == "local":
+        return local_executor(workers or 1)
+    if hasattr(spec, "submit") and hasattr(spec, "evaluator") and hasattr(spec, "slots"):
+        return spec  # type: ignore[no-any-return]
+    from compileiq_lab.run.dask_executor import DaskExecutor
+
+    return DaskExecutor(spec, workers=workers)

@@ -11,13 +11,14 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, cast
 
 from compileiq_lab.exceptions import ConfigurationError, SearchStateError, StoreError
-from compileiq_lab.measure.objective import classify_return, make_evaluator
+from compileiq_lab.measure.objective import classify_return
 from compileiq_lab.run.compat import EngineConfig, RunHooks, Score, scores_by_id, search_options
 from compileiq_lab.run.engine import Candidate, Constraint, Engine
 from compileiq_lab.run.events import FinishedEvent, RunEvent
-from compileiq_lab.run.executor import local_executor
+from compileiq_lab.run.executor import ExecutorSpec, open_executor
 from compileiq_lab.run.loop import drive
 from compileiq_lab.run.start import new_header, prepare_store
+from compileiq_lab.run.steady import SteadyEngine, drive_steady
 from compileiq_lab.search.config import SearchConfiguration
 from compileiq_lab.space.objectives import Objective
 from compileiq_lab.space.space import SearchSpace
@@ -63,6 +64,11 @@ class Search:
         baseline_check: Given the baseline's evaluation, why searching on is pointless (the run then ends
             after it with status "baseline_failed" and the reason in the header's ``stop_reason``), or None;
             default: the objective's ``baseline_verdict`` where it has one (``KernelRun`` does).
+        executor: Where the objective is called: None or "local" (this process; ``start(workers=n)`` for n at
+            once), "dask" (a Dask LocalCluster on this machine), "dask-cuda" (one worker per GPU), a Dask scheduler
+            address such as "tcp://scheduler:8786", a ``distributed.Client``, or an object of the
+            ``compileiq_lab.run.executor.Executor`` protocol. Results always come back to this process, which
+            alone writes the store. With ``asynchronous=True`` in the settings, no generation barrier.
         worker_type, engine, disable_progress_bar, exit_on_failure, tracker_config, debug, cache_folder,
             dump_results: CompileIQ 1.1's arguments, for code written against it: each does the
             equivalent here or is refused naming it (see ``compileiq_lab.run.compat``). ``worker_type``:
@@ -81,7 +87,8 @@ class Search:
                  baseline_check: Callable[[EvalRecord], str | None] | None = None, worker_type: Any = None,
                  engine: str | EngineConfig | None = None, disable_progress_bar: bool = False,
                  exit_on_failure: bool = False, tracker_config: Any = None, debug: bool = False,
-                 cache_folder: Any = None, dump_results: str | os.PathLike[str] | None = None) -> None:
+                 cache_folder: Any = None, dump_results: str | os.PathLike[str] | None = None,
+                 executor: ExecutorSpec = None) -> None:
         if search_space is None:
             raise ConfigurationError("Search needs search_space, e.g. {'x': ss.range(1, 10)}")
         if search_config is None:
@@ -108,32 +115,34 @@ class Search:
             self.store.close()
             raise
         check = baseline_check if baseline_check is not None else getattr(objective_function, "baseline_verdict", None)
-        self._engine = Engine(self.space, self.config, self.store, constraint,
-                              check if callable(check) else None)
+        self._constraint, self._check = constraint, check if callable(check) else None
+        self.executor = executor
+        self._engine = Engine(self.space, self.config, self.store, constraint, self._check)
         self._stop = threading.Event()  # the one way to stop this search, from any thread
 
     # -- construction ------------------------------------------------------------------------
     @classmethod
     def of(cls, problem: Problem, store: str | os.PathLike[str] | None = None,
-           metadata: Mapping[str, Any] | None = None, **settings: Any) -> Search:
+           metadata: Mapping[str, Any] | None = None, executor: ExecutorSpec = None, **settings: Any) -> Search:
         """A search of a problem that describes itself: its objective, space, objectives, constraint and metadata.
 
         Args:
             problem: E.g. a ``KernelRun``.
             store: As for ``Search``.
             metadata: Header facts to store instead of ``problem.metadata()``.
+            executor: As for ``Search``.
             **settings: The other SearchConfiguration arguments (generations, pool_size, seed, warm_start, ...).
         """
         objectives = list(problem.objectives)
         config = SearchConfiguration(num_objectives=len(objectives), problem_type=[o.direction for o in objectives],
                                      objective_names=[o.name for o in objectives], **settings)
         return cls(problem, problem.search_space(), config, store=store, constraint=problem.constraint,
-                   metadata=problem.metadata() if metadata is None else metadata)
+                   metadata=problem.metadata() if metadata is None else metadata, executor=executor)
 
     @classmethod
     def open(cls, path: str | os.PathLike[str], objective_function: ObjectiveFunction | None = None,
              generations: int | None = None, timeout_s: float | None = None,
-             constraint: Constraint | None = None) -> Search:
+             constraint: Constraint | None = None, executor: ExecutorSpec = None) -> Search:
         """Reopen a stored run (space and settings come from its header) to continue it.
 
         Args:
@@ -142,6 +151,7 @@ class Search:
             generations: Continue to this many generations instead of the stored number.
             timeout_s: A new per-call limit (None keeps the stored one).
             constraint: The constraint the run was made with, if any.
+            executor: Where to evaluate (as for ``Search``; need not be where the run started).
         """
         store = RunStore(path, readonly=True)
         h = store.header()
@@ -154,22 +164,24 @@ class Search:
         if timeout_s is not None:
             cfg["timeout_s"] = timeout_s
         return cls(objective_function, SearchSpace.from_spec(h.space), SearchConfiguration.from_dict(cfg),
-                   store=path, constraint=constraint)
+                   store=path, constraint=constraint, executor=executor)
 
     @classmethod
     def resume(cls, path: str | os.PathLike[str], objective_function: ObjectiveFunction,
                generations: int | None = None, callback: Callable[[RunEvent], None] | None = None,
-               constraint: Constraint | None = None, workers: int = 1) -> Results:
+               constraint: Constraint | None = None, workers: int | None = None,
+               executor: ExecutorSpec = None) -> Results:
         """Continue a stopped or killed run to its configured generations and return its results.
 
         Stored evaluations are replayed (never re-evaluated), so the resumed run asks exactly
         the candidates an uninterrupted run would have asked.
         """
-        search = cls.open(path, objective_function, generations=generations, constraint=constraint)
+        search = cls.open(path, objective_function, generations=generations, constraint=constraint,
+                          executor=executor)
         return search.start(callback=callback, workers=workers)
 
     # -- blocking run ------------------------------------------------------------------------
-    def start(self, callback: Callable[[RunEvent], None] | None = None, workers: int = 1,
+    def start(self, callback: Callable[[RunEvent], None] | None = None, workers: int | None = None,
               gate: Callable[[], object] | None = None, *, num_workers: int | None = None,
               task_timeout: float | None = None, **worker_kwargs: Any) -> Results:
         """Run the search to its end (or to Ctrl-C / ``stop()``) and return the results.
@@ -178,7 +190,7 @@ class Search:
             callback: Called with each event (``compileiq_lab.run.events``) in this thread.
             workers: Objective calls run at once: in threads (for objectives that wait on compilers
                 or other processes; the objective must be thread-safe), or with a per-call limit in as
-                many worker processes.
+                many worker processes; default 1, or with a Dask executor every worker thread of the cluster.
             gate: Called before each objective call in this process (it may block, e.g. to pause
                 a background run).
             num_workers: CompileIQ's name for ``workers``.
@@ -201,13 +213,13 @@ class Search:
                                      "custom Worker, which compileiq-lab has none of; bind them into the objective "
                                      "(functools.partial) instead")
         n = num_workers or workers
-        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
             raise ConfigurationError(f"start(): `workers is an int >= 1` must hold, but got workers={n!r}; pass the "
                                      "number of objective calls to run at once")
         self._stop.clear()  # a stop() issued while nothing ran must not end this run at once
         return self._run(callback, n, gate, task_timeout)
 
-    def _run(self, callback: Callable[[RunEvent], None] | None, workers: int,
+    def _run(self, callback: Callable[[RunEvent], None] | None, workers: int | None,
              gate: Callable[[], object] | None, task_timeout: float | None = None) -> Results:
         """``start`` without clearing an earlier ``stop()`` (a Run clears it when it starts)."""
         if self.objective_function is None:
@@ -220,18 +232,25 @@ class Search:
         self._engine.take_generations()  # generations finished through ask()/tell() were not this call's events
         self.store.acquire()
         timeout = self._options.timeout(task_timeout if task_timeout is not None else self.config.timeout_s)
+        executor = None
         try:
-            evaluate, closer = make_evaluator(self.objective_function, self.config.num_objectives, timeout,
-                                              processes=workers)
-        except BaseException:
-            self.store.release()
+            executor = open_executor(self.executor, workers)
+            evaluate, closer = executor.evaluator(self.objective_function, self.config.num_objectives, timeout)
+        except BaseException as exc:  # nothing was evaluated: the header says why the run could not start
+            if executor is not None:
+                executor.shutdown()
+            self._close_header("failed", f"{type(exc).__name__}: {exc}"[:2000])
             raise
         hooks = RunHooks(self._options, self._stop)
         emit = hooks.wrap(callback or (lambda event: None), lambda: self.results)
         status, reason = "running", ""
-        executor = local_executor(workers)
+        steady = SteadyEngine(self.space, self.config, self.store, self._constraint, self._check) \
+            if self.config.asynchronous else None
         try:
-            status = drive(self._engine, evaluate, emit, self._stop, executor, gate)
+            if steady is not None:
+                status = drive_steady(steady, evaluate, emit, self._stop, executor, executor.slots, gate)
+            else:
+                status = drive(self._engine, evaluate, emit, self._stop, executor, gate)
         except KeyboardInterrupt:
             status = "interrupted"
             log.warning("search interrupted after %d evaluations; every finished one is kept in %s",
@@ -241,7 +260,7 @@ class Search:
             raise
         finally:  # the stop stays set: evaluations still waiting at the gate must see it
             closer()
-            self._close_header(status, reason or self._engine.stop_reason)
+            self._close_header(status, reason or (steady or self._engine).stop_reason)
         results = self.results
         emit(FinishedEvent(status, len(results)))
         hooks.finish(results)
@@ -270,6 +289,9 @@ class Search:
         has ``baseline=True`` and the space has one. Configs evaluated before are answered from the store and never
         returned. An empty list means the search is done.
         """
+        if self.config.asynchronous:
+            raise SearchStateError("ask()/tell() hand out whole generations; asynchronous=True is for start(), which "
+                                   "keeps every slot busy. Use asynchronous=False to evaluate yourself")
         if n is not None and (not isinstance(n, int) or isinstance(n, bool) or n < 1):
             raise ConfigurationError(f"ask(n): `n is None or an int >= 1` must hold, but got n={n!r}; "
                                      "pass a positive batch size or None for the whole generation")

@@ -38,10 +38,10 @@ class Run:
 
     Args:
         search: The search to drive (its objective function is required).
-        workers: Objective calls at once (see ``Search.start``).
+        workers: Objective calls at once (see ``Search.start``; None: 1, or every worker thread of a Dask executor).
     """
 
-    def __init__(self, search: Search, workers: int = 1) -> None:
+    def __init__(self, search: Search, workers: int | None = None) -> None:
         if search.objective_function is None:
             raise SearchStateError("a Run needs a Search with an objective_function; ask()/tell() runs are "
                                    "driven by you, not by a thread")
@@ -59,7 +59,7 @@ class Run:
                                           "finished_at": None}
 
     @classmethod
-    def open(cls, path: str, objective_function: ObjectiveFunction, workers: int = 1,
+    def open(cls, path: str, objective_function: ObjectiveFunction, workers: int | None = None,
              generations: int | None = None, constraint: Constraint | None = None) -> Run:
         """A Run that continues the stored run at ``path`` (its evaluations are replayed, never redone)."""
         return cls(Search.open(path, objective_function, generations=generations, constraint=constraint), workers)

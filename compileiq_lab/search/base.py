@@ -84,6 +84,61 @@ class Strategy(ABC):
         self._asked = X
         return X
 
+    def propose(self, n: int) -> np.ndarray:
+        """Steady-state use: up to ``n`` genomes never asked before, while earlier proposals may still be out.
+
+        Each result goes back through ``observe`` whenever it arrives, in any order; there is no generation
+        barrier. An empty result means nothing new can be proposed now (the space is exhausted).
+
+        Raises:
+            SearchStateError: A generational ``ask`` awaits its ``tell`` (the two uses do not mix).
+        """
+        if self._asked is not None:
+            raise SearchStateError("propose() called while a generation from ask() awaits tell(); use either "
+                                   "ask()/tell() or propose()/observe() on one strategy")
+        if self.exhausted or len(self.seen) >= self._space_size or n < 1:
+            self.exhausted = self.exhausted or len(self.seen) >= self._space_size
+            return np.zeros((0, self.space.n_genes), dtype=np.int64)
+        if self.space.n_genes == 0:
+            X = np.zeros((0 if self.seen else 1, 0), dtype=np.int64)
+        else:
+            X = np.asarray(self._propose(n), dtype=np.int64).reshape(-1, self.space.n_genes)[:n]
+        self.seen.update(self.space.keys(X))
+        return X
+
+    def observe(self, X: np.ndarray, F: np.ndarray, feasible: np.ndarray) -> None:
+        """Steady-state use: the scores of proposed (or otherwise evaluated) genomes, any subset, in any order.
+
+        Args:
+            X: Genomes, shape (n, n_genes).
+            F: Minimisation scores, shape (n, n_objectives); rows of infeasible genomes are ignored.
+            feasible: Boolean per row; False for failed evaluations.
+        """
+        X = np.asarray(X, dtype=np.int64).reshape(-1, self.space.n_genes)
+        if len(X) == 0:
+            return
+        self.seen.update(self.space.keys(X))
+        F = np.asarray(F, dtype=float).reshape(len(X), self.n_objectives)
+        feasible = np.asarray(feasible, dtype=bool).reshape(len(X))
+        if self.space.n_genes:
+            self._observe(X, F, feasible)
+
+    def _propose(self, n: int) -> np.ndarray:
+        """Steady-state proposals; by default warm-start genomes first, then unseen prior samples."""
+        seeds = self.take_seeds(n)
+        rest = self.draw_unseen(self._steady_rng(), n - len(seeds), exclude=set(self.space.keys(seeds)))
+        return np.vstack([seeds, rest]) if len(seeds) else rest
+
+    def _observe(self, X: np.ndarray, F: np.ndarray, feasible: np.ndarray) -> None:
+        """Learn from steady-state results (nothing by default)."""
+        return None
+
+    def _steady_rng(self) -> np.random.Generator:
+        rng: np.random.Generator | None = getattr(self, "_rng_steady", None)
+        if rng is None:
+            rng = self._rng_steady = np.random.default_rng(self.seed)
+        return rng
+
     def tell(self, F: np.ndarray, feasible: np.ndarray) -> None:
         """Report the scores of the last ask, in its order.
 

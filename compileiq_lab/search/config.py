@@ -30,7 +30,7 @@ MAX_WARM_START = MAX_POOL_SIZE
 _DIRECTIONS = ("min", "max")
 # settings that change which candidates the strategy asks for: a resumed run must keep them
 TRAJECTORY_KEYS = ("pool_size", "problem_type", "num_objectives", "seed", "mutate_rate",
-                   "crossover_rate", "strategy", "baseline", "warm_start", "surrogate", "normalize")
+                   "crossover_rate", "strategy", "baseline", "warm_start", "surrogate", "normalize", "asynchronous")
 #: CompileIQ 1.1 settings that have no effect there either: accepted (with a warning naming what does the job here).
 RETIRED = {
     "cull_size": "the GA keeps the pool_size best of parents and offspring (elitist survival); set pool_size",
@@ -84,6 +84,11 @@ class SearchConfiguration:
         surrogate: Pre-screen GA/NSGA-II offspring with a random forest fitted on the evaluations so
             far: 4x more offspring are proposed and the most promising (plus a random quarter) are
             evaluated. Needs scikit-learn. See bench/results/surrogate.md for where it pays.
+        asynchronous: Steady state instead of generations: a new candidate is proposed whenever an evaluation
+            slot frees up (``Search.start(workers=...)`` or the executor's workers) and each result is told as it
+            arrives, so no worker waits for the slowest candidate of a generation. The budget stays
+            ``generations x pool_size`` candidates; rows are numbered into generations of ``pool_size`` in the order
+            they were proposed. Not reproducible call for call (arrival order decides), unlike the default.
         normalize: CompileIQ's switch: the baseline is evaluated (the empty config, CompileIQ's
             BASELINE_CONFIG, where the space has no baseline of its own) and ``get_results()`` adds the
             ``norm_score_k`` columns.
@@ -105,6 +110,7 @@ class SearchConfiguration:
     objective_names: Sequence[str] | None = field(default=None)
     warm_start: Sequence[dict[str, Any]] | None = field(default=None)
     surrogate: bool = False
+    asynchronous: bool = False
     normalize: bool | None = None
     cull_size: int | None = None
     objective_weights: Sequence[float] | None = None
@@ -162,6 +168,11 @@ class SearchConfiguration:
                 raise _fail("warm_start is a list of config dicts", f"warm_start={configs!r:.120}",
                             "Pass configs as dicts (e.g. [row['params'] for row in results.pareto_front()]), or None.")
             self.warm_start = [dict(c) for c in configs]
+        if not isinstance(self.asynchronous, bool):
+            raise _fail("asynchronous is True or False", f"asynchronous={self.asynchronous!r}", "Pass a bool.")
+        if self.asynchronous and self.surrogate:
+            raise _fail("not (asynchronous and surrogate)", "asynchronous=True with surrogate=True",
+                        "The surrogate screens whole generations; use one of the two.")
         if self.normalize is not None and not isinstance(self.normalize, bool):
             raise _fail("normalize is True or False", f"normalize={self.normalize!r}", "Pass a bool.")
         ignored = [f"{name} ({equivalent})" for name, equivalent in RETIRED.items() if getattr(self, name) is not None]

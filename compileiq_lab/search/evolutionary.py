@@ -42,6 +42,10 @@ class PymooStrategy(Strategy):
             self.algorithm.setup(self.problem, termination=NoTermination(), seed=self.seed, verbose=False)
         self._pop: Any = None
         self.screen = screen
+        # steady-state use (propose/observe): pymoo's initial pool, handed out first, and the results that
+        # arrive before all of it is out (pymoo is initialised with them in one go)
+        self._initial: list[np.ndarray] | None = None
+        self._early: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
 
     def _make_algorithm(self, **kwargs: Any) -> Any:
         raise NotImplementedError
@@ -75,12 +79,58 @@ class PymooStrategy(Strategy):
     def _tell(self, X: np.ndarray, F: np.ndarray, feasible: np.ndarray) -> None:
         if self.screen is not None:
             self.screen.observe(X, F, feasible)
+        self._feed(self._pop, F, feasible)
+        self._pop = None
+
+    def _feed(self, pop: Any, F: np.ndarray, feasible: np.ndarray) -> None:
+        """Give pymoo the scores of ``pop`` (failures as constraint violations) and let it select survivors."""
         F = np.where(feasible[:, None], F, 0.0)
         G = np.where(feasible, 0.0, 1.0)[:, None]
         # evaluate through the algorithm's evaluator so its budget counters stay right
-        self.algorithm.evaluator.eval(StaticProblem(self.problem, F=F, G=G), self._pop)
-        self.algorithm.tell(infills=self._pop)
-        self._pop = None
+        self.algorithm.evaluator.eval(StaticProblem(self.problem, F=F, G=G), pop)
+        self.algorithm.tell(infills=pop)
+
+    # -- steady state: offspring of the current population whenever a worker is free ---------------------
+    def _propose(self, n: int) -> np.ndarray:
+        """pymoo's initial pool first (seeds, then prior samples); then offspring mated from the survivors so far
+        (pymoo's ask with ``n_offsprings=n``); unseen prior samples fill any shortfall, e.g. while the initial
+        pool's results are still out."""
+        if self._initial is None:
+            pop = self.algorithm.ask()
+            self._initial = [] if pop is None else list(np.asarray(pop.get("X"), dtype=np.int64))
+        rows: list[np.ndarray] = []
+        while self._initial and len(rows) < n:
+            rows.append(self._initial.pop(0))
+        if len(rows) < n and self.algorithm.is_initialized:
+            self.algorithm.n_offsprings = n - len(rows)
+            try:
+                pop = self.algorithm.ask()
+            finally:
+                self.algorithm.n_offsprings = self.pool_size
+            self.algorithm.termination.force_termination = False
+            if pop is not None and len(pop):
+                rows.extend(np.asarray(pop.get("X"), dtype=np.int64)[: n - len(rows)])
+        if len(rows) < n:
+            taken = set(self.space.keys(np.array(rows, dtype=np.int64).reshape(len(rows), self.space.n_genes)))
+            rows.extend(self.draw_unseen(self.algorithm.random_state, n - len(rows), exclude=taken))
+        return np.array(rows, dtype=np.int64).reshape(len(rows), self.space.n_genes)
+
+    def _observe(self, X: np.ndarray, F: np.ndarray, feasible: np.ndarray) -> None:
+        """Late results are never dropped: each joins the survivors' selection (pymoo's (mu + lambda) survival)
+        whenever it arrives, so a slow candidate competes on its score, not on its speed."""
+        if self.screen is not None:
+            self.screen.observe(X, F, feasible)
+        if self._initial is None:  # results before any proposal (a resumed run's stored rows): pymoo starts from them
+            self._initial = []
+        if not self.algorithm.is_initialized and self._initial:
+            self._early.append((X, F, feasible))  # pymoo starts from the whole initial pool, not its first result
+            return
+        if self._early:
+            X = np.vstack([*(e[0] for e in self._early), X])
+            F = np.vstack([*(e[1] for e in self._early), F])
+            feasible = np.concatenate([*(e[2] for e in self._early), feasible])
+            self._early = []
+        self._feed(Population.new("X", X), F, feasible)
 
 
 class GAStrategy(PymooStrategy):

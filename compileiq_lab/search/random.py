@@ -18,7 +18,7 @@ class RandomStrategy(Strategy):
 
     def __init__(self, *args: Any, screen: object = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)  # a surrogate screen has nothing to rank here: every draw is random
-        self.rng = np.random.default_rng(self.seed)
+        self.rng = self._rng_steady = np.random.default_rng(self.seed)
 
     def _ask(self) -> np.ndarray:
         seeds = self.take_seeds(self.pool_size)

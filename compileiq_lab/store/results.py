@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import math
 import numbers
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -19,7 +19,7 @@ from compileiq_lab.store.sqlite import MEMORY, EvalRecord, RunStore
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["Results", "load_results", "representative"]
+__all__ = ["Results", "gpu_label", "load_results", "representative"]
 
 log = logging.getLogger(__name__)
 
@@ -138,8 +138,29 @@ class Results:
                         log.warning("baseline has no usable score_%d (%s); normalised scores are NaN",
                                     i + 1, base.status)
                     b = math.nan
-                df[f"norm_score_{i + 1}"] = df[f"score_{i + 1}"] / b
+                own = [_usable(s[i]) if s is not None and len(s) > i else b
+                       for s in (_own_baseline(r) for r in self.records)]
+                df[f"norm_score_{i + 1}"] = df[f"score_{i + 1}"] / pd.Series(own, index=df.index, dtype=float)
         return df
+
+    def baseline_scores_of(self, rec: EvalRecord) -> list[float] | None:
+        """The baseline scores a row compares with: those its own GPU measured (a run on several GPUs records them
+        per row), else the run's baseline row's (None when it has no successful one)."""
+        own = _own_baseline(rec)
+        if own is not None:
+            return own
+        base = self.baseline_record
+        return list(base.scores) if base is not None and base.status == "ok" and base.scores else None
+
+    @property
+    def baselines(self) -> dict[str, list[float]]:
+        """The baseline scores per GPU that measured rows of this run (empty for a run measured on one device)."""
+        out: dict[str, list[float]] = {}
+        for r in self.records:
+            own = _own_baseline(r)
+            if own is not None:
+                out.setdefault(gpu_label(r.detail.get("gpu")), own)
+        return out
 
     def _no_baseline_why(self) -> str:
         blockers = SearchSpace.from_spec(self.header.space).baseline_blockers() if self.header.space else []
@@ -250,3 +271,21 @@ def load_results(path: str) -> Results:
         return Results.from_store(store)
     finally:
         store.close()
+
+
+def gpu_label(gpu: Any) -> str:
+    """How a row's GPU is named: its worker and device name (``detail["gpu"]`` of a run on a cluster)."""
+    if not isinstance(gpu, Mapping):
+        return "?"
+    return f"{gpu.get('worker') or '?'}: {gpu.get('name') or 'GPU'}"
+
+
+def _own_baseline(rec: EvalRecord) -> list[float] | None:
+    scores = rec.detail.get("baseline_scores") if isinstance(rec.detail, Mapping) else None
+    if isinstance(scores, list) and all(isinstance(v, (int, float)) for v in scores):
+        return [float(v) for v in scores]
+    return None
+
+
+def _usable(b: float) -> float:
+    return b if math.isfinite(b) and b != 0 else math.nan

@@ -6,7 +6,8 @@ fail as a sticky CUDA error would, "refused": fail as a launch the GPU refuses),
 ("wrong": true), or a timing ("time_s": median seconds per launch, "noise": relative spread). Any other file gets a time
 proportional to its size (1 ns per byte), so bigger code is slower: a static stand-in for runtime. On a
 workload named "inverted" the order flips (time = 1e8 / size ns: every speedup becomes its inverse), to
-stand for flags that win on one input size and lose on another.
+stand for flags that win on one input size and lose on another. ``COMPILEIQ_STANDIN_SPEED`` in the environment scales
+every such time (a slower or faster stand-in GPU: 2 doubles them), ``COMPILEIQ_STANDIN_NAME`` names the device.
 Timing samples are synthetic (drawn around the median), but the sampling loop, the stopping rule,
 the interleaving and the energy-window algorithm are the real ones; the stand-in energy counter
 advances in 10 ms steps at 300 W of real wall time.
@@ -61,8 +62,10 @@ class StandInBackend(GpuBackend):
         self.meter = StandInMeter()
         self.rng = np.random.default_rng(int(self.opts.get("seed", 0)))
         self.workload = init.get("workload")
-        return {"name": "stand-in GPU", "arch": self.opts.get("arch", "sm_90"), "device": 0, "nvml": None,
-                "power": {"name": "stand-in GPU", "nvml": None}, "pid": os.getpid()}
+        self.speed = float(os.environ.get("COMPILEIQ_STANDIN_SPEED", "1"))
+        name = os.environ.get("COMPILEIQ_STANDIN_NAME", "stand-in GPU")
+        return {"name": name, "arch": self.opts.get("arch", "sm_90"), "device": 0, "nvml": None,
+                "power": {"name": name, "nvml": None}, "pid": os.getpid()}
 
     def _prepare(self, item: dict[str, Any]) -> Prepared:
         raw = Path(item["cubin"]).read_bytes()
@@ -71,7 +74,7 @@ class StandInBackend(GpuBackend):
             if not isinstance(spec, dict):
                 raise ValueError
         except (UnicodeDecodeError, ValueError):
-            ns = 1e8 / len(raw) if self.workload == "inverted" else float(len(raw))
+            ns = (1e8 / len(raw) if self.workload == "inverted" else float(len(raw))) * self.speed
             spec = {"time_s": ns * 1e-9, "noise": 0.01}
         if "sleep_s" in spec:
             time.sleep(float(spec["sleep_s"]))

@@ -1,0 +1,105 @@
+"""The steady-state engine: proposals without a generation barrier, bounded staleness, budget, replay on resume."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import compileiq_lab.space as ss
+from compileiq_lab import Measurement, SearchConfiguration
+from compileiq_lab.run.steady import SteadyEngine
+from compileiq_lab.search.factory import make_strategy
+from compileiq_lab.space.space import SearchSpace
+from compileiq_lab.store.sqlite import RunStore
+
+SPACE = SearchSpace({f"x{i}": ss.range(0, 9, default=0) for i in range(3)})
+
+
+def score(c):
+    return Measurement("ok", scores=(float(sum((v - 3) ** 2 for v in c.values())),))
+
+
+def engine(store, **settings):
+    return SteadyEngine(SPACE, SearchConfiguration(**{"generations": 5, "pool_size": 2, "seed": 0, **settings}),
+                        store)
+
+
+def test_staleness_is_bounded_by_the_oldest_candidate_still_out():
+    e = engine(RunStore(":memory:"))
+    base = e.baseline()
+    e.tell(base, score(base.config))
+    assert e.lag == 4  # 2 pools of 2
+    first = e.ask(10)
+    assert len(first) == 4
+    for c in first[1:]:  # everything but the oldest comes back
+        e.tell(c, score(c.config))
+    assert e.ask(10) == []  # 4 proposals since the oldest one still out: wait for it
+    e.tell(first[0], score(first[0].config))
+    assert len(e.ask(10)) == 4
+
+
+def test_the_budget_and_generation_numbers_follow_the_proposal_order():
+    store = RunStore(":memory:")
+    e = engine(store)
+    base = e.baseline()
+    e.tell(base, score(base.config))
+    proposed, told = [], []
+    while not e.done_reason:
+        batch = e.ask(3)
+        proposed.extend(batch)
+        for c in reversed(batch):  # results arrive in another order than proposed
+            e.tell(c, score(c.config))
+            told.append(c)
+    assert e.done_reason == "finished" and len(told) == 10
+    assert [c.generation for c in proposed] == [1, 1, 2, 2, 3, 3, 4, 4, 5, 5]
+    assert [c.key for c in told] != [c.key for c in proposed]
+    events = e.take_generations()
+    assert [g.generation for g in events] == [1, 2, 3, 4, 5] and all(g.n_candidates == 2 for g in events)
+    keys = [r.config_key for r in store.records()]
+    assert len(keys) == len(set(keys)) == 11
+
+
+def test_a_resumed_steady_run_counts_and_learns_from_its_stored_rows(tmp_path):
+    store = RunStore(tmp_path / "s.db")
+    e = engine(store)
+    base = e.baseline()
+    e.tell(base, score(base.config))
+    for c in e.ask(4):
+        e.tell(c, score(c.config))
+    again = engine(store, generations=3)
+    assert again.baseline() is None  # stored
+    batch = again.ask(10)
+    assert len(batch) == 2 and all(c.generation == 3 for c in batch)  # 4 of the 6 are stored
+    assert not {c.key for c in batch} & {r.config_key for r in store.records()}
+
+
+def test_propose_and_observe_never_repeat_a_genome_and_improve():
+    st = make_strategy("ga", SPACE, n_objectives=1, pool_size=6, seed=4, mutate_rate=0.34, crossover_rate=0.9)
+    seen, firsts, lasts = set(), [], []
+    out = []
+    for step in range(20):
+        X = st.propose(3)
+        for x in X:
+            assert tuple(x) not in seen
+            seen.add(tuple(x))
+        out.extend(X)
+        done, out = out[:2], out[2:]
+        D = np.array(done)
+        F = ((D - 3) ** 2).sum(1, keepdims=True).astype(float)
+        st.observe(D, F, np.ones(len(D), bool))
+        (firsts if step < 3 else lasts if step >= 17 else []).extend(F[:, 0])
+    assert np.mean(lasts) < np.mean(firsts)
+
+
+def test_ask_tell_is_refused_for_an_asynchronous_search():
+    from compileiq_lab import Search
+    from compileiq_lab.exceptions import ConfigurationError, SearchStateError
+
+    cfg = SearchConfiguration(generations=2, asynchronous=True)
+    search = Search(None, {"x": ss.range(0, 9)}, cfg, store=":memory:")
+    with pytest.raises(SearchStateError, match="asynchronous=True is for start"):
+        search.ask()
+    with pytest.raises(ConfigurationError, match="asynchronous is True or False"):
+        SearchConfiguration(generations=2, asynchronous="yes")
+    with pytest.raises(ConfigurationError, match="surrogate"):
+        SearchConfiguration(generations=2, asynchronous=True, surrogate=True)

@@ -12,9 +12,22 @@ from compileiq_lab.run.engine import Engine, copy_config
 from compileiq_lab.run.events import EvaluationEvent, RunEvent
 from compileiq_lab.run.executor import Executor
 
-__all__ = ["drive"]
+__all__ = ["drive", "gated"]
 
 Evaluate = Callable[[dict[str, Any]], Measurement]
+
+
+def gated(evaluate: Evaluate, stop: threading.Event,
+          gate: Callable[[], object] | None) -> Callable[[dict[str, Any]], tuple[float, Measurement] | None]:
+    """One evaluation as the loops submit it: past the gate (a paused run waits there), then, unless the run was
+    stopped meanwhile (None), its start time and Measurement."""
+    def task(config: dict[str, Any]) -> tuple[float, Measurement] | None:
+        if gate is not None:
+            gate()
+        if stop.is_set():
+            return None
+        return time.time(), evaluate(config)
+    return task
 
 
 def drive(engine: Engine, evaluate: Evaluate, emit: Callable[[RunEvent], None], stop: threading.Event,
@@ -32,13 +45,7 @@ def drive(engine: Engine, evaluate: Evaluate, emit: Callable[[RunEvent], None], 
     Returns:
         How it ended: "finished", "exhausted", "baseline_failed" or "stopped".
     """
-    def task(config: dict[str, Any]) -> tuple[float, Measurement] | None:
-        if gate is not None:
-            gate()
-        if stop.is_set():
-            return None
-        return time.time(), evaluate(config)
-
+    task = gated(evaluate, stop, gate)
     try:
         while True:
             batch = engine.ask()

@@ -31,16 +31,19 @@ ROOT = Path(__file__).resolve().parents[2]
 def make_objective(delay: float = 0.0, crash_on: int | None = None, marks: str | None = None):
     """A module-independent objective (cloudpickle sends it by value): a bowl with its minimum at 3, 3, 3, 3.
     ``crash_on``: the worker process dies (SIGKILL) evaluating configs with x0 == crash_on. ``marks``: a folder where
-    each call leaves a file named after its process id."""
+    each call holds a file named after its process id while it runs."""
     def objective(c):
         import os as _os
         import time as _time
 
-        if marks is not None:
-            Path(marks, str(_os.getpid())).touch()
+        mark = Path(marks, str(_os.getpid())) if marks is not None else None
+        if mark is not None:
+            mark.touch()
         if crash_on is not None and c.get("x0") == crash_on:
             _os.kill(_os.getpid(), 9)
         _time.sleep(delay)
+        if mark is not None:
+            mark.unlink()
         return float(sum((v - 3) ** 2 for v in c.values()))
     return objective
 
@@ -78,11 +81,16 @@ def test_a_worker_killed_mid_run_loses_nothing(client, tmp_path, caplog):
     killed: list[int] = []
 
     def kill_one(event):
-        if isinstance(event, EvaluationEvent) and event.record.eval_id == 4 and not killed:
+        if isinstance(event, EvaluationEvent) and event.record.eval_id >= 4 and not killed:
             pids = set(client.run(os.getpid).values())
-            victim = max(pids)
-            os.kill(victim, signal.SIGKILL)  # a worker process of this test's own cluster, by its PID
-            killed.append(victim)
+            deadline = time.monotonic() + 5
+            while time.monotonic() < deadline:  # a worker that is evaluating a candidate right now
+                busy = [int(p.name) for p in marks.iterdir() if p.name.isdigit() and int(p.name) in pids]
+                if busy:
+                    os.kill(busy[0], signal.SIGKILL)  # a worker process of this test's own cluster, by its PID
+                    killed.append(busy[0])
+                    return
+                time.sleep(0.01)
 
     res = Search(make_objective(0.2, marks=str(marks)), SPACE, cfg, store=store, executor=client).start(kill_one)
     assert killed

@@ -11,7 +11,8 @@ $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	# nvcc/ptxas from pinned PyPI wheels where no CUDA toolkit is installed
-	$(BIN)/python -m pip install -q -e ".[test,lab,dist,nvrtc,triton$$(command -v nvcc >/dev/null 2>&1 || echo ,cuda)]"
+	# gpu: CuPy (CUDA 12 build) and NVML bindings, so the tests cover the import, the probe and the refusal without a GPU
+	$(BIN)/python -m pip install -q -e ".[test,lab,dist,gpu,nvrtc,triton$$(command -v nvcc >/dev/null 2>&1 || echo ,cuda)]"
 	# the NVIDIA-ACF tests also run a ptxas that takes --apply-controls (13.5, from its wheel; beside the venv, off PATH)
 	$(BIN)/python scripts/ptxas_wheel.py 13.5.37 $(VENV)/ptxas-13.5
 	touch $(STAMP)

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# GPU check for a machine with an NVIDIA GPU: the GPU test subset, then bench/bench_gpu.py (tunes reduction,
+# GPU check for a machine with an NVIDIA GPU: bench/bench_certify.py (ranked certified-wins steps), the GPU test
+# subset, then bench/bench_gpu.py (tunes reduction,
 # sgemm, softmax and attention for runtime + energy, re-measures the fronts interleaved against the nvcc defaults)
 # writing bench/results/gpu_<date>.json and .md, then the same with compiler controls only (the -D knobs
 # at their defaults: gpu_<date>_flags_only.*). Fronts are re-measured on the kernels' other workloads too.
@@ -32,6 +33,11 @@ echo "== GPU and toolchain"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv || status=1
 nvcc --version | tail -2
 "$PY" -c "import cupy, pymoo; print('cupy', cupy.__version__, 'pymoo', pymoo.__version__)" || exit 1
+
+# the certified-wins checks first, ranked: each step saves its results as it finishes (A/A warm and cold, the
+# canary, a short tuning certified and re-checked with validate --acf, recorded run stores for the lab's replay)
+echo "== certified wins (bench/bench_certify.py)"
+timeout "${CERTIFY_S:-420}" "$PY" bench/bench_certify.py --out "$OUTDIR" || status=1
 
 echo "== GPU tests"
 timeout 300 "$PY" -m pytest -q -p no:cacheprovider -m gpu tests/measure/test_gpu.py 2>&1 | tee "$OUTDIR/gpu_tests_$day.log"

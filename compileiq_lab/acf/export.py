@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from compileiq_lab.acf.format import ACF, NO_BUILD
 from compileiq_lab.acf.shape import _rel_path_ok
+from compileiq_lab.analysis.certify import certificate
 from compileiq_lab.exceptions import ConfigurationError
 from compileiq_lab.measure.evaluator import config_argv
 from compileiq_lab.store.header import KernelMeta, Validation
@@ -73,8 +74,9 @@ def full_controls(kernel: KernelSpec, params: Mapping[str, Any]) -> dict[str, An
     return {**params, "defines": dict(kernel.define_values(params.get("defines")))}
 
 
-def _summary(validation: Validation, row: dict[str, Any], gpu: str | None) -> dict[str, Any]:
-    """The ACF's ``validation`` field: one point's re-measured speedup and how it was measured."""
+def _summary(validation: Validation, row: dict[str, Any], gpu: str | None, code_hash: str | None,
+             acf_name: str) -> dict[str, Any]:
+    """The ACF's ``validation`` field: one point's re-measured speedup, how it was measured, and its certificate."""
     summary = {"speedup": row["speedup"], "low": row["low"], "high": row["high"], "win": row["win"],
                "noise_floor": validation.noise_floor, "confidence": validation.confidence,
                "method": validation.method, "rounds": validation.rounds, "runtime": row["runtime_median"],
@@ -83,12 +85,15 @@ def _summary(validation: Validation, row: dict[str, Any], gpu: str | None) -> di
     if row.get("workloads"):
         summary["workloads"] = {w: {k: v for k, v in e.items() if k in ("speedup", "low", "high", "win", "error")}
                                 for w, e in row["workloads"].items()}
+    if "certified" in row:  # validations stored by earlier versions have no certification
+        summary["certificate"] = certificate(validation, row, code_hash, acf_name)
     return summary
 
 
 def point_acf(results: Results, rec: EvalRecord, kernel: KernelSpec, catalog: Catalog,
               meta: KernelMeta | Mapping[str, Any] | None = None, validation: Validation | None = None,
-              controls: Mapping[str, Any] | None = None, dropped: Mapping[str, str] | None = None) -> ACF:
+              controls: Mapping[str, Any] | None = None, dropped: Mapping[str, str] | None = None,
+              acf_name: str = "this.acf") -> ACF:
     """The ACF of one evaluated point of a kernel run, with its re-measured speedup where the run has one.
 
     Args:
@@ -101,6 +106,7 @@ def point_acf(results: Results, rec: EvalRecord, kernel: KernelSpec, catalog: Ca
         controls: The controls to write (default: the point's, without those the compiler ignored), e.g. a
             minimal set (``compileiq_lab.kernels.minimal_controls``) with ``dropped`` saying what was left out.
         dropped: {control: why} of controls left out.
+        acf_name: The file name the ACF is written to (the certificate's re-check command names it).
 
     Raises:
         ConfigurationError: The run records no kernel facts, or the point breaks a rule of the format.
@@ -121,7 +127,7 @@ def point_acf(results: Results, rec: EvalRecord, kernel: KernelSpec, catalog: Ca
     summary = None
     if validation is not None and row is not None:
         ci = {"runtime": row["runtime_ci"], "speedup": [row["low"], row["high"]]}
-        summary = _summary(validation, row, gpu)
+        summary = _summary(validation, row, gpu, rec.detail.get("code_hash"), acf_name)
     own = results.baseline_scores_of(rec)  # the baseline its own GPU measured, on a cluster of several
     build = build_section(kernel, "kernel_path" not in facts.extra, controls.get(NVIDIA_ACF_KEY))
     files = {label: f["file"] for label, f in build.get("nvidia_acfs", {}).items()}

@@ -174,16 +174,40 @@ def _check_validation(value: Any) -> None:
     if value is None:
         return
     keys = sorted(map(str, value)) if isinstance(value, Mapping) else None
-    if keys is None or sorted(k for k in keys if k != "workloads") != sorted(_VALIDATION):
+    if keys is None or sorted(k for k in keys if k not in ("workloads", "certificate")) != sorted(_VALIDATION):
+        got = keys if keys is not None else type(value).__name__
         raise _fail("validation", f"validation is null or an object with exactly the keys {list(_VALIDATION)} "
-                    "(and optionally 'workloads')", keys if keys is not None else type(value).__name__,
+                    "(and optionally 'workloads' and 'certificate')", got,
                     "Export the point again, or set validation to null.")
     _check_workloads(value.get("workloads", {}))
+    _check_certificate(value.get("certificate"))
     for key, (ok, rule) in _VALIDATION.items():
         if not ok(value[key]):
             raise _fail(f"validation.{key}", f"{key} is {rule}", value[key], "Write the value as measured.")
     if not value["low"] <= value["high"]:
         raise _fail("validation", "low <= high", [value["low"], value["high"]], "Write the interval's ends in order.")
+
+
+def _check_certificate(cert: Any) -> None:
+    """An optional certificate (``compileiq_lab.analysis.certify.certificate``): what schema.json requires of it."""
+    if cert is None:
+        return
+    fix = "Export the point again (compileiq-lab export), or drop validation.certificate."
+    if not isinstance(cert, Mapping):
+        raise _fail("validation.certificate", "it is a JSON object", type(cert).__name__, fix)
+    _check_count("validation.certificate", cert, "entries", MAX_ACF_ENTRIES, "MAX_ACF_ENTRIES")
+    rules: dict[str, tuple[Any, str]] = {
+        "certified": (lambda v: isinstance(v, bool), "true or false"),
+        "cache": (lambda v: v in ("warm", "cold"), "'warm' or 'cold'"),
+        "rounds": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1, "an integer >= 1"),
+        "recheck": (lambda v: isinstance(v, str) and 0 < len(v) <= 4096, "a command of at most 4096 characters"),
+    }
+    for key, (ok, rule) in rules.items():
+        if key not in cert or not ok(cert[key]):
+            raise _fail(f"validation.certificate.{key}", f"{key} is {rule}", cert.get(key), fix)
+    if "why_not" in cert and not (isinstance(cert["why_not"], str) and len(cert["why_not"]) <= 2000):
+        raise _fail("validation.certificate.why_not", "why_not is a string of at most 2000 characters",
+                    cert["why_not"], fix)
 
 
 def _check_workloads(workloads: Any) -> None:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from compileiq_lab.analysis.certify import DEVICE_FACTS, certify, noise_floor
 from compileiq_lab.exceptions import ConfigurationError
 from compileiq_lab.measure.stats import METHODS, Comparison, compare, median_ci
 from compileiq_lab.store.header import RunHeader, Validation
@@ -26,7 +27,7 @@ log = logging.getLogger(__name__)
 
 def _noise_floor(aa: Comparison) -> float:
     """No evidence of bias (the A/A interval covers 1): 0; else the distance of its far end from 1."""
-    return 0.0 if aa.low <= 1.0 <= aa.high else max(1.0 - aa.low, aa.high - 1.0)
+    return noise_floor(aa.low, aa.high)
 
 
 def _points(results: Results, objective: int, eval_ids: Sequence[int] | None, max_points: int) -> list[EvalRecord]:
@@ -163,6 +164,13 @@ def _remeasure(run: KernelRun, gpu: GpuRunner, base: EvalRecord, points: list[Ev
                      "same_code_as_baseline": label == b_label})
     for name in workloads:
         _validate_workload(gpu, name, items, label_of, points, rows, rounds, confidence, method)
+    launches = reply.get("launches_per_sample")
+    timer = {"resolution_s": reply.get("timer_resolution_s"),
+             "launches": dict(launches) if isinstance(launches, dict) else {}}
+    certify(rows, samples, b_label, label_of, floor=floor, confidence=confidence, method=method, timer=timer)
+    for row in rows:
+        if row["win"] and not row["certified"]:
+            log.info("eval %d: a win, not certified: %s", row["eval_id"], row.get("why_not"))
     return Validation(
         rows=rows, baseline={"eval_id": base.eval_id, "runtime_median": float(np.median(samples[b_label])),
                              "runtime_ci": list(median_ci(samples[b_label], confidence)),
@@ -172,7 +180,9 @@ def _remeasure(run: KernelRun, gpu: GpuRunner, base: EvalRecord, points: list[Ev
         gpu={**gpu.info.get("power", {}), **reply.get("state", {})},
         created=datetime.now(UTC).isoformat(timespec="seconds"),
         samples={"baseline": list(samples[b_label]), "baseline_aa": list(samples[aa_label]),
-                 **{str(rec.eval_id): list(samples[label_of[rec.eval_id]]) for rec in points}})
+                 **{str(rec.eval_id): list(samples[label_of[rec.eval_id]]) for rec in points}},
+        cache=str(getattr(gpu.options, "cache", "warm")), timer=timer,
+        device={k: gpu.info.get(k) for k in DEVICE_FACTS})
 
 
 def save_validation(path: str, validation: Validation) -> RunHeader:

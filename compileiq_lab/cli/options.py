@@ -144,7 +144,8 @@ def export_point(args: argparse.Namespace, path: str, results: Results, run: Ker
             controls, dropped = minimal.controls, minimal.dropped
         except ConfigurationError as exc:  # e.g. no compiler here: the point is written as it was
             print(f"note: the controls are not minimised ({str(exc)[:300]})", file=sys.stderr)
-    acf = point_acf(results, rec, run.kernel, run.catalog, validation=validation, controls=controls, dropped=dropped)
+    acf = point_acf(results, rec, run.kernel, run.catalog, validation=validation, controls=controls, dropped=dropped,
+                    acf_name=Path(path).name)
     acf.write(path)
     print(f"exported eval {rec.eval_id} ({why}{'' if args.pick else ', the default pick'}) to {path}"
           + (f"; dropped as having no effect: {', '.join(sorted(acf.dropped))}" if acf.dropped else ""),

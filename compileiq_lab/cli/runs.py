@@ -10,6 +10,7 @@ from typing import Any
 
 from compileiq_lab.acf import load_acf
 from compileiq_lab.acf.format import ACF_FORMATS
+from compileiq_lab.analysis.certify import recheck
 from compileiq_lab.analysis.validation import validate
 from compileiq_lab.cli.options import add_pick_arguments, export_point
 from compileiq_lab.exceptions import CompileIQLabError, ConfigurationError
@@ -68,12 +69,25 @@ def add_run_parsers(sub: Any) -> None:
                 "  1  UNKNOWN   the ACF records no machine-code hash to compare with\n"
                 "  1  an unreadable or invalid ACF, or a kernel that cannot be loaded (compileiq-lab: error: ...)\n"
                 "  2  bad arguments")
-    va = _sub(sub, "validate", "re-measure a GPU run's front and baseline interleaved; speedups with 95 % CIs",
-              "compileiq-lab validate run.db --rounds 60")
-    va.add_argument("store")
+    va = _sub(sub, "validate", "re-measure a GPU run's front and baseline interleaved (speedups with 95 % CIs, "
+                               "Holm-adjusted certification), or re-check an ACF's win on this GPU",
+              "compileiq-lab validate run.db --rounds 60\n         compileiq-lab validate --acf best.acf   (a CI gate)")
+    va.add_argument("store", nargs="?", default=None, help="the run's .db file (or --acf)")
+    va.add_argument("--acf", default=None, help="re-measure this ACF's point and the baseline (with an A/A control) "
+                                                "and exit 1 when the speedup's lower bound falls below 1 - tolerance")
+    va.add_argument("--tolerance", type=float, default=None,
+                    help="with --acf: how far below 1 the lower bound may fall (default: the A/A floor the ACF "
+                         "recorded, else the one measured now)")
+    va.add_argument("--kernel", default=None, help="with --acf: the kernel to load instead of the ACF's")
+    va.add_argument("--gpu-backend", default=None, help=argparse.SUPPRESS)  # a stand-in GPU for tests and dry runs
     va.add_argument("--eval-id", type=int, action="append", help="a point to re-measure (repeatable; "
                                                                     "default: the Pareto front)")
     va.add_argument("--rounds", type=int, default=40, help="interleaved timing rounds (default 40)")
+    va.epilog = ("exit status with --acf (the last line says which):\n"
+                 "  0  PASSED  the re-measured speedup's lower bound is at least 1 - tolerance\n"
+                 "  1  FAILED  it fell below (a regression, or a win that no longer holds on this GPU)\n"
+                 "  1  an unreadable ACF, no GPU, a build that fails (compileiq-lab: error: ...)\n"
+                 "  2  bad arguments")
     r = _sub(sub, "report", "write a self-contained HTML report of a run", "compileiq-lab report run.db -o report.html")
     r.add_argument("store")
     r.add_argument("-o", "--output", required=True)
@@ -164,8 +178,14 @@ def print_validation(v: Validation) -> None:
 
 
 def _validate(args: argparse.Namespace) -> int:
+    if (args.acf is None) == (args.store is None):
+        raise ConfigurationError("validate takes a run store or --acf FILE (one of the two), but got "
+                                 f"{'both' if args.acf else 'neither'}; e.g. `compileiq-lab validate run.db` or "
+                                 "`compileiq-lab validate --acf best.acf`")
+    if args.acf is not None:
+        return _recheck_acf(args)
     res = load_results(args.store)
-    run = KernelRun.from_header(res.header)
+    run = KernelRun.from_header(res.header, gpu_backend=args.gpu_backend)
     try:
         v = validate(res, run, eval_ids=args.eval_id or None, rounds=args.rounds)
     finally:
@@ -173,6 +193,33 @@ def _validate(args: argparse.Namespace) -> int:
     print_validation(v)
     print(f"\nstored in {args.store}; `compileiq-lab export` now includes the speedup and its CI")
     return 0
+
+
+def _recheck_acf(args: argparse.Namespace) -> int:
+    """``validate --acf``: re-measure the point against the baseline on this GPU; 1 when its win no longer holds."""
+    if args.tolerance is not None and not 0 <= args.tolerance < 1:
+        raise ConfigurationError(f"--tolerance must lie in [0, 1), but got {args.tolerance}; e.g. 0.01 lets the "
+                                 "lower bound fall to 0.99")
+    acf = load_acf(Path(args.acf))
+    run = KernelRun.from_acf(acf, kernel=args.kernel, acf_folder=Path(args.acf).resolve().parent, measure=True,
+                             objectives=["runtime"], gpu_backend=args.gpu_backend)
+    try:
+        recorded = acf.validation or {}
+        r = recheck(acf.controls, run, recorded=recorded, recorded_hash=acf.code_hash, rounds=args.rounds,
+                    tolerance=args.tolerance)
+    finally:
+        run.close()
+    before = f"; recorded {recorded['speedup']:.4f} [{recorded['low']:.4f}, {recorded['high']:.4f}]" \
+        if recorded.get("speedup") else ""
+    print(f"re-measured {r.rounds} interleaved rounds: speedup {r.speedup:.4f} [{r.low:.4f}, {r.high:.4f}]{before}; "
+          f"A/A [{r.aa_low:.4f}, {r.aa_high:.4f}]")
+    if r.recorded_hash and r.recorded_hash != r.code_hash:
+        print(f"warning: the machine code now ({r.code_hash[:16]}) differs from the recorded {r.recorded_hash[:16]}",
+              file=sys.stderr)
+    verdict = "PASSED" if r.passed else "FAILED"
+    print(f"validate: {verdict}: lower bound {r.low:.4f} {'>=' if r.passed else '<'} 1 - tolerance "
+          f"({1 - r.tolerance:.4f})", file=sys.stdout if r.passed else sys.stderr)
+    return 0 if r.passed else 1
 
 
 def _flags(args: argparse.Namespace) -> int:

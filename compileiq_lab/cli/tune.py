@@ -23,7 +23,7 @@ from compileiq_lab.cli.options import (
 )
 from compileiq_lab.cli.runs import print_validation
 from compileiq_lab.exceptions import CompileIQLabError, ConfigurationError
-from compileiq_lab.kernels import CATALOGS, KernelRun, active_catalog
+from compileiq_lab.kernels import CATALOGS, KernelRun, active_catalog, check_canary
 from compileiq_lab.run import Search
 from compileiq_lab.run.events import EvaluationEvent, FinishedEvent, GenerationEvent, RunEvent
 from compileiq_lab.store import DEFAULT_DIR, EvalRecord, Results, Validation, load_results
@@ -92,6 +92,9 @@ def add_tune_parser(sub: Any) -> None:
     t.add_argument("--warm-start", default="auto", metavar="auto|none|RUN.db",
                    help="open the first generation with the fronts of earlier runs of this kernel and space (same "
                         "arch first, then others) found next to the store (auto, the default), of one run, or none")
+    t.add_argument("--no-canary", action="store_true",
+                   help="skip the check that the controls reach the compiler (-O0 must change the machine code and, "
+                        "on a GPU, the time) before the search")
     t.add_argument("--validate", type=int_at_least(0, "timing rounds; 0 turns it off"), default=None, metavar="ROUNDS",
                    help="after a GPU run, re-measure the front and the baseline interleaved for ROUNDS rounds and "
                         "report speedups with 95 %% CIs (default 40 for GPU objectives; 0 turns it off)")
@@ -166,6 +169,8 @@ def run_tune(args: argparse.Namespace) -> int:
 
 def _tune(args: argparse.Namespace, run: KernelRun) -> int:
     _notes(run.left_out, run.catalog_note)
+    if not args.no_canary and not (args.store and Path(args.store).exists()):  # a continued run was checked
+        check_canary(run)
     warm, sources = _warm_start(args, run)
     meta = run.metadata(**({"warm_start_from": sources} if sources else {}))
     remote = args.executor != "local"

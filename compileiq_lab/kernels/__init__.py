@@ -32,11 +32,14 @@ __all__ = [
     "TRITON_PREFIX",
     "BufferSpec",
     "BuildContext",
+    "CanaryResult",
     "KernelRun",
     "KernelSpec",
     "Minimal",
     "Objective",
     "active_catalog",
+    "canary",
+    "check_canary",
     "default_objectives",
     "eval_expr",
     "gpu_arch",
@@ -52,6 +55,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
+    from compileiq_lab.kernels.canary import CanaryResult, canary, check_canary
     from compileiq_lab.kernels.minimal import Minimal, minimal_controls
     from compileiq_lab.kernels.run import KernelRun
     from compileiq_lab.kernels.triton_src import TRITON_PREFIX
@@ -66,4 +70,6 @@ def __getattr__(name: str) -> Any:
         return importlib.import_module("compileiq_lab.kernels.triton_src").TRITON_PREFIX
     if name in ("Minimal", "minimal_controls"):
         return getattr(importlib.import_module("compileiq_lab.kernels.minimal"), name)
+    if name in ("CanaryResult", "canary", "check_canary"):
+        return getattr(importlib.import_module("compileiq_lab.kernels.canary"), name)
     raise AttributeError(f"module 'compileiq_lab.kernels' has no attribute {name!r}")

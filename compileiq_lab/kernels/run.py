@@ -219,7 +219,8 @@ class KernelRun(ClusterStages):
             kernel: Another kernel name or path to load instead of the one the ACF names.
             acf_folder: The ACF file's folder: ``build.source`` is looked up there when it is not found relative to
                 the working folder.
-            **options: Other KernelRun arguments (workdir, timeout_s, two_stage, ...).
+            **options: Other KernelRun arguments (workdir, timeout_s, two_stage, ``objectives`` instead of the ACF's,
+                ``measure=True`` to measure, ...).
 
         Raises:
             ConfigurationError: A CUDA ACF without arch, or a kernel that cannot be found or loaded (the message
@@ -233,7 +234,7 @@ class KernelRun(ClusterStages):
         context = acf.build_context(spec.source_path.parent)
         entry = build.get("entry") if spec.spec_file is None else None
         # built as the tune built it: an executable with the timing harness where CPU runs were measured
-        names = [n for n in acf.objectives if n in METRICS] or None
+        names = options.pop("objectives", None) or [n for n in acf.objectives if n in METRICS] or None
         files = [acf_nvidia_file(label, f, acf_folder) for label, f in (build.get("nvidia_acfs") or {}).items()]
         return cls(spec, get_catalog(acf.compiler), names, arch=acf.arch, catalog_name=acf.compiler,
                    **{"measure": False, "entry": entry, "build": context or None, "nvidia_acfs": files or None,
@@ -275,6 +276,11 @@ class KernelRun(ClusterStages):
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
         return outcome.status, sum(v for k, v in outcome.metrics.items() if k.endswith("_time_s"))
+
+    def scratch_backend(self, folder: str | os.PathLike[str]) -> Backend:
+        """A compile path like the run's own that builds into ``folder``: what it compiles is not cached for the run
+        (a check before the search leaves the baseline's compile, and its compile time, to the search)."""
+        return self._make_backend(Path(folder))
 
     def baseline_verdict(self, record: EvalRecord) -> str | None:
         """Why a search cannot get anywhere after this baseline evaluation, or None to search on (the one rule,

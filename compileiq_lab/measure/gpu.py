@@ -13,6 +13,7 @@ from typing import Any
 from compileiq_lab.exceptions import ConfigurationError
 from compileiq_lab.measure.backends.base import CUBIN_METRICS
 from compileiq_lab.measure.entries import cubin_entries, resolve_entry
+from compileiq_lab.measure.gpu_backend import CACHE_MODES
 from compileiq_lab.measure.kernel import Kernel
 from compileiq_lab.measure.runner import RunOutcome
 from compileiq_lab.measure.worker import WorkerDied, WorkerProcess, WorkerTimeout
@@ -33,7 +34,7 @@ log = logging.getLogger(__name__)
 #: The objectives a GPU run measures (power and energy need NVML).
 GPU_METRICS = frozenset({"runtime", "runtime_median", "power", "energy"})
 #: The real backend (CuPy + CUDA events + NVML); tests without a GPU pass a stand-in instead.
-CUPY_BACKEND = "compileiq_lab.measure.gpu_backend:CupyBackend"
+CUPY_BACKEND = "compileiq_lab.measure.gpu_cupy:CupyBackend"
 _PROBE = "import cupy; n = cupy.cuda.runtime.getDeviceCount(); print(n)"
 _TARGET = "import cupy; print('sm_' + cupy.cuda.Device(0).compute_capability)"
 
@@ -94,6 +95,11 @@ class GpuOptions:
         energy: Measure energy and power (NVML) after timing.
         energy_window_s: Length of the energy batch.
         lock_clocks_mhz: Lock the SM clock at this value during the run (needs rights; never by default).
+        cache: "warm" (the default): a sample is a CUDA graph of back-to-back launches, each finding in the L2
+            cache what the previous one left. "cold": the L2 cache is flushed (a buffer of twice its size, at
+            least 256 MiB, is written) before every timed launch and each launch is timed alone, the flush
+            excluded; a sample is then one launch (``launches_per_sample`` 1), ``use_graph`` and
+            ``max_graph_launches`` apply to the energy window only.
     """
 
     device: int = 0
@@ -108,6 +114,14 @@ class GpuOptions:
     energy: bool = False
     energy_window_s: float = 0.3
     lock_clocks_mhz: int | None = None
+    cache: str = "warm"
+
+    def __post_init__(self) -> None:
+        if self.cache not in CACHE_MODES:
+            raise ConfigurationError(
+                f"GpuOptions.cache must be one of {', '.join(map(repr, CACHE_MODES))}, but got {self.cache!r}; "
+                "use 'warm' (L2 kept between back-to-back launches, the default) or 'cold' (L2 flushed before "
+                "every timed launch)")
 
 
 class GpuRunner:
@@ -140,7 +154,10 @@ class GpuRunner:
         self.worker = WorkerProcess(backend, self._setup, what="GPU worker")
 
     def start(self) -> dict[str, Any]:
-        """Start the worker; returns the GPU's facts (name, arch, driver, NVML state).
+        """Start the worker; returns the GPU's facts (name, arch, driver, NVML state) and the facts a certificate
+        names, None where unknown: ``uuid_sha256`` (never the UUID itself), ``driver_version``,
+        ``cuda_runtime_version``, ``sm_clock_mhz``, ``mem_clock_mhz`` (at start), ``clocks_locked``,
+        ``power_limit_w``, ``mig_mode`` ("enabled"/"disabled"), ``l2_bytes``, ``timer_resolution_s``, ``cache``.
 
         Raises:
             ConfigurationError: No GPU, no CuPy, or the kernel's inputs/reference failed in the worker.
@@ -201,7 +218,13 @@ class GpuRunner:
 
         Returns:
             {"samples": {label: [s per launch, ...]}, "energy": {label: [J, ...]}, "power": {label: [W, ...]},
-            "checks": {label: (ok, message)}, "state": GPU clocks/temperature}.
+            "checks": {label: (ok, message)}, "state": GPU clocks/temperature,
+            "cache": "warm" | "cold", "timer_resolution_s": CUDA events' resolution (s),
+            "launches_per_sample": {label: launches per timed interval} (per-launch resolution: resolution /
+            launches), "cache_flushes": {label: L2 flushes}, "throttled_rounds": rounds re-taken because the
+            SM clock fell by over 5 % during them, "throttled_round_numbers": [their 0-based numbers],
+            "throttle_persisted": re-takes that throttled again (kept), "throttle_checked": whether the SM
+            clock could be read at all}.
 
         Raises:
             ConfigurationError: The worker hung, died or failed (the message says which).

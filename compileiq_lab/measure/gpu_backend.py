@@ -1,24 +1,40 @@
-"""GPU worker side: load a cubin with CuPy, check its output, time it with CUDA events, measure its energy."""
+"""GPU worker side: load a cubin with CuPy, check its output, time it with CUDA events, measure its energy.
+
+Two cache modes: "warm" times a CUDA graph of back-to-back launches (the L2 cache keeps what the previous
+launch left there); "cold" writes a buffer larger than the L2 cache before every timed launch (as nvbench's
+cold mode and Triton's ``do_bench`` do) and times that launch alone with its own pair of CUDA events.
+"""
 
 from __future__ import annotations
 
 import logging
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 import numpy as np
 
-from compileiq_lab.measure.power import PowerMeter, PowerSampler
+from compileiq_lab.measure.power import PowerSampler
 from compileiq_lab.measure.stats import relative_halfwidth, summarize
 
-__all__ = ["CupyBackend", "GpuBackend", "Prepared", "energy_window", "sample_until"]
+__all__ = ["CACHE_MODES", "COLD_FLUSH_MIN_BYTES", "THROTTLE_DROP", "TIMER_RESOLUTION_S", "GpuBackend", "Prepared",
+           "clock_dropped", "cuda_version_text", "energy_window", "sample_until"]
 
 log = logging.getLogger(__name__)
 #: CUDA errors of a launch the GPU refuses before running it: the context stays usable.
 LAUNCH_REFUSED = ("CUDA_ERROR_INVALID_VALUE", "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES", "CUDA_ERROR_INVALID_CONFIGURATION",
                   "cudaErrorInvalidConfiguration", "cudaErrorLaunchOutOfResources", "cudaErrorInvalidValue")
+#: How finely a pair of CUDA events times an interval: "a resolution of around 0.5 microseconds" (CUDA Runtime API,
+#: cudaEventElapsedTime). Per launch it is this divided by the launches one timed interval covers.
+TIMER_RESOLUTION_S = 0.5e-6
+#: "warm": L2 kept between back-to-back launches; "cold": L2 flushed before every timed launch.
+CACHE_MODES = ("warm", "cold")
+#: The cold-mode flush buffer holds twice the L2 cache and at least this much (Triton flushes 256 MB): writing it
+#: evicts every line the previous launch left, and keeps the GPU busy while the timed launch is queued.
+COLD_FLUSH_MIN_BYTES = 256 * 2**20
+#: A re-measurement round is re-taken (once) when the SM clock fell by more than this fraction during it.
+THROTTLE_DROP = 0.05
 
 
 class Meter(Protocol):
@@ -34,11 +50,22 @@ class Prepared:
 
     Attributes:
         launches: Kernel launches per replay (known once timing is set up).
-        method: How a replay is issued ("graph", "launches", ...).
+        sample_launches: Kernel launches in one timed interval of ``sample`` (0: the same as ``launches``; 1 in
+            cold mode, where each launch follows its own flush).
+        method: How a sample is issued ("graph", "launches", "cold-launch", ...).
+        flushes: L2 flushes issued so far (cold mode).
     """
 
     launches: int = 1
+    sample_launches: int = 0
     method: str = ""
+    flushes: int = 0
+
+    @property
+    def launches_per_sample(self) -> int:
+        """Kernel launches one timing sample's interval covers (its per-launch resolution is
+        ``TIMER_RESOLUTION_S / launches_per_sample``)."""
+        return self.sample_launches or self.launches
 
     def check(self) -> tuple[bool, str]:
         """Run once on fresh inputs and compare with the reference -> (ok, message)."""
@@ -49,7 +76,7 @@ class Prepared:
         raise NotImplementedError
 
     def sample(self) -> float:
-        """Time one replay; returns seconds per launch."""
+        """Time one replay (cold mode: one launch after a flush); returns seconds per launch."""
         raise NotImplementedError
 
     def sync(self) -> None:
@@ -83,6 +110,19 @@ def sample_until(sample: Callable[[], float], opts: dict[str, Any]) -> list[floa
     return samples
 
 
+def clock_dropped(before: float | None, after: float | None, drop: float = THROTTLE_DROP) -> bool:
+    """Whether the SM clock fell by more than ``drop`` (a fraction) from ``before`` to ``after`` (MHz); False
+    when either reading is missing."""
+    return before is not None and after is not None and before > 0 and (before - after) / before > drop
+
+
+def cuda_version_text(version: int | None) -> str | None:
+    """CUDA's integer version as "major.minor" (12040 -> "12.4"); None for none."""
+    if not version or version <= 0:
+        return None
+    return f"{version // 1000}.{version % 1000 // 10}"
+
+
 def energy_window(prep: Prepared, meter: Meter, window_s: float, per_launch_s: float) -> dict[str, float]:
     """Mean power (W) while the kernel runs back to back for about ``window_s``, and energy per launch (J).
 
@@ -92,7 +132,9 @@ def energy_window(prep: Prepared, meter: Meter, window_s: float, per_launch_s: f
     mean power is the counter's rise between its first and last step inside the busy span,
     divided by the time between them (without counter steps: the mean of the power samples).
     Energy per launch is that power times the time per launch measured with CUDA events, so
-    launch overheads and host gaps are never charged to the kernel.
+    launch overheads and host gaps are never charged to the kernel. In cold mode the window still runs
+    back-to-back launches without flushes (the flushes' own power would otherwise dominate the reading),
+    and ``per_launch_s`` is the cold time per launch.
     """
     per_replay = max(per_launch_s * prep.launches, 1e-7)
     chunk = max(1, round(0.02 / per_replay))
@@ -133,14 +175,23 @@ def energy_window(prep: Prepared, meter: Meter, window_s: float, per_launch_s: f
 class GpuBackend:
     """The worker's request handler: ``measure`` one candidate, or ``remeasure`` several interleaved.
 
-    Subclasses provide ``_setup(init) -> info``, ``_prepare(item) -> Prepared`` and ``meter``.
+    Subclasses provide ``_setup(init) -> info``, ``_prepare(item) -> Prepared`` and ``meter``; their
+    candidates honour ``opts["cache"]`` ("warm" or "cold", see ``CACHE_MODES``).
     """
 
     meter: Meter | None = None
     opts: dict[str, Any]
 
+    @property
+    def cache(self) -> str:
+        """The cache mode: "warm" or "cold"."""
+        return str(self.opts.get("cache", "warm"))
+
     def setup(self, init: dict[str, Any]) -> dict[str, Any]:
         self.opts = dict(init["options"])
+        if self.cache not in CACHE_MODES:
+            raise ValueError(f"cache must be one of {', '.join(map(repr, CACHE_MODES))}, but got {self.cache!r}; "
+                             "pass GpuOptions(cache='warm') or GpuOptions(cache='cold')")
         import scipy.stats  # noqa: F401 - imported now, not inside the first timing budget
 
         return self._setup(init)
@@ -192,20 +243,44 @@ class GpuBackend:
                 return {"status": "wrong_output", "error": message, "metrics": {}}
             samples = sample_until(prep.sample, self.opts)
             metrics = summarize(samples)
-            metrics["launches_per_sample"] = float(prep.launches)
+            metrics.update(self._timer_facts(prep))
             if self.opts.get("energy"):
                 metrics.update(self._energy(prep, metrics["runtime_median"]))
             if self.meter is not None:
                 metrics.update(self.meter.state())
-            return {"status": "ok", "error": "", "metrics": metrics, "method": prep.method}
+            return {"status": "ok", "error": "", "metrics": metrics, "method": prep.method, "cache": self.cache}
         finally:
             prep.close()
 
+    def _timer_facts(self, prep: Prepared) -> dict[str, float]:
+        """What a caller needs to judge a sample's resolution, and the cache mode (1.0: cold) as numbers."""
+        return {"launches_per_sample": float(prep.launches_per_sample), "timer_resolution_s": TIMER_RESOLUTION_S,
+                "cache_cold": 1.0 if self.cache == "cold" else 0.0, "cache_flushes": float(prep.flushes)}
+
+    def _sm_clock(self) -> float | None:
+        """The SM clock now (MHz), None where the meter cannot say."""
+        if self.meter is None:
+            return None
+        value = self.meter.state().get("sm_clock_mhz")
+        return None if value is None else float(value)
+
+    def _round(self, preps: Mapping[str, Prepared], order: list[str]) -> tuple[dict[str, float], bool]:
+        """One sample of each candidate in ``order``, and whether the SM clock dropped during the round."""
+        before = self._sm_clock()
+        got = {label: preps[label].sample() for label in order}
+        return got, clock_dropped(before, self._sm_clock())
+
     def remeasure(self, req: dict[str, Any]) -> dict[str, Any]:
-        """Time several candidates in interleaved rounds (order reversed every other round)."""
+        """Time several candidates in interleaved rounds (order reversed every other round).
+
+        The SM clock is read before and after each round; a round during which it fell by more than
+        ``THROTTLE_DROP`` is re-taken once (its samples discarded) and counted in ``throttled_rounds``; a
+        re-take that throttles again is kept and counted in ``throttle_persisted``.
+        """
         items: dict[str, dict[str, Any]] = req["items"]
         preps: dict[str, Prepared] = {}
-        out: dict[str, Any] = {"status": "ok", "checks": {}, "samples": {}, "energy": {}, "power": {}}
+        out: dict[str, Any] = {"status": "ok", "checks": {}, "samples": {}, "energy": {}, "power": {},
+                               "cache": self.cache, "timer_resolution_s": TIMER_RESOLUTION_S}
         try:
             for label, item in items.items():
                 preps[label] = self._prepare(item)
@@ -217,9 +292,22 @@ class GpuBackend:
                 sample_until(preps[label].sample, {**self.opts, "budget_s": 0.0, "min_samples": 3,
                                                    "max_samples": 3})
             out["samples"] = {label: [] for label in labels}
+            throttled: list[int] = []
+            persisted = 0
             for r in range(int(req["rounds"])):
-                for label in labels if r % 2 == 0 else labels[::-1]:
-                    out["samples"][label].append(preps[label].sample())
+                order = labels if r % 2 == 0 else labels[::-1]
+                got, dropped = self._round(preps, order)
+                if dropped:  # the GPU throttled during the round: its samples are not comparable, take it again
+                    log.info("SM clock dropped during round %d; re-taking it", r)
+                    throttled.append(r)
+                    got, dropped = self._round(preps, order)
+                    persisted += dropped
+                for label in order:
+                    out["samples"][label].append(got[label])
+            out.update(throttled_rounds=len(throttled), throttled_round_numbers=throttled,
+                       throttle_persisted=persisted, throttle_checked=self._sm_clock() is not None,
+                       launches_per_sample={label: preps[label].launches_per_sample for label in labels},
+                       cache_flushes={label: preps[label].flushes for label in labels})
             for r in range(int(req.get("energy_rounds", 0)) if self.meter is not None else 0):
                 for label in labels if r % 2 == 0 else labels[::-1]:
                     e = self._energy(preps[label], float(np.median(out["samples"][label])))
@@ -230,133 +318,3 @@ class GpuBackend:
         finally:
             for prep in preps.values():
                 prep.close()
-
-
-class CupyBackend(GpuBackend):
-    """Runs candidates of one kernel spec on one GPU with CuPy (inputs made and uploaded once)."""
-
-    def _setup(self, init: dict[str, Any]) -> dict[str, Any]:
-        import cupy as cp
-
-        self.cp = cp
-        dev = cp.cuda.Device(int(self.opts.get("device", 0)))
-        dev.use()
-        self.kernel = kernel = init["kernel"]  # the kernel spec (its workload applied), sent by the parent
-        inputs = kernel.make_inputs()
-        self.expected = kernel.reference_outputs(inputs)
-        self.pristine = {k: cp.asarray(v) for k, v in inputs.items()}
-        self.bufs = {k: cp.empty_like(v) for k, v in self.pristine.items()}
-        self.bufs.update({b.name: cp.zeros(kernel.shape_of(b), dtype=b.dtype) for b in kernel.outputs})
-        self.stream = cp.cuda.Stream(non_blocking=True)
-        props = cp.cuda.runtime.getDeviceProperties(dev.id)
-        name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
-        self.meter = PowerMeter(pci_bus_id=dev.pci_bus_id)
-        facts = {**self.meter.facts(), "power_at_start_w": self.meter.power_w()}
-        if not self.meter.available:
-            self.meter = None
-        if self.opts.get("lock_clocks_mhz") and self.meter is not None:
-            import atexit
-
-            self.meter.lock_clocks(int(self.opts["lock_clocks_mhz"]))
-            atexit.register(self.meter.unlock_clocks)
-        return {"name": name, "arch": f"sm_{props['major']}{props['minor']}", "device": dev.id,
-                "driver_cuda": cp.cuda.runtime.driverGetVersion(), "runtime_cuda": cp.cuda.runtime.runtimeGetVersion(),
-                "cupy": cp.__version__, "multiprocessors": props["multiProcessorCount"], "power": facts,
-                "nvml": facts.get("nvml")}
-
-    def _args(self) -> list[Any]:
-        params = self.kernel.params
-        return [self.bufs[a] if a in self.bufs else np.int32(params[a]) for a in self.kernel.args]
-
-    def _prepare(self, item: dict[str, Any]) -> Prepared:
-        return _CupyCandidate(self, item)
-
-
-class _CupyCandidate(Prepared):
-    """A cubin loaded with CuPy; its timed unit (a CUDA graph of back-to-back launches) is built on first use,
-    after the output check, sized to about ``sample_s`` of kernel time."""
-
-    def __init__(self, backend: CupyBackend, item: dict[str, Any]) -> None:
-        self.b, cp = backend, backend.cp
-        self.stream = backend.stream
-        self.fn = cp.RawModule(path=item["cubin"]).get_function(item["entry"])
-        self.grid, self.block, self.shmem = tuple(item["grid"]), tuple(item["block"]), int(item["shared_bytes"])
-        if self.shmem > 48 * 1024:
-            self.fn.max_dynamic_shared_size_bytes = self.shmem
-        self.args = backend._args()
-        self.start, self.end = cp.cuda.Event(), cp.cuda.Event()
-        self.graph: Any = None
-        self._unit: Callable[[], None] | None = None
-
-    def _launch(self, n: int = 1) -> None:
-        for _ in range(n):
-            self.fn(self.grid, self.block, self.args, shared_mem=self.shmem)
-
-    def check(self) -> tuple[bool, str]:
-        b = self.b
-        with self.stream:
-            for k, v in b.pristine.items():
-                b.bufs[k][...] = v
-            for buf in b.kernel.outputs:
-                b.bufs[buf.name].fill(0)
-            self._launch()
-        self.stream.synchronize()
-        outputs = {buf.name: b.cp.asnumpy(b.bufs[buf.name]) for buf in b.kernel.outputs}
-        verdict: tuple[bool, str] = b.kernel.check(outputs, b.expected)
-        return verdict
-
-    def _timed(self, issue: Callable[[], None], n: int) -> float:
-        self.start.record(self.stream)
-        with self.stream:
-            issue()
-        self.end.record(self.stream)
-        self.end.synchronize()
-        return float(self.b.cp.cuda.get_elapsed_time(self.start, self.end)) / 1000.0 / n
-
-    def _timing_unit(self) -> Callable[[], None]:
-        if self._unit is not None:
-            return self._unit
-        opts = self.b.opts
-        self._timed(lambda: self._launch(3), 3)  # load and warm
-        per = self._timed(lambda: self._launch(3), 3)
-        n = int(min(opts["max_graph_launches"], max(1, round(opts["sample_s"] / max(per, 1e-7)))))
-        self.launches, self.method = n, "launches"
-        self._unit = lambda: self._launch(n)
-        if opts.get("use_graph", True):
-            try:
-                with self.stream:
-                    self.stream.begin_capture()
-                    try:
-                        self._launch(n)
-                    finally:
-                        self.graph = self.stream.end_capture()
-                upload = getattr(self.graph, "upload", None)
-                if upload is not None:  # instantiate now, so a failure falls back here rather than in timing
-                    upload(self.stream)
-                self._unit, self.method = self.graph.launch, "graph"
-            except Exception as exc:  # noqa: BLE001 - fall back to plain launches, recorded in ``method``
-                log.warning("CUDA graph capture failed (%s); timing plain launches", exc)
-        return self._unit
-
-    def replay(self) -> None:
-        unit = self._timing_unit()
-        with self.stream:
-            unit()
-
-    def sample(self) -> float:
-        unit = self._timing_unit()
-        with self.stream:
-            unit()  # pre-roll: the GPU stays busy while the timed unit is queued, so no launch gap is timed
-        return self._timed(unit, self.launches)
-
-    def sync(self) -> None:
-        self.stream.synchronize()
-
-    def fence(self) -> Callable[[], None]:
-        event = self.b.cp.cuda.Event(disable_timing=True)
-        event.record(self.stream)
-        wait: Callable[[], None] = event.synchronize
-        return wait
-
-    def close(self) -> None:
-        self.graph = self._unit = None

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["PowerMeter", "PowerSampler", "nvml_unavailable_reason"]
+__all__ = ["PowerMeter", "PowerSampler", "nvml_unavailable_reason", "uuid_sha256"]
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +30,15 @@ def nvml_unavailable_reason() -> str | None:
     finally:
         pynvml.nvmlShutdown()
     return None
+
+
+def uuid_sha256(uuid: str | bytes | None) -> str | None:
+    """The sha256 (hex) of a GPU UUID as NVML spells it ("GPU-xxxxxxxx-..."): a stable device identity for a
+    record that never shows the UUID itself; None for none."""
+    if not uuid:
+        return None
+    text = uuid.decode() if isinstance(uuid, bytes) else str(uuid)
+    return hashlib.sha256(text.strip().encode()).hexdigest()
 
 
 class PowerMeter:
@@ -138,13 +148,34 @@ class PowerMeter:
         return {"name": dec(name), "driver": dec(driver), "energy_counter": self.has_energy_counter,
                 "nvml": self.reason, **self.state()}
 
+    def identity(self) -> dict[str, Any]:
+        """``uuid_sha256`` (the GPU UUID's sha256, never the UUID), ``driver_version`` and ``mig_mode``
+        ("enabled", "disabled"); each None where NVML cannot say (no NVML, a GPU without MIG)."""
+        out: dict[str, Any] = {"uuid_sha256": None, "driver_version": None, "mig_mode": None}
+        if self._nvml is None:
+            return out
+        n = self._nvml
+        out["uuid_sha256"] = uuid_sha256(self._try(n.nvmlDeviceGetUUID))
+        try:
+            driver = n.nvmlSystemGetDriverVersion()
+            out["driver_version"] = driver.decode() if isinstance(driver, bytes) else str(driver)
+        except n.NVMLError:
+            pass
+        get_mig = getattr(n, "nvmlDeviceGetMigMode", None)  # older bindings lack it
+        mig = self._try(get_mig) if get_mig is not None else None
+        if mig is not None:
+            current = mig[0] if isinstance(mig, (list, tuple)) else mig
+            out["mig_mode"] = "enabled" if current == getattr(n, "NVML_DEVICE_MIG_ENABLE", 1) else "disabled"
+        return out
+
     def lock_clocks(self, mhz: int) -> None:
         """Lock the SM clock at ``mhz`` (needs root or the admin setting). Only done when a user asks."""
         self._nvml.nvmlDeviceSetGpuLockedClocks(self._handle, int(mhz), int(mhz))
 
     def unlock_clocks(self) -> None:
-        """Undo ``lock_clocks``."""
-        self._try(self._nvml.nvmlDeviceResetGpuLockedClocks)
+        """Undo ``lock_clocks`` (nothing to undo without NVML)."""
+        if self._nvml is not None:
+            self._try(self._nvml.nvmlDeviceResetGpuLockedClocks)
 
 
 class PowerSampler:

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Comparison", "compare", "median_ci", "relative_halfwidth", "summarize"]
+__all__ = ["Comparison", "compare", "exceed_p_value", "median_ci", "relative_halfwidth", "summarize"]
 
 METHODS = ("bootstrap", "paired-bootstrap", "welch")
 
@@ -110,20 +110,9 @@ def compare(baseline: Sequence[float], candidate: Sequence[float], *, confidence
     if not 0.5 < confidence < 1:
         raise ValueError(f"confidence: `0.5 < confidence < 1` must hold, but got {confidence}; use e.g. 0.95")
     alpha = 1 - confidence
-    rng = np.random.default_rng(seed)
-    if method == "paired-bootstrap":
-        if b.size != c.size:
-            raise ValueError(f"paired-bootstrap: `equal sample counts (one per round)` must hold, but got "
-                             f"{b.size} and {c.size}; use method='bootstrap' for unpaired samples")
-        ratios = b / c
-        est = float(np.median(ratios))
-        boots = np.median(ratios[rng.integers(0, ratios.size, (n_boot, ratios.size))], axis=1)
+    if method in ("paired-bootstrap", "bootstrap"):
+        est, boots = _bootstrap(b, c, method, n_boot, seed)
         lo, hi = np.quantile(boots, [alpha / 2, 1 - alpha / 2])
-    elif method == "bootstrap":
-        est = float(np.median(b) / np.median(c))
-        mb = np.median(b[rng.integers(0, b.size, (n_boot, b.size))], axis=1)
-        mc = np.median(c[rng.integers(0, c.size, (n_boot, c.size))], axis=1)
-        lo, hi = np.quantile(mb / mc, [alpha / 2, 1 - alpha / 2])
     elif method == "welch":
         from scipy.stats import t as student_t
 
@@ -141,3 +130,47 @@ def compare(baseline: Sequence[float], candidate: Sequence[float], *, confidence
     else:
         raise ValueError(f"method: `one of {list(METHODS)}` must hold, but got {method!r}")
     return Comparison(est, float(lo), float(hi), confidence, method, int(b.size), int(c.size))
+
+
+def _bootstrap(b: np.ndarray, c: np.ndarray, method: str, n_boot: int, seed: int) -> tuple[float, np.ndarray]:
+    """The speedup estimate and ``n_boot`` resampled speedups: "paired-bootstrap" resamples the per-round ratios
+    (their median), "bootstrap" the two medians independently."""
+    rng = np.random.default_rng(seed)
+    if method == "paired-bootstrap":
+        if b.size != c.size:
+            raise ValueError(f"paired-bootstrap: `equal sample counts (one per round)` must hold, but got "
+                             f"{b.size} and {c.size}; use method='bootstrap' for unpaired samples")
+        ratios = b / c
+        return float(np.median(ratios)), np.median(ratios[rng.integers(0, ratios.size, (n_boot, ratios.size))], axis=1)
+    mb = np.median(b[rng.integers(0, b.size, (n_boot, b.size))], axis=1)
+    mc = np.median(c[rng.integers(0, c.size, (n_boot, c.size))], axis=1)
+    return float(np.median(b) / np.median(c)), mb / mc
+
+
+def exceed_p_value(baseline: Sequence[float], candidate: Sequence[float], threshold: float, *,
+                   method: str = "paired-bootstrap", n_boot: int = 4000, seed: int = 0) -> float:
+    """One-sided p-value of "the speedup is at most ``threshold``" (small: the candidate is faster than that).
+
+    The bootstrap methods count the resampled speedups at or below the threshold (``(1 + k) / (1 + n_boot)``, never
+    0); "welch" takes the t distribution of the log-time difference. The same resampling as ``compare``.
+
+    Raises:
+        ValueError: As for ``compare``.
+    """
+    b, c = _arr(baseline, "baseline samples"), _arr(candidate, "candidate samples")
+    if method in ("paired-bootstrap", "bootstrap"):
+        boots = _bootstrap(b, c, method, n_boot, seed)[1]
+    elif method == "welch":
+        from scipy.stats import t as student_t
+
+        lb, lc = np.log(b), np.log(c)
+        vb, vc = lb.var(ddof=1) / lb.size, lc.var(ddof=1) / lc.size
+        se = math.sqrt(vb + vc)
+        diff = float(lb.mean() - lc.mean()) - math.log(threshold)
+        if se == 0:
+            return 0.0 if diff > 0 else 1.0
+        df = (vb + vc) ** 2 / (vb ** 2 / (lb.size - 1) + vc ** 2 / (lc.size - 1))
+        return float(student_t.sf(diff / se, df))
+    else:
+        raise ValueError(f"method: `one of {list(METHODS)}` must hold, but got {method!r}")
+    return float((1 + np.count_nonzero(boots <= threshold)) / (1 + n_boot))

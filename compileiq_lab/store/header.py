@@ -33,6 +33,11 @@ class Validation:
         created: ISO-8601 time of the measurement.
         samples: The per-launch times behind the figures, one per round: "baseline" and each eval id (as text).
         workloads: The kernel's other workloads every point was also re-measured on.
+        cache: "warm" or "cold" (L2 flushed before every timed launch).
+        timer: ``resolution_s`` of one timed sample and ``launches`` (label -> launches per sample), where known.
+        device: The GPU's facts a certificate records (``compileiq_lab.analysis.certify.DEVICE_FACTS``).
+        Rows also carry the certification (``certified``, ``why_not``, ``p_value``, ``adjusted_low``/``_high``,
+        ``holm_confidence``); a validation stored by an earlier version has none of these (read as not certified).
     """
 
     rows: list[dict[str, Any]]
@@ -44,12 +49,15 @@ class Validation:
     created: str = ""
     samples: dict[str, list[float]] = field(default_factory=dict)
     workloads: list[str] = field(default_factory=list)
+    cache: str = "warm"
+    timer: dict[str, Any] = field(default_factory=dict)
+    device: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data (stored in the run header and in exported ACFs)."""
         return {"rows": self.rows, "baseline": self.baseline, "rounds": self.rounds, "confidence": self.confidence,
                 "method": self.method, "gpu": self.gpu, "created": self.created, "samples": self.samples,
-                "workloads": self.workloads}
+                "workloads": self.workloads, "cache": self.cache, "timer": self.timer, "device": self.device}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Validation:
@@ -57,7 +65,8 @@ class Validation:
         return cls(rows=list(data["rows"]), baseline=dict(data["baseline"]), rounds=int(data["rounds"]),
                    confidence=float(data["confidence"]), method=str(data["method"]), gpu=dict(data.get("gpu", {})),
                    created=str(data.get("created", "")), samples=dict(data.get("samples", {})),
-                   workloads=list(data.get("workloads", [])))
+                   workloads=list(data.get("workloads", [])), cache=str(data.get("cache", "warm")),
+                   timer=dict(data.get("timer") or {}), device=dict(data.get("device") or {}))
 
     def row(self, eval_id: int) -> dict[str, Any] | None:
         """The row of one evaluation, or None if it was not re-measured."""

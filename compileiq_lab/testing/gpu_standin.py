@@ -11,6 +11,13 @@ every such time (a slower or faster stand-in GPU: 2 doubles them), ``COMPILEIQ_S
 Timing samples are synthetic (drawn around the median), but the sampling loop, the stopping rule,
 the interleaving and the energy-window algorithm are the real ones; the stand-in energy counter
 advances in 10 ms steps at 300 W of real wall time.
+
+Cache modes: with ``GpuOptions(cache="cold")`` every sample is one launch after a counted flush and
+takes ``COLD_FACTOR`` (1.3) times the warm time, so a test sees cold mode applied end to end. A script's
+"throttle_samples" (a list of 1-based numbers of that candidate's ``sample`` calls, warm-up included)
+throttles the stand-in GPU during those samples: the sample takes ``1 / THROTTLED`` times as long and the
+next SM-clock reading shows ``THROTTLED`` (90 %) of the usual ``SM_CLOCK_MHZ``. Device facts are fixed:
+the UUID's sha256 is that of ``STANDIN_UUID``, the L2 cache 50 MiB, MIG disabled.
 """
 
 from __future__ import annotations
@@ -23,13 +30,23 @@ from typing import Any
 
 import numpy as np
 
-from compileiq_lab.measure.gpu_backend import GpuBackend, Prepared
+from compileiq_lab.measure.gpu_backend import TIMER_RESOLUTION_S, GpuBackend, Prepared
+from compileiq_lab.measure.power import uuid_sha256
 
-__all__ = ["STANDIN_BACKEND", "NoNvmlStandIn", "StandInBackend", "StandInMeter", "script"]
+__all__ = ["COLD_FACTOR", "L2_BYTES", "SM_CLOCK_MHZ", "STANDIN_BACKEND", "STANDIN_UUID", "THROTTLED", "NoNvmlStandIn",
+           "StandInBackend", "StandInMeter", "script"]
 
 #: Pass as ``backend=`` to GpuRunner / KernelEvaluator(gpu_backend=...).
 STANDIN_BACKEND = "compileiq_lab.testing.gpu_standin:StandInBackend"
 WATTS = 300.0
+#: A cold-cache launch takes this many times the warm time.
+COLD_FACTOR = 1.3
+#: The stand-in GPU's SM clock, and the fraction of it a throttled reading shows.
+SM_CLOCK_MHZ = 1980.0
+THROTTLED = 0.9
+#: The stand-in GPU's UUID (only its sha256 is reported) and L2 cache size.
+STANDIN_UUID = "GPU-stand-in-0"
+L2_BYTES = 50 * 2**20
 
 
 def script(path: str | os.PathLike[str], **instructions: Any) -> Path:
@@ -40,10 +57,16 @@ def script(path: str | os.PathLike[str], **instructions: Any) -> Path:
 
 
 class StandInMeter:
-    """An energy counter that steps every 10 ms at a constant 300 W of wall time."""
+    """An energy counter that steps every 10 ms at a constant 300 W of wall time; its SM clock reads
+    ``THROTTLED`` of ``SM_CLOCK_MHZ`` once after each ``throttle()``."""
 
     def __init__(self) -> None:
         self.t0 = time.perf_counter()
+        self.throttles = 0
+
+    def throttle(self) -> None:
+        """The GPU throttles now: the next state reading shows the lowered SM clock."""
+        self.throttles += 1
 
     def energy_j(self) -> float:
         return WATTS * (int((time.perf_counter() - self.t0) / 0.01) * 0.01)
@@ -52,7 +75,9 @@ class StandInMeter:
         return WATTS
 
     def state(self) -> dict[str, float]:
-        return {"sm_clock_mhz": 1980.0, "temperature_c": 40.0}
+        clock = SM_CLOCK_MHZ * (THROTTLED if self.throttles else 1.0)
+        self.throttles = max(0, self.throttles - 1)
+        return {"sm_clock_mhz": clock, "temperature_c": 40.0}
 
 
 class StandInBackend(GpuBackend):
@@ -65,7 +90,12 @@ class StandInBackend(GpuBackend):
         self.speed = float(os.environ.get("COMPILEIQ_STANDIN_SPEED", "1"))
         name = os.environ.get("COMPILEIQ_STANDIN_NAME", "stand-in GPU")
         return {"name": name, "arch": self.opts.get("arch", "sm_90"), "device": 0, "nvml": None,
-                "power": {"name": name, "nvml": None}, "pid": os.getpid()}
+                "power": {"name": name, "nvml": None}, "pid": os.getpid(),
+                "uuid_sha256": uuid_sha256(STANDIN_UUID), "driver_version": "550.54.15", "cuda_runtime_version": "12.4",
+                "sm_clock_mhz": SM_CLOCK_MHZ, "mem_clock_mhz": 2619.0,
+                "clocks_locked": bool(self.opts.get("lock_clocks_mhz")), "power_limit_w": 700.0,
+                "mig_mode": "disabled", "l2_bytes": L2_BYTES, "timer_resolution_s": TIMER_RESOLUTION_S,
+                "cache": self.cache}
 
     def _prepare(self, item: dict[str, Any]) -> Prepared:
         raw = Path(item["cubin"]).read_bytes()
@@ -86,19 +116,27 @@ class StandInBackend(GpuBackend):
             raise RuntimeError("CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES: too many resources requested for launch (stand-in)")
         if spec.get("fatal"):
             raise RuntimeError("CUDA_ERROR_ILLEGAL_ADDRESS: an illegal memory access was encountered (stand-in)")
-        return _ScriptedCandidate(spec, self.opts, self.rng)
+        meter = self.meter if isinstance(self.meter, StandInMeter) else None
+        return _ScriptedCandidate(spec, self.opts, self.rng, meter)
 
 
 class _ScriptedCandidate(Prepared):
-    """Synthetic samples around the scripted median, with real sleeps standing in for the GPU's work."""
+    """Synthetic samples around the scripted median, with real sleeps standing in for the GPU's work
+    (cold mode: one flush and one launch per sample, ``COLD_FACTOR`` slower)."""
 
     method = "stand-in"
 
-    def __init__(self, spec: dict[str, Any], opts: dict[str, Any], rng: np.random.Generator) -> None:
-        self.spec, self.rng = spec, rng
+    def __init__(self, spec: dict[str, Any], opts: dict[str, Any], rng: np.random.Generator,
+                 meter: StandInMeter | None = None) -> None:
+        self.spec, self.rng, self.meter = spec, rng, meter
         self.median, self.noise = float(spec.get("time_s", 1e-4)), float(spec.get("noise", 0.01))
         self.launches = max(1, min(int(opts["max_graph_launches"]), round(opts["sample_s"] / self.median)))
         self.wall = min(self.median * self.launches, 0.002)  # real work per replay, capped to keep tests quick
+        self.cold = opts.get("cache", "warm") == "cold"
+        if self.cold:
+            self.sample_launches, self.method = 1, "stand-in-cold"
+        self.throttle_at = {int(k) for k in spec.get("throttle_samples", [])}
+        self.samples_taken = 0
 
     def check(self) -> tuple[bool, str]:
         if self.spec.get("wrong"):
@@ -109,8 +147,19 @@ class _ScriptedCandidate(Prepared):
         time.sleep(self.wall)
 
     def sample(self) -> float:
-        time.sleep(self.wall)
-        return float(self.median * np.exp(self.noise * self.rng.standard_normal()))
+        self.samples_taken += 1
+        median = self.median
+        if self.cold:
+            self.flushes += 1
+            median *= COLD_FACTOR
+            time.sleep(min(median, 0.002))
+        else:
+            time.sleep(self.wall)
+        if self.samples_taken in self.throttle_at:
+            median /= THROTTLED
+            if self.meter is not None:
+                self.meter.throttle()
+        return float(median * np.exp(self.noise * self.rng.standard_normal()))
 
 
 class NoNvmlStandIn(StandInBackend):
@@ -120,4 +169,6 @@ class NoNvmlStandIn(StandInBackend):
         info = super()._setup(init)
         self.meter = None
         reason = "NVML unavailable: NVML Shared Library Not Found"
-        return {**info, "nvml": reason, "power": {"nvml": reason}}
+        # as the real backend without NVML: the UUID (from CUDA), runtime and L2 size are known, the rest is not
+        return {**info, "nvml": reason, "power": {"nvml": reason}, "driver_version": None, "sm_clock_mhz": None,
+                "mem_clock_mhz": None, "clocks_locked": False, "power_limit_w": None, "mig_mode": None}

@@ -114,7 +114,7 @@ def export_point(results: Results, eval_id: int, kernel_run: KernelRun | None = 
     out.parent.mkdir(parents=True, exist_ok=True)
     if kernel_run is not None:
         meta = results.header.kernel or kernel_run.metadata()
-        point_acf(results, rec, kernel_run.kernel, kernel_run.catalog, meta).write(out)
+        point_acf(results, rec, kernel_run.kernel, kernel_run.catalog, meta, acf_name=Path(out).name).write(out)
         return out
     out.write_text(json.dumps({"eval_id": eval_id, "params": rec.params, "status": rec.status,
                                "objectives": dict(zip(results.objective_names, rec.scores or [])),

@@ -246,6 +246,34 @@ class GpuRunner:
         out: dict[str, Any] = reply
         return out
 
+    def energy_check(self, cubin: str | Path, defines: Mapping[str, Any] | None = None,
+                     seconds: float = 10.0) -> dict[str, Any]:
+        """Check the energy method on one cubin in a fresh worker: energy per launch from a short fed window (what
+        runs measure) against NVML's own counter over ``seconds`` of back-to-back launches.
+
+        Returns:
+            {"window_energy", "counter_energy" (J per launch), "ratio" (window / counter), "window_power",
+            "counter_power" (W), "per_launch_s" (CUDA events), "wall_per_launch_s" (host clock over the long run),
+            "launches", "seconds"}.
+
+        Raises:
+            ConfigurationError: No NVML, a wrong output, or a worker that hung or died.
+        """
+        fresh = WorkerProcess(self.backend, self._setup, what="GPU worker")
+        try:
+            fresh.start()
+            reply = fresh.call("energy_check", {"item": self.item(cubin, defines), "seconds": seconds},
+                               self.timeout_s + 3 * seconds)
+        except (WorkerTimeout, WorkerDied) as exc:
+            raise ConfigurationError(f"the energy check failed: the GPU worker "
+                                     f"{'hung' if isinstance(exc, WorkerTimeout) else 'died'} ({exc})") from None
+        finally:
+            fresh.close()
+        if reply.get("status") != "ok":
+            raise ConfigurationError(f"the energy check failed in the GPU worker: {reply.get('error', reply)}")
+        out: dict[str, Any] = reply
+        return out
+
     def close(self) -> None:
         """Stop the worker; clocks locked on request are unlocked (also when the worker was killed)."""
         self.worker.close()

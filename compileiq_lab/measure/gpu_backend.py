@@ -207,6 +207,8 @@ class GpuBackend:
             return self.measure(payload)
         if op == "remeasure":
             return self.remeasure(payload)
+        if op == "energy_check":
+            return self.energy_check(payload)
         raise ValueError(f"unknown request {op!r}")
 
     def _energy(self, prep: Prepared, per_launch_s: float) -> dict[str, float]:
@@ -318,3 +320,47 @@ class GpuBackend:
         finally:
             for prep in preps.values():
                 prep.close()
+
+    def energy_check(self, req: dict[str, Any]) -> dict[str, Any]:
+        """The energy method (power over a short fed window x time per launch) against NVML's own total-energy
+        counter over a long steady run of back-to-back launches (its rise / the launches in it)."""
+        if self.meter is None:
+            return {"status": "error", "error": "NVML is unavailable: no energy counter to check against"}
+        prep = self._prepare(req["item"])
+        try:
+            ok, message = prep.check()
+            if not ok:
+                return {"status": "wrong_output", "error": message}
+            per_launch = float(np.median(sample_until(prep.sample, self.opts)))
+            window = energy_window(prep, self.meter, self.opts["energy_window_s"], per_launch)
+            chunk = max(1, round(0.02 / max(per_launch * prep.launches, 1e-7)))
+            replays = 0
+
+            def queue() -> Callable[[], None]:
+                nonlocal replays
+                for _ in range(chunk):
+                    prep.replay()
+                replays += chunk
+                return prep.fence()
+
+            wait = queue()
+            wait()  # warm: the GPU is busy from the next queue on
+            replays = 0
+            e0, t0 = self.meter.energy_j(), time.perf_counter()
+            wait = queue()
+            while time.perf_counter() - t0 < float(req.get("seconds", 10.0)):
+                wait_next = queue()
+                wait()
+                wait = wait_next
+            wait()
+            e1, t1 = self.meter.energy_j(), time.perf_counter()
+            if e0 is None or e1 is None or e1 <= e0:
+                return {"status": "error", "error": "NVML's energy counter did not advance during the long run"}
+            launches = replays * prep.launches
+            counter = (e1 - e0) / launches
+            return {"status": "ok", "per_launch_s": per_launch, "window_energy": window["energy"],
+                    "window_power": window["power"], "counter_energy": counter, "counter_power": (e1 - e0) / (t1 - t0),
+                    "ratio": window["energy"] / counter, "launches": launches, "seconds": t1 - t0,
+                    "wall_per_launch_s": (t1 - t0) / launches}
+        finally:
+            prep.close()

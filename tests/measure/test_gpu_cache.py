@@ -141,3 +141,18 @@ def test_without_a_clock_reading_no_round_is_judged(runners, tmp_path):
     reply = runners(NO_NVML, warmup_s=0.0).remeasure(items, rounds=12)
     assert reply["throttle_checked"] is False and reply["throttled_rounds"] == 0
     assert len(reply["samples"]["a"]) == 12
+
+
+def test_the_energy_check_compares_the_window_method_with_the_counter_over_a_long_run(tmp_path):
+    """Through a real worker: the stand-in's counter steps at 300 W of wall time, so the counter's energy per launch
+    is 300 W x the wall time per launch of the long run, and its power is 300 W."""
+    runner = make_runner(energy=True)
+    cubin = script(tmp_path / "k.json", time_s=1e-3, noise=0.01)
+    reply = runner.energy_check(cubin, seconds=0.5)
+    assert reply["seconds"] >= 0.5 and reply["launches"] > 0
+    assert reply["counter_power"] == pytest.approx(300.0, rel=0.1)
+    assert reply["counter_energy"] == pytest.approx(300.0 * reply["wall_per_launch_s"], rel=0.1)
+    assert reply["window_power"] == pytest.approx(300.0, rel=0.1)
+    assert reply["ratio"] == pytest.approx(reply["window_energy"] / reply["counter_energy"])
+    with pytest.raises(ConfigurationError, match="NVML is unavailable"):
+        make_runner(NO_NVML).energy_check(cubin, seconds=0.2)

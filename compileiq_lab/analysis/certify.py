@@ -4,6 +4,7 @@ and its re-check."""
 from __future__ import annotations
 
 import logging
+import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -56,16 +57,19 @@ def certify(rows: Sequence[dict[str, Any]], samples: Mapping[str, Sequence[float
     """
     alpha = (1 - confidence) / 2  # one-sided: the lower end of the two-sided interval
     threshold = 1.0 + floor
-    p = {r["eval_id"]: exceed_p_value(samples[base], samples[label_of[r["eval_id"]]], threshold, method=method)
-         for r in rows}
-    passing = True
+    n_boot = max(4000, int(4 * len(rows) / alpha))  # the smallest bootstrap p-value must be able to pass alpha / m
+    p = {r["eval_id"]: exceed_p_value(samples[base], samples[label_of[r["eval_id"]]], threshold, method=method,
+                                      n_boot=n_boot) for r in rows}
+    stopped_at: int | None = None
     for k, row in enumerate(sorted(rows, key=lambda r: p[r["eval_id"]])):
         label = label_of[row["eval_id"]]
         level = alpha / (len(rows) - k)
         adjusted = compare(samples[base], samples[label], confidence=1 - 2 * level, method=method)
         why: list[str] = []
-        passing = passing and p[row["eval_id"]] <= level and adjusted.low > threshold
-        if not passing:
+        if stopped_at is not None:
+            why.append(f"Holm's step-down stopped at eval {stopped_at}, whose evidence was stronger")
+        elif p[row["eval_id"]] > level or adjusted.low <= threshold:
+            stopped_at = row["eval_id"]
             why.append(f"its Holm-adjusted interval [{adjusted.low:.4f}, {adjusted.high:.4f}] does not lie above "
                        f"1 + the A/A floor ({threshold:.4f})")
         resolution = _resolution_per_launch(timer, base, label)
@@ -94,7 +98,7 @@ def _resolution_per_launch(timer: Mapping[str, Any] | None, *labels: str) -> flo
 
 
 def certificate(validation: Validation, row: Mapping[str, Any], code_hash: str | None,
-                acf_name: str = "X.acf") -> dict[str, Any]:
+                acf_name: str = "this.acf") -> dict[str, Any]:
     """The ACF's ``validation.certificate`` of one point: where, how and with what result it was measured, and the
     one-line command that re-checks it."""
     device = validation.device
@@ -107,7 +111,7 @@ def certificate(validation: Validation, row: Mapping[str, Any], code_hash: str |
             "method": validation.method, "holm_points": len(validation.rows),
             "aa": dict(validation.baseline.get("aa") or {}), "noise_floor": validation.noise_floor,
             "timer_resolution_s": validation.timer.get("resolution_s"), "workloads": workloads,
-            "code_hash": code_hash, "recheck": f"compileiq-lab validate --acf {acf_name}"}
+            "code_hash": code_hash, "recheck": f"compileiq-lab validate --acf {shlex.quote(acf_name)}"}
 
 
 @dataclass(frozen=True)
@@ -117,7 +121,7 @@ class Recheck:
     Attributes:
         speedup, low, high: The point over the baseline, with its interval.
         aa_low, aa_high: The A/A control (the baseline against itself) measured with it.
-        tolerance: How far below 1 the lower bound may fall (default: the recorded A/A floor, else this one's).
+        tolerance: How far below 1 the lower bound may fall (default: the A/A noise, see ``recheck``).
         passed: ``low >= 1 - tolerance``.
         code_hash: The machine code rebuilt now; ``recorded_hash`` the ACF's (a difference is reported).
         rounds: Interleaved rounds.
@@ -137,16 +141,32 @@ class Recheck:
 
 def recheck(controls: Mapping[str, Any], run: KernelRun, *, recorded: Mapping[str, Any] | None = None,
             recorded_hash: str | None = None, rounds: int = 40, tolerance: float | None = None,
-            confidence: float = 0.95, method: str = "paired-bootstrap") -> Recheck:
+            confidence: float | None = None, method: str | None = None) -> Recheck:
     """Re-measure a point (an ACF's controls) and the baseline interleaved, with an A/A control, on this GPU.
 
-    A regression gate for CI: it passes while the re-measured lower bound stays at or above ``1 - tolerance``; the
-    default tolerance is the A/A floor the ACF recorded (or, without one, the one measured now), so a true small
-    win does not fail by chance.
+    A regression gate for CI: it passes while the re-measured lower bound stays at or above ``1 - tolerance``. The
+    default tolerance is the noise the A/A control shows: the larger of the A/A floor the ACF recorded, the one
+    measured now and the half-width of the A/A interval measured now; so a true small win (whose lower bound
+    wanders by about that much from run to run) does not fail by chance, while a real regression does.
+
+    Args:
+        controls: The point's controls (``acf.controls``).
+        run: A measuring kernel run of the ACF's kernel (``KernelRun.from_acf(acf, measure=True, ...)``).
+        recorded: The ACF's ``validation`` (its floor, confidence and method are used where not given).
+        recorded_hash: The ACF's code hash (a difference from the rebuilt code is logged).
+        rounds: Interleaved rounds (>= 10).
+        tolerance: How far below 1 the lower bound may fall, in [0, 1).
+        confidence, method: Of the intervals (default: the recorded ones, else 0.95 and the paired bootstrap).
 
     Raises:
-        ConfigurationError: No GPU runner, or a build that fails.
+        ConfigurationError: No GPU runner, bad rounds or tolerance, or a build that fails.
     """
+    recorded = recorded or {}
+    confidence = float(confidence if confidence is not None else recorded.get("confidence", 0.95))
+    method = str(method if method is not None else recorded.get("method", "paired-bootstrap"))
+    if tolerance is not None and not (isinstance(tolerance, (int, float)) and 0 <= tolerance < 1):
+        raise ConfigurationError(f"tolerance must lie in [0, 1), but got {tolerance!r}; e.g. 0.01 lets the lower "
+                                 "bound fall to 0.99")
     gpu = run.gpu
     if gpu is None:
         raise ConfigurationError("validate --acf re-measures on a GPU: it needs a kernel run with a GPU objective "
@@ -166,8 +186,9 @@ def recheck(controls: Mapping[str, Any], run: KernelRun, *, recorded: Mapping[st
     c = compare(s["baseline"], s["point"], confidence=confidence, method=method)
     aa = compare(s["baseline"], s["baseline#aa"], confidence=confidence, method=method)
     if tolerance is None:
-        floor = (recorded or {}).get("noise_floor")
-        tolerance = float(floor) if isinstance(floor, (int, float)) else noise_floor(aa.low, aa.high)
+        floor = recorded.get("noise_floor")
+        tolerance = max(float(floor) if isinstance(floor, (int, float)) else 0.0, noise_floor(aa.low, aa.high),
+                        (aa.high - aa.low) / 2)
     if recorded_hash and recorded_hash != point_hash:
         log.warning("the rebuilt machine code %s differs from the recorded %s (another compiler or source): the "
                     "check measures what the ACF builds now", point_hash[:16], recorded_hash[:16])

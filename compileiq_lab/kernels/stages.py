@@ -60,6 +60,12 @@ class ClusterStages:
         compiles need no resource: ``compile_stage`` runs on any worker, ``run_stage`` on a GPU worker)."""
         return {"GPU": 1} if self._gpu_runs and self.measures else None
 
+    @property
+    def exclusive_runs(self) -> bool:
+        """Whether its runs time the CPU (a C kernel's runtime): two at once on one machine distort each other, so a
+        cluster evaluates one at a time."""
+        return bool(self._runs) and not self._gpu_runs and self.measures
+
     def preflight(self, runs: bool = True) -> str | None:
         """Why this process cannot evaluate this run's candidates (a missing compiler; with ``runs``, no usable GPU),
         or None; what it checks is made on the way (the compilers, the GPU worker)."""

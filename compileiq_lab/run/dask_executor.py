@@ -12,6 +12,8 @@ import hashlib
 import logging
 import os
 import threading
+import time
+import traceback
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar
@@ -24,7 +26,7 @@ from compileiq_lab.measure.objective import call_objective, make_evaluator
 from compileiq_lab.space.space import config_key
 
 __all__ = ["CLUSTER_SETTINGS", "CONNECT_TIMEOUT_S", "DaskExecutor", "check_workers", "describe_workers", "remote_check",
-           "remote_evaluate", "remote_stage"]
+           "remote_evaluate", "remote_forget", "remote_stage"]
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -74,12 +76,16 @@ class DaskExecutor:
             self.where = f"the Client's scheduler {target.scheduler.address if target.scheduler else '?'}"
         elif target in ("dask", "dask-cuda"):
             self._cluster = _local_cluster(target, workers)
-            self.client = distributed.Client(self._cluster)
+            try:
+                self.client = distributed.Client(self._cluster)
+            except BaseException:
+                self._cluster.close()
+                raise
             self.where = f"a {type(self._cluster).__name__} on this machine"
         elif isinstance(target, str) and "://" in target:
             try:
                 self.client = distributed.Client(target, timeout=f"{connect_timeout_s}s")
-            except (OSError, TimeoutError) as exc:
+            except (OSError, TimeoutError, ValueError) as exc:
                 raise ConfigurationError(
                     f"could not reach the Dask scheduler at {target!r} within {connect_timeout_s:g} s ({exc}); start "
                     f"one there (`dask scheduler`) with workers (`dask worker {target}`), check the address and port, "
@@ -132,13 +138,26 @@ class DaskExecutor:
         resources = dict(getattr(fn, "dask_resources", None) or {}) or None
         staged = resources is not None and all(callable(getattr(fn, m, None)) for m in ("compile_stage", "run_stage"))
         check_workers(self.client, self.where, blob, token, resources, staged)
+        if getattr(fn, "exclusive_runs", False) and self.slots > 1:
+            log.warning("this objective times runs on the CPU: the cluster evaluates one candidate at a time (two at "
+                        "once on one machine would distort each other's timings)")
+            self._pool.shutdown(wait=False)
+            self.slots = 1
+            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="compileiq-dask")
+        def release() -> None:  # the workers drop the objective (a KernelRun's GPU worker, killable processes)
+            if self.client.status == "running":
+                try:
+                    self.client.run(remote_forget, token)
+                except Exception as exc:  # noqa: BLE001 - a worker gone already has nothing to release
+                    log.debug("releasing the objective on the workers: %s", exc)
+
         if not staged:
             def evaluate(config: dict[str, Any]) -> Measurement:
                 out: Measurement = self._task(config, remote_evaluate, token, blob, config, n_objectives, timeout_s,
                                               resources=resources)
                 return out
-            return evaluate, lambda: None
-        return _StagedEvaluator(self, fn, token, blob, resources or {}), lambda: None
+            return evaluate, release
+        return _StagedEvaluator(self, fn, token, blob, resources or {}), release
 
     def _task(self, config: dict[str, Any], fn: Callable[..., Any], *args: Any,
               resources: Mapping[str, float] | None = None) -> Any:
@@ -192,6 +211,12 @@ class _StagedEvaluator:
             self._baseline_ready.set()
 
     def __call__(self, config: dict[str, Any]) -> Measurement:
+        t0 = time.perf_counter()
+        m = self._evaluate(config)
+        m.elapsed_s = m.elapsed_s or time.perf_counter() - t0  # both stages, the waits for a worker included
+        return m
+
+    def _evaluate(self, config: dict[str, Any]) -> Measurement:
         built = self._executor._task(config, remote_stage, self._token, self._blob, "compile_stage", config, None)
         if isinstance(built, Measurement):
             return built
@@ -305,7 +330,8 @@ def check_workers(client: Any, where: str, blob: bytes, token: str, resources: M
 
 # -- worker side: these run in the Dask worker processes ------------------------------------------------
 _objectives: dict[str, Any] = {}
-_evaluators: dict[tuple[str, float | None, int], Callable[[dict[str, Any]], Measurement]] = {}
+_Evaluator = tuple[Callable[[dict[str, Any]], Measurement], Callable[[], None]]
+_evaluators: dict[tuple[str, float | None, int], _Evaluator] = {}  # (token, timeout, objectives) -> (call, close)
 _lock = threading.Lock()
 
 
@@ -352,13 +378,24 @@ def remote_evaluate(token: str, blob: bytes, config: dict[str, Any], n_objective
 
         key = (token, timeout_s, n_objectives)
         with _lock:
-            evaluate = _evaluators.get(key)
-            if evaluate is None:  # killable processes, as many as the worker's threads, kept for later calls
-                evaluate, _close = make_evaluator(fn, n_objectives, timeout_s, processes=get_worker().state.nthreads)
-                _evaluators[key] = evaluate
+            if key not in _evaluators:  # killable processes, as many as the worker's threads, kept for later calls
+                _evaluators[key] = make_evaluator(fn, n_objectives, timeout_s, processes=get_worker().state.nthreads)
+            evaluate = _evaluators[key][0]
         m = evaluate(config)
     m.detail = {**(m.detail or {}), "worker": _worker_name()}
     return m
+
+
+def remote_forget(token: str) -> None:
+    """On a worker: drop an objective after its run (its killable processes, a KernelRun's GPU worker)."""
+    with _lock:
+        fn = _objectives.pop(token, None)
+        closers = [_evaluators.pop(k)[1] for k in [k for k in _evaluators if k[0] == token]]
+    for close in closers:
+        close()
+    close_fn = getattr(fn, "close", None)
+    if callable(close_fn):
+        close_fn()
 
 
 def remote_stage(token: str, blob: bytes, stage: str, arg: Any, baseline: Built | None = None) -> Any:
@@ -369,11 +406,21 @@ def remote_stage(token: str, blob: bytes, stage: str, arg: Any, baseline: Built 
         fn = _objective(token, blob)
     except Exception as exc:  # noqa: BLE001 - every candidate would fail the same way: stop the run
         raise EnvironmentFaultError(f"a Dask worker cannot load the objective ({type(exc).__name__}: {exc})") from None
-    if stage == "compile_stage":
-        out = fn.compile_stage(arg)
-        out.detail = {**out.detail, "worker": _worker_name()}
-        return out
-    run = dict(fn.run_stage(arg))
+    try:
+        if stage == "compile_stage":
+            out = fn.compile_stage(arg)
+            out.detail = {**out.detail, "worker": _worker_name()}
+            return out
+        run = dict(fn.run_stage(arg))
+    except EnvironmentFaultError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the candidate's failure is a row, as call_objective makes it locally
+        tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)[-12:])
+        failed = Measurement("error", error=f"{type(exc).__name__}: {exc}"[:500],
+                             detail={"traceback": tb, "worker": _worker_name(), "failed_stage": stage})
+        if stage == "compile_stage":
+            return failed
+        return {"status": "error", "error": failed.error, "metrics": {}, "reused": False}
     info = getattr(fn, "gpu_info", None) or {}
     run["gpu"] = {"worker": _worker_name(), "name": info.get("name"), "uuid": info.get("uuid")}
     if baseline is not None:

@@ -3,6 +3,7 @@ protocol."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Protocol, TypeVar
@@ -12,6 +13,7 @@ from compileiq_lab.measure.objective import make_evaluator
 
 __all__ = ["Executor", "ExecutorSpec", "InlineExecutor", "Job", "ThreadExecutor", "local_executor", "open_executor"]
 
+log = logging.getLogger(__name__)
 T = TypeVar("T")
 T_co = TypeVar("T_co", covariant=True)
 
@@ -108,8 +110,9 @@ def local_executor(workers: int) -> Executor:
     return InlineExecutor() if workers <= 1 else ThreadExecutor(workers)
 
 
-def open_executor(spec: ExecutorSpec, workers: int | None) -> Executor:
-    """The executor a search runs on (made per ``start``; ``shutdown`` releases what it made).
+def open_executor(spec: ExecutorSpec, workers: int | None) -> tuple[Executor, bool]:
+    """The executor a search runs on, and whether it was made here (made per ``start``: then the caller shuts it
+    down after the run; an Executor object given is used as it is and left running for its owner).
 
     Args:
         spec: See ``ExecutorSpec``.
@@ -120,9 +123,11 @@ def open_executor(spec: ExecutorSpec, workers: int | None) -> Executor:
             ``compileiq_lab.run.dask_executor.DaskExecutor``).
     """
     if spec is None or spec == "local":
-        return local_executor(workers or 1)
+        return local_executor(workers or 1), True
     if hasattr(spec, "submit") and hasattr(spec, "evaluator") and hasattr(spec, "slots"):
-        return spec  # type: ignore[no-any-return]
+        if workers is not None and workers != spec.slots:
+            log.warning("workers=%d is ignored: the executor given runs %d evaluations at once", workers, spec.slots)
+        return spec, False
     from compileiq_lab.run.dask_executor import DaskExecutor
 
-    return DaskExecutor(spec, workers=workers)
+    return DaskExecutor(spec, workers=workers), True

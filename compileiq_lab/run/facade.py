@@ -232,20 +232,20 @@ class Search:
         self._engine.take_generations()  # generations finished through ask()/tell() were not this call's events
         self.store.acquire()
         timeout = self._options.timeout(task_timeout if task_timeout is not None else self.config.timeout_s)
-        executor = None
-        try:
-            executor = open_executor(self.executor, workers)
+        executor, owned = None, False
+        try:  # the steady engine first (it replays the store), then the executor and the objective's evaluator
+            steady = SteadyEngine(self.space, self.config, self.store, self._constraint, self._check) \
+                if self.config.asynchronous else None
+            executor, owned = open_executor(self.executor, workers)
             evaluate, closer = executor.evaluator(self.objective_function, self.config.num_objectives, timeout)
         except BaseException as exc:  # nothing was evaluated: the header says why the run could not start
-            if executor is not None:
+            if executor is not None and owned:
                 executor.shutdown()
             self._close_header("failed", f"{type(exc).__name__}: {exc}"[:2000])
             raise
         hooks = RunHooks(self._options, self._stop)
         emit = hooks.wrap(callback or (lambda event: None), lambda: self.results)
         status, reason = "running", ""
-        steady = SteadyEngine(self.space, self.config, self.store, self._constraint, self._check) \
-            if self.config.asynchronous else None
         try:
             if steady is not None:
                 status = drive_steady(steady, evaluate, emit, self._stop, executor, executor.slots, gate)
@@ -260,6 +260,8 @@ class Search:
             raise
         finally:  # the stop stays set: evaluations still waiting at the gate must see it
             closer()
+            if owned:
+                executor.shutdown()
             self._close_header(status, reason or (steady or self._engine).stop_reason)
         results = self.results
         emit(FinishedEvent(status, len(results)))

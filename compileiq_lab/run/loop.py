@@ -39,13 +39,14 @@ def drive(engine: Engine, evaluate: Evaluate, emit: Callable[[RunEvent], None], 
         evaluate: Turns a config into a Measurement (thread-safe when the executor runs several at once).
         emit: Receives an EvaluationEvent per new row and a GenerationEvent per finished generation.
         stop: The run's one stop signal; checked before each evaluation starts.
-        executor: Where evaluations run. Outcomes are told in candidate order.
+        executor: Where evaluations run (its owner shuts it down). Outcomes are told in candidate order.
         gate: Called before each evaluation starts (it may block, e.g. while a background run is paused).
 
     Returns:
         How it ended: "finished", "exhausted", "baseline_failed" or "stopped".
     """
     task = gated(evaluate, stop, gate)
+    jobs: list[tuple[Any, Any]] = []
     try:
         while True:
             batch = engine.ask()
@@ -64,5 +65,6 @@ def drive(engine: Engine, evaluate: Evaluate, emit: Callable[[RunEvent], None], 
                 for event in engine.take_generations():
                     emit(event)
     finally:
+        for _, job in jobs:  # calls not started yet are dropped (the executor may serve another run after this one)
+            job.cancel()
         engine.release()  # candidates not told (a stop, Ctrl-C, an error) are handed out again next time
-        executor.shutdown()

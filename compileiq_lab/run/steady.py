@@ -240,6 +240,6 @@ def drive_steady(engine: SteadyEngine, evaluate: Callable[[dict[str, Any]], Meas
                         engine.release(c)
                         del out[job]
     finally:
-        for c in out.values():
+        for job, c in out.items():  # calls not started yet are dropped; the executor's owner shuts it down
+            job.cancel()
             engine.release(c)
-        executor.shutdown()

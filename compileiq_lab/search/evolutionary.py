@@ -45,6 +45,7 @@ class PymooStrategy(Strategy):
         # steady-state use (propose/observe): pymoo's initial pool, handed out first, and the results that
         # arrive before all of it is out (pymoo is initialised with them in one go)
         self._initial: list[np.ndarray] | None = None
+        self._initial_keys: set[bytes] = set()  # of the initial pool: pymoo starts once every one has its result
         self._early: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
 
     def _make_algorithm(self, **kwargs: Any) -> Any:
@@ -98,6 +99,8 @@ class PymooStrategy(Strategy):
         if self._initial is None:
             pop = self.algorithm.ask()
             self._initial = [] if pop is None else list(np.asarray(pop.get("X"), dtype=np.int64))
+            self._initial_keys = set(self.space.keys(np.array(self._initial, dtype=np.int64).reshape(
+                len(self._initial), self.space.n_genes)))
         rows: list[np.ndarray] = []
         while self._initial and len(rows) < n:
             rows.append(self._initial.pop(0))
@@ -117,12 +120,15 @@ class PymooStrategy(Strategy):
 
     def _observe(self, X: np.ndarray, F: np.ndarray, feasible: np.ndarray) -> None:
         """Late results are never dropped: each joins the survivors' selection (pymoo's (mu + lambda) survival)
-        whenever it arrives, so a slow candidate competes on its score, not on its speed."""
+        whenever it arrives, so a slow candidate competes on its score, not on its speed. pymoo starts from the whole
+        initial pool: results are held until every one of its candidates has its result (prior samples fill the
+        slots meanwhile)."""
         if self.screen is not None:
             self.screen.observe(X, F, feasible)
         if self._initial is None:  # results before any proposal (a resumed run's stored rows): pymoo starts from them
             self._initial = []
-        if not self.algorithm.is_initialized and self._initial:
+        self._initial_keys.difference_update(self.space.keys(X))
+        if not self.algorithm.is_initialized and (self._initial or self._initial_keys):
             self._early.append((X, F, feasible))  # pymoo starts from the whole initial pool, not its first result
             return
         if self._early:

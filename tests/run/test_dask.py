@@ -3,6 +3,7 @@ seed, a worker killed mid-run, the asynchronous mode, the client killed and resu
 
 from __future__ import annotations
 
+import itertools
 import os
 import signal
 import subprocess
@@ -284,3 +285,50 @@ def test_a_worker_missing_the_compiler_is_named_before_the_search(tmp_path):
                 Search.of(run, store=":memory:", executor=c, generations=1).start()
     finally:
         cluster.close()
+
+
+class _StagedRaises:
+    """A staged objective whose compile stage raises for one config (as a bug in a user's stage would)."""
+
+    def compile_stage(self, config):
+        raise ValueError(f"cannot build {config}")
+
+    def run_stage(self, built):
+        raise RuntimeError("never reached")
+
+
+def test_a_stage_that_raises_is_a_row_not_the_end_of_the_run():
+    import cloudpickle
+
+    from compileiq_lab.run.dask_executor import remote_stage
+
+    blob = cloudpickle.dumps(_StagedRaises())
+    m = remote_stage("t-raises", blob, "compile_stage", {"x0": 1})
+    assert m.status == "error" and "ValueError: cannot build" in m.error and m.detail["failed_stage"] == "compile_stage"
+    run = remote_stage("t-raises", blob, "run_stage", object())
+    assert run["status"] == "error" and "RuntimeError: never reached" in run["error"]
+
+
+def test_an_executor_object_given_is_left_running_for_its_owner():
+    from compileiq_lab.run.executor import ThreadExecutor
+
+    ex = ThreadExecutor(2)
+    cfg = SearchConfiguration(generations=2, pool_size=4, seed=0)
+    first = Search(make_objective(), SPACE, cfg, store=":memory:", executor=ex).start()
+    again = Search(make_objective(), SPACE, cfg, store=":memory:", executor=ex).start()  # the same pool again
+    assert first.status == again.status == "finished" and rows(first) == rows(again)
+    ex.shutdown()
+
+
+def test_cpu_timed_runs_are_evaluated_one_at_a_time_on_a_cluster(client, tmp_path, caplog):
+    from compileiq_lab.kernels import KernelRun
+    from compileiq_lab.testing import tool_available
+
+    if not tool_available("gcc"):
+        pytest.skip("needs gcc")
+    timed = KernelRun("dot", "gcc", ["runtime"], remote=True, workdir=tmp_path)
+    assert timed.exclusive_runs and not KernelRun("dot", "gcc", ["text_bytes"], remote=True).exclusive_runs
+    res = Search.of(timed, store=":memory:", executor=client, generations=1, pool_size=3).start()
+    assert res.status == "finished" and "one candidate at a time" in caplog.text
+    starts = sorted((r.started_at, r.started_at + r.elapsed_s) for r in res.records)
+    assert all(b[0] >= a[1] - 0.05 for a, b in itertools.pairwise(starts))  # no two overlapped

@@ -109,3 +109,14 @@ def test_ask_tell_is_refused_for_an_asynchronous_search():
         SearchConfiguration(generations=2, asynchronous="yes")
     with pytest.raises(ConfigurationError, match="surrogate"):
         SearchConfiguration(generations=2, asynchronous=True, surrogate=True)
+
+
+def test_pymoo_starts_from_the_whole_initial_pool_not_from_its_first_result():
+    st = make_strategy("ga", SPACE, n_objectives=1, pool_size=8, seed=0, mutate_rate=0.34, crossover_rate=0.9)
+    first = st.propose(8)  # the whole initial pool at once (8 slots)
+    st.observe(first[:1], np.zeros((1, 1)), np.ones(1, bool))
+    assert not st.algorithm.is_initialized  # one result is not a population
+    more = st.propose(4)  # meanwhile: prior samples, never repeats
+    assert len(more) == 4 and not {tuple(x) for x in more} & {tuple(x) for x in first}
+    st.observe(first[1:], np.arange(7, dtype=float)[:, None], np.ones(7, bool))
+    assert st.algorithm.is_initialized and len(st.algorithm.pop) == 8

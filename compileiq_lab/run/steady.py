@@ -33,9 +33,9 @@ __all__ = ["SteadyEngine", "drive_steady"]
 log = logging.getLogger(__name__)
 #: Bounded staleness, in pools: a new candidate is proposed only while fewer than LAG_POOLS x pool_size candidates
 #: were proposed since the oldest one still out (0: unbounded). Measured in bench/bench_dask.py (8 slots, pool 8, 30
-#: seeds, two runs): where the good candidates take 10x longer, unbounded spends 37-39 % of its calls on them
-#: (synchronous 58 %); 1.5 pools 49-52 % at 1.2-1.3x the synchronous speed; where evaluation times are unrelated to
-#: quality, 1.5 pools runs 1.5x faster than synchronous (unbounded 2.0x); 1 pool removes the bias and the speed-up.
+#: seeds, three runs): where the good candidates take 10x longer, unbounded spends 27-39 % of its calls on them
+#: (synchronous 58 %); 1.5 pools 46-52 % at 1.2-1.3x the synchronous speed; where evaluation times are unrelated to
+#: quality, 1.5 pools runs 1.5x faster than synchronous (unbounded 1.9-2.0x); 1 pool removes the bias and the speed-up.
 LAG_POOLS = 1.5
 
 

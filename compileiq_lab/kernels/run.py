@@ -255,10 +255,8 @@ class KernelRun(ClusterStages):
         return self.evaluator(config)
 
     def warm_up(self) -> float | None:
-        """Compile the compiler defaults once in a scratch folder of its own (nothing cached for the run), so
-        that the first measured compile (the baseline) does not pay for cold disk caches and the compiler's
-        first start; done before the first evaluation when compile_time is an objective. Returns the
-        warm-up compile's seconds (None when it failed: the run then reports the failure itself)."""
+        """Compile the defaults once, cached nowhere, so that the baseline's compile_time pays no cold start (done
+        first when compile_time is an objective); returns its seconds (None when it failed: the run reports it)."""
         with self._warm:
             if self._warmed:
                 return None
@@ -272,15 +270,11 @@ class KernelRun(ClusterStages):
         the compiler stages took)."""
         scratch = Path(tempfile.mkdtemp(prefix="scratch-", dir=self.workdir))
         try:
-            outcome = self._make_backend(scratch).compile(self.argv(config))
+            outcome = self.scratch_backend(scratch).compile(self.argv(config))
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
         return outcome.status, sum(v for k, v in outcome.metrics.items() if k.endswith("_time_s"))
 
-    def scratch_backend(self, folder: str | os.PathLike[str]) -> Backend:
-        """A compile path like the run's own that builds into ``folder``: what it compiles is not cached for the run
-        (a check before the search leaves the baseline's compile, and its compile time, to the search)."""
-        return self._make_backend(Path(folder))
 
     def baseline_verdict(self, record: EvalRecord) -> str | None:
         """Why a search cannot get anywhere after this baseline evaluation, or None to search on (the one rule,
@@ -330,7 +324,7 @@ class KernelRun(ClusterStages):
         """The compile path (made on first use in a build-only run: exporting needs no compiler)."""
         with self._lazy:
             if self._backend is None:
-                self._backend = self._make_backend()
+                self._backend = self.scratch_backend()
             return self._backend
 
     @property
@@ -392,8 +386,10 @@ class KernelRun(ClusterStages):
         return (f"KernelRun(kernel={self.kernel.name!r}, catalog={self.catalog_name!r}, "
                 f"objectives={self.objective_names!r}, target={self.target!r}, arch={self.arch!r})")
 
-    def _make_backend(self, workdir: Path | None = None) -> Backend:
-        return run_backend(self.kernel, self.catalog, self.arch or DEFAULT_ARCH, workdir or self.workdir,
+    def scratch_backend(self, folder: str | os.PathLike[str] | None = None) -> Backend:
+        """A compile path like the run's own that builds into ``folder`` (default: the run's scratch folder, the
+        cache the search uses): elsewhere, nothing is cached for the run, e.g. a check before the search."""
+        return run_backend(self.kernel, self.catalog, self.arch or DEFAULT_ARCH, Path(folder or self.workdir),
                            self.timeout_s, two_stage=self._two_stage, link=self._link)
 
 

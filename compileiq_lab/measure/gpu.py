@@ -229,20 +229,28 @@ class GpuRunner:
         Raises:
             ConfigurationError: The worker hung, died or failed (the message says which).
         """
-        fresh = WorkerProcess(self.backend, self._setup, what="GPU worker")
         payload = {"items": {k: self.item(c, d) for k, (c, d) in items.items()}, "rounds": rounds,
                    "energy_rounds": energy_rounds}
         limit = self.timeout_s * (1 + len(items)) + rounds * len(items) * 0.1
+        return self._fresh_call("remeasure", payload, limit, f"re-measuring {len(items)} candidates")
+
+    def _fresh_call(self, op: str, payload: dict[str, Any], limit_s: float, what: str) -> dict[str, Any]:
+        """One request to a fresh worker (a clean CUDA context), closed afterwards.
+
+        Raises:
+            ConfigurationError: The worker hung, died or answered with an error (``what`` failed, and why).
+        """
+        fresh = WorkerProcess(self.backend, self._setup, what="GPU worker")
         try:
             fresh.start()
-            reply = fresh.call("remeasure", payload, limit)
+            reply = fresh.call(op, payload, limit_s)
         except (WorkerTimeout, WorkerDied) as exc:
-            raise ConfigurationError(f"re-measuring {len(items)} candidates failed: the GPU worker "
+            raise ConfigurationError(f"{what} failed: the GPU worker "
                                      f"{'hung' if isinstance(exc, WorkerTimeout) else 'died'} ({exc})") from None
         finally:
             fresh.close()
         if reply.get("status") != "ok":
-            raise ConfigurationError(f"re-measuring failed in the GPU worker: {reply.get('error', reply)}")
+            raise ConfigurationError(f"{what} failed in the GPU worker: {reply.get('error', reply)}")
         out: dict[str, Any] = reply
         return out
 
@@ -259,20 +267,8 @@ class GpuRunner:
         Raises:
             ConfigurationError: No NVML, a wrong output, or a worker that hung or died.
         """
-        fresh = WorkerProcess(self.backend, self._setup, what="GPU worker")
-        try:
-            fresh.start()
-            reply = fresh.call("energy_check", {"item": self.item(cubin, defines), "seconds": seconds},
-                               self.timeout_s + 3 * seconds)
-        except (WorkerTimeout, WorkerDied) as exc:
-            raise ConfigurationError(f"the energy check failed: the GPU worker "
-                                     f"{'hung' if isinstance(exc, WorkerTimeout) else 'died'} ({exc})") from None
-        finally:
-            fresh.close()
-        if reply.get("status") != "ok":
-            raise ConfigurationError(f"the energy check failed in the GPU worker: {reply.get('error', reply)}")
-        out: dict[str, Any] = reply
-        return out
+        return self._fresh_call("energy_check", {"item": self.item(cubin, defines), "seconds": seconds},
+                                self.timeout_s + 3 * seconds, "the energy check")
 
     def close(self) -> None:
         """Stop the worker; clocks locked on request are unlocked (also when the worker was killed)."""

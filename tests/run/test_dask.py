@@ -300,7 +300,7 @@ class _StagedRaises:
 def test_a_stage_that_raises_is_a_row_not_the_end_of_the_run():
     import cloudpickle
 
-    from compileiq_lab.run.dask_executor import remote_stage
+    from compileiq_lab.run.dask_worker import remote_stage
 
     blob = cloudpickle.dumps(_StagedRaises())
     m = remote_stage("t-raises", blob, "compile_stage", {"x0": 1})

@@ -3,6 +3,7 @@ process from its blob, evaluated whole or one stage at a time, checked before a 
 
 from __future__ import annotations
 
+import inspect
 import threading
 import traceback
 from collections.abc import Callable
@@ -43,7 +44,13 @@ def remote_check(token: str, blob: bytes, version: str, runs: bool = True) -> st
     except Exception as exc:  # noqa: BLE001 - the reason is reported, whatever it is
         return f"cannot load the objective ({type(exc).__name__}: {exc})"[:400]
     check = getattr(fn, "preflight", None)
-    return check(runs) if callable(check) else None
+    if not callable(check):
+        return None
+    try:  # KernelRun's takes whether this worker runs; a user's own may take nothing
+        why = check(runs) if inspect.signature(check).parameters else check()
+    except Exception as exc:  # noqa: BLE001 - the reason is reported, whatever it is
+        return f"its preflight() failed ({type(exc).__name__}: {exc})"[:400]
+    return str(why) if why else None
 
 
 def remote_evaluate(token: str, blob: bytes, config: dict[str, Any], n_objectives: int,

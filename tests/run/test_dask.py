@@ -332,3 +332,18 @@ def test_cpu_timed_runs_are_evaluated_one_at_a_time_on_a_cluster(client, tmp_pat
     assert res.status == "finished" and "one candidate at a time" in caplog.text
     starts = sorted((r.started_at, r.started_at + r.elapsed_s) for r in res.records)
     assert all(b[0] >= a[1] - 0.05 for a, b in itertools.pairwise(starts))  # no two overlapped
+
+
+class _Checked:
+    """An objective with its own preflight() (no arguments), failing on the workers."""
+
+    def preflight(self):
+        return "the licence server is unreachable"
+
+    def __call__(self, config):
+        return 1.0
+
+
+def test_an_objectives_own_preflight_is_run_on_the_workers(client):
+    with pytest.raises(ConfigurationError, match=r"2 of 2 Dask workers .*the licence server is unreachable"):
+        Search(_Checked(), SPACE, SearchConfiguration(generations=1), store=":memory:", executor=client).start()

@@ -11,7 +11,7 @@ import numpy as np
 
 from compileiq_lab.analysis.certify import DEVICE_FACTS, certify, noise_floor
 from compileiq_lab.exceptions import ConfigurationError
-from compileiq_lab.measure.stats import METHODS, Comparison, compare, median_ci
+from compileiq_lab.measure.stats import METHODS, compare, median_ci
 from compileiq_lab.store.header import RunHeader, Validation
 from compileiq_lab.store.sqlite import MEMORY, EvalRecord, RunStore
 
@@ -23,11 +23,6 @@ if TYPE_CHECKING:
 __all__ = ["Validation", "save_validation", "validate"]
 
 log = logging.getLogger(__name__)
-
-
-def _noise_floor(aa: Comparison) -> float:
-    """No evidence of bias (the A/A interval covers 1): 0; else the distance of its far end from 1."""
-    return noise_floor(aa.low, aa.high)
 
 
 def _points(results: Results, objective: int, eval_ids: Sequence[int] | None, max_points: int) -> list[EvalRecord]:
@@ -150,7 +145,7 @@ def _remeasure(run: KernelRun, gpu: GpuRunner, base: EvalRecord, points: list[Ev
         return float(np.mean(energy[label])) if energy.get(label) else None
 
     aa = compare(samples[b_label], samples[aa_label], confidence=confidence, method=method)
-    floor = _noise_floor(aa)
+    floor = noise_floor(aa.low, aa.high)
     rows = []
     for rec in points:
         label = label_of[rec.eval_id]
@@ -213,7 +208,7 @@ def _validate_workload(gpu: GpuRunner, name: str, items: dict[str, Any], label_o
         raise ConfigurationError(f"the baseline must produce the reference output on workload {name!r}, but "
                                  f"{failed[base_label]}; fix the kernel or the workload's params")
     aa = compare(samples[base_label], samples[base_label + "#aa"], confidence=confidence, method=method)
-    floor = _noise_floor(aa)
+    floor = noise_floor(aa.low, aa.high)
     for rec, row in zip(points, rows):
         label = label_of[rec.eval_id]
         if label in failed:

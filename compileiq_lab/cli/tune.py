@@ -173,7 +173,7 @@ def _tune(args: argparse.Namespace, run: KernelRun) -> int:
         check_canary(run)
     warm, sources = _warm_start(args, run)
     meta = run.metadata(**({"warm_start_from": sources} if sources else {}))
-    remote = args.executor != "local"
+    remote = run.remote
     search = Search.of(run, store=args.store, metadata=meta, generations=args.generations, pool_size=args.pool_size,
                        seed=args.seed, warm_start=warm or None, surrogate=args.surrogate,
                        asynchronous=args.asynchronous, executor=args.executor if remote else None)

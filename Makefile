@@ -5,14 +5,14 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-test
 
-.PHONY: lab demo test bench bench-defaults clean
+.PHONY: lab demo test bench bench-defaults docs clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	# nvcc/ptxas from pinned PyPI wheels where no CUDA toolkit is installed
 	# gpu: CuPy (CUDA 12 build) and NVML bindings, so the tests cover the import, the probe and the refusal without a GPU
-	$(BIN)/python -m pip install -q -e ".[test,lab,dist,gpu,nvrtc,triton$$(command -v nvcc >/dev/null 2>&1 || echo ,cuda)]"
+	$(BIN)/python -m pip install -q -e ".[test,lab,dist,gpu,nvrtc,triton,sass$$(command -v nvcc >/dev/null 2>&1 || echo ,cuda)]"
 	# the NVIDIA-ACF tests also run a ptxas that takes --apply-controls (13.5, from its wheel; beside the venv, off PATH)
 	$(BIN)/python scripts/ptxas_wheel.py 13.5.37 $(VENV)/ptxas-13.5
 	touch $(STAMP)
@@ -42,6 +42,11 @@ bench: $(STAMP)
 bench-defaults: $(STAMP)
 	$(BIN)/python bench/bench_defaults.py
 	$(BIN)/python bench/bench_defaults.py --pools auto --mutate 0.5,1,2,3
+
+# the teaching notebooks executed headless (no GPU needed) and rendered to docs/notebooks/*.html; their run times
+# and exercise checks go to bench/results/notebooks.{json,md}
+docs: $(STAMP)
+	$(BIN)/python bench/bench_notebooks.py --html docs/notebooks
 
 clean:
 	rm -rf $(VENV) compileiq_runs .pytest_cache

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from compileiq_lab.testing.exercises import check_answer
 from compileiq_lab.testing.objectives import (
     FlagProblem,
     toy_objective,
@@ -9,4 +10,4 @@ from compileiq_lab.testing.objectives import (
 )
 from compileiq_lab.testing.tools import tool_available
 
-__all__ = ["FlagProblem", "tool_available", "toy_objective", "toy_space"]
+__all__ = ["FlagProblem", "check_answer", "tool_available", "toy_objective", "toy_space"]

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import html
 import json
+import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import ipywidgets as w
 
-from compileiq_lab.acf.export import point_acf
+from compileiq_lab.acf.export import effective_params, point_acf
 from compileiq_lab.exceptions import ConfigurationError
+from compileiq_lab.kernels import minimal_controls
 from compileiq_lab.viz.data import param_rows, quantity_text
 
 if TYPE_CHECKING:
@@ -18,6 +20,8 @@ if TYPE_CHECKING:
     from compileiq_lab.store.results import Results
 
 __all__ = ["DetailPanel", "describe", "export_point"]
+
+log = logging.getLogger(__name__)
 
 
 def _fmt(v: Any) -> str:
@@ -92,7 +96,7 @@ def _validation_html(results: Results, eval_id: int) -> str:
 
 
 def export_point(results: Results, eval_id: int, kernel_run: KernelRun | None = None,
-                 path: str | Path | None = None, folder: str | Path = ".") -> Path:
+                 path: str | Path | None = None, folder: str | Path = ".", minimize: bool = True) -> Path:
     """Write one successful evaluation: an ACF for kernel runs, else the point as JSON. Returns its full path.
 
     Args:
@@ -101,6 +105,9 @@ def export_point(results: Results, eval_id: int, kernel_run: KernelRun | None = 
         kernel_run: The run's KernelRun (an ACF), or None (JSON).
         path: The file; a relative one is taken inside ``folder`` (default: ``<kernel>-eval<N>.acf``).
         folder: Where files go (created if missing).
+        minimize: Write the smallest control set that compiles to the same machine code (``minimal_controls``;
+            the ACF's ``dropped`` says what was left out and why), as ``compileiq-lab export`` does; where it
+            cannot be minimised (no compiler here) the point is written as it was, with a log warning.
 
     Raises:
         ConfigurationError: The evaluation does not exist or failed.
@@ -114,7 +121,15 @@ def export_point(results: Results, eval_id: int, kernel_run: KernelRun | None = 
     out.parent.mkdir(parents=True, exist_ok=True)
     if kernel_run is not None:
         meta = results.header.kernel or kernel_run.metadata()
-        point_acf(results, rec, kernel_run.kernel, kernel_run.catalog, meta, acf_name=Path(out).name).write(out)
+        controls, dropped = effective_params(rec), {}
+        if minimize:
+            try:
+                minimal = minimal_controls(kernel_run, controls, rec.detail.get("ignored_controls") or {})
+                controls, dropped = minimal.controls, minimal.dropped
+            except ConfigurationError as exc:
+                log.warning("eval %d is exported as it was, not minimised: %s", eval_id, str(exc)[:300])
+        point_acf(results, rec, kernel_run.kernel, kernel_run.catalog, meta, controls=controls, dropped=dropped,
+                  acf_name=Path(out).name).write(out)
         return out
     out.write_text(json.dumps({"eval_id": eval_id, "params": rec.params, "status": rec.status,
                                "objectives": dict(zip(results.objective_names, rec.scores or [])),

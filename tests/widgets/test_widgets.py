@@ -14,7 +14,8 @@ pytest.importorskip("ipywidgets")
 pytest.importorskip("anywidget")
 
 import compileiq_lab.space as ss
-from compileiq_lab import Run, Search, SearchConfiguration, load_acf
+from compileiq_lab import KernelRun, Run, Search, SearchConfiguration, load_acf
+from compileiq_lab.exceptions import ConfigurationError
 from compileiq_lab.testing import tool_available, toy_objective, toy_space
 from compileiq_lab.widgets import Dashboard, EventBridge
 from compileiq_lab.widgets.live import BASELINE, EVALS, FAILED, FRONT
@@ -115,6 +116,18 @@ def test_a_kernel_run_from_the_form_exports_an_acf(tmp_path, monkeypatch):
     assert "compileiq_runs" in dash.form.folder.value and "count, lower is better" in dash.form.objective_docs.value
     acf = load_acf(out)
     assert acf.kernel == "reduction" and acf.run["eval_id"] == shown
+    # minimised as `compileiq-lab export` does: what is kept changes the machine code, what is dropped does not
+    point = results.record(shown)
+    assert set(acf.controls) | set(acf.dropped) == set(point.params) and not set(acf.controls) & set(acf.dropped)
+    build = KernelRun("reduction", "ptxas", ["sass_instructions", "registers"], arch=acf.arch, measure=False,
+                      workdir=tmp_path / "check")
+    assert build.build(acf.controls)[1] == acf.code_hash == build.build(point.params)[1]
+    for name in set(acf.controls) - {"defines"}:
+        try:
+            without = build.build({k: v for k, v in acf.controls.items() if k != name})[1]
+        except ConfigurationError:  # dropping it alone would conflict: it is kept for that
+            continue
+        assert without != acf.code_hash, name
 
 
 def test_bad_choices_and_run_failures_are_shown_not_raised(store_path, monkeypatch):

@@ -21,11 +21,14 @@ REPO = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((REPO / "notebooks").glob("*.ipynb"))
 #: The goal per notebook (the teaching-notebooks issue): headless, without a GPU, in under a minute.
 GOAL_S = 60.0
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 
 
 def _scrub(nb: Any, replace: dict[str, str]) -> None:
-    """Replace this machine's folders in the outputs by neutral names: a rendered copy names no local path."""
-    pattern = re.compile("|".join(re.escape(k) for k in sorted(replace, key=len, reverse=True)))
+    """Replace this machine's folders in the outputs by neutral names: a rendered copy names no local path. A folder
+    is replaced only as a whole path component (``/a/b`` in ``/a/b/c``, never in ``/a/bc``)."""
+    folders = sorted((k for k in replace if k.strip("/")), key=len, reverse=True)  # never "/" itself
+    pattern = re.compile("|".join(rf"{re.escape(k)}(?=/|\b|$)" for k in folders))
 
     def fix(value: Any) -> Any:
         if isinstance(value, str):
@@ -41,11 +44,22 @@ def _scrub(nb: Any, replace: dict[str, str]) -> None:
             cell.outputs = [type(o)(fix(dict(o))) for o in cell.outputs]
 
 
+#: What a rendered page shows instead of a live widget (its state is megabytes of plot data and needs a kernel).
+WIDGET_NOTE = ("<p><i>A live widget (the dashboard) was shown here: open the notebook in JupyterLab "
+               "(<code>make lab</code>) to use it.</i></p>")
+
+
 def _html(nb: Any, out: Path) -> None:
     import nbformat
     from nbconvert import HTMLExporter
 
-    body, _ = HTMLExporter().from_notebook_node(nbformat.from_dict(nb))
+    nb = nbformat.from_dict(nb)
+    nb.metadata.pop("widgets", None)
+    for cell in nb.cells:
+        for output in cell.get("outputs", []):
+            if WIDGET_VIEW in (output.get("data") or {}):
+                output["data"] = {"text/html": WIDGET_NOTE}
+    body, _ = HTMLExporter().from_notebook_node(nb)
     out.write_text(body, encoding="utf-8")
 
 
@@ -61,13 +75,12 @@ def main() -> int:
             continue
         with tempfile.TemporaryDirectory(prefix="nb-") as tmp:
             nb, seconds = execute(path, Path(tmp))
+            names, problems = exercise_report(nb)
+            problems = [*errors(nb), *unverified_figures(nb), *problems]
             if args.html:
                 args.html.mkdir(parents=True, exist_ok=True)
-                _scrub(nb, {str(REPO): "<repository>", str(Path(tmp).resolve()): "<scratch>", tmp: "<scratch>",
-                            str(Path.home()): "~"})
+                _scrub(nb, {str(REPO): "<repository>", str(Path(tmp).resolve()): "<scratch>", tmp: "<scratch>"})
                 _html(nb, args.html / f"{path.stem}.html")
-        names, problems = exercise_report(nb)
-        problems = [*errors(nb), *unverified_figures(nb), *problems]
         failed |= bool(problems) or seconds > GOAL_S
         data[path.name] = {"seconds": round(seconds, 1), "exercises": names, "problems": problems}
         rows.append([path.name, f"{seconds:.1f}", "yes" if seconds <= GOAL_S else "NO", len(names),

@@ -17,7 +17,11 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 KERNEL_NAME = "python3"
 #: A number as prose writes it: not part of a word (sm_90, -O1, L2), thousands separators allowed.
-_NUMBER = re.compile(r"(?<![\w.\-/])(\d{1,3}(?:,\d{3})+|\d+)(\.\d+)?(?![\w])")
+#: A unit may follow ("1.5x", "64-byte"); a sign counts where it stands alone ("-12 registers", not "x86-64").
+_NUMBER = re.compile(r"(?<![\w.\-/])(-(?=\d))?(\d{1,3}(?:,\d{3})+|\d+)(\.\d+)?(?!\d|\.\d|,\d{3})")
+#: A number in code or output: not inside an identifier, a hash or a version (sm_90, 3f12ab9c, x86-64-v3, 1.2.3).
+_VALUE = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?(?![\w.]*\d)")
+_TAG = re.compile(r"<[^>]+>")
 _CODE_SPAN = re.compile(r"`[^`]*`")
 _FENCE = re.compile(r"```.*?```", re.S)
 _LINK_TARGET = re.compile(r"\]\([^)]*\)")
@@ -49,7 +53,7 @@ def _prose(markdown: str) -> str:
     """Markdown without headings, code, link targets and comments: the text whose numbers are stated figures."""
     text = _HTML_COMMENT.sub(" ", _FENCE.sub(" ", markdown))
     text = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
-    return _LINK_TARGET.sub("]", _CODE_SPAN.sub(" ", text))
+    return _TAG.sub(" ", _LINK_TARGET.sub("]", _CODE_SPAN.sub(" ", text)))
 
 
 #: Words after a number that are units, not what is counted.
@@ -61,28 +65,34 @@ def _numbers(text: str) -> list[tuple[str, float, int, str]]:
     """(as written, value, decimals, the counted word after it or "") of every number in ``text``."""
     found = []
     for m in _NUMBER.finditer(text):
-        whole, frac = m.group(1), m.group(2) or ""
+        sign, whole, frac = m.group(1) or "", m.group(2), m.group(3) or ""
         after = re.match(r"\s*([A-Za-z][A-Za-z-]+)", text[m.end():])
         noun = after.group(1).lower() if after and after.group(1).lower() not in _UNITS else ""
-        found.append((whole + frac, float(whole.replace(",", "") + frac), len(frac) - 1 if frac else 0, noun))
+        found.append((sign + whole + frac, float(sign + whole.replace(",", "") + frac), len(frac) - 1 if frac else 0,
+                      noun))
     return found
 
 
 def _near_noun(value: float, decimals: int, noun: str, text: str) -> bool:
     """Whether ``text`` never names ``noun`` (nothing to compare), or states ``value`` within a line of it."""
     stem = noun[:-1] if noun.endswith("s") and len(noun) > 3 else noun
-    lines = [line for line in text.lower().splitlines() if stem in line]
+    word = re.compile(rf"\b{re.escape(stem)}")
+    lines = [line for line in text.lower().splitlines() if word.search(line)]
     return not lines or any(_matches(value, decimals, _values(line)) for line in lines)
 
 
 def _values(text: str) -> list[float]:
-    """Every number in code or output text, including ones written inside identifiers' neighbours (1e-4, 0.5)."""
-    return [float(m.group(0)) for m in re.finditer(r"\d+(?:\.\d+)?(?:[eE][-+]?\d+)?", text.replace(",", ""))]
+    """Every number in code or output text (1e-4, 0.5, -3), but none inside an identifier, a hash or a version."""
+    return [float(m.group(0)) for m in _VALUE.finditer(re.sub(r"(?<=\d),(?=\d{3})", "", text))]
 
 
 def _matches(value: float, decimals: int, candidates: list[float]) -> bool:
+    """A stated integer must be printed exactly (3 is not 2.6), a decimal to its stated precision (0.37 is
+    0.3712); a fraction printed may be stated as a percentage (0.3712 as 37.12 or 37 %)."""
     for c in candidates:
-        if round(c, decimals) == value or round(c * 100, decimals) == value:
+        if c == value or (decimals and round(c, decimals) == value):
+            return True
+        if abs(c) <= 1 and round(c * 100, decimals) == value:
             return True
     return False
 
@@ -138,17 +148,23 @@ def exercise_report(nb: Any) -> tuple[list[str], list[str]]:
         if sol is None or "solution" not in _tags(sol):
             problems.append(f"{name}: not followed by a cell tagged 'solution'")
             continue
-        if not (sol.get("metadata") or {}).get("jupyter", {}).get("source_hidden"):
+        if not ((sol.get("metadata") or {}).get("jupyter") or {}).get("source_hidden"):
             problems.append(f"{name}: its solution cell is not hidden (metadata jupyter.source_hidden)")
-        if not re.search(r"^answer_\w+\s*=\s*None\b", _source(cell), re.M):
-            problems.append(f"{name}: the stored answer must be None (answer_N = None)")
-        if "not answered yet" not in output_text(cell):
+        answers = re.findall(r"^answer_\w+\s*=\s*(.*)$", _source(cell), re.M)
+        if not answers or any(not re.match(r"None\b", a) for a in answers):
+            problems.append(f"{name}: every stored answer must be None (answer_N = None)")
+        asked = re.search(r"check_answer\(\s*[\"'](Exercise \S+?)[\"']", _source(cell))
+        if "not answered yet" not in output_text(cell) or asked is None:
             problems.append(f"{name}: its check did not run on the unanswered answer")
         verdict = CORRECT.search(output_text(sol))
         if verdict is None:
             problems.append(f"{name}: the reference solution's check did not print 'correct'")
+        elif asked is not None and verdict.group(1) != asked.group(1):
+            problems.append(f"{name}: it checks {asked.group(1)}, its solution {verdict.group(1)}")
         else:
             names.append(verdict.group(1))
+    if len(set(names)) != len(names):
+        problems.append(f"exercises checked more than once: {names}")
     return names, problems
 
 

@@ -125,6 +125,11 @@ def test_stated_figures_are_checked() -> None:
     assert unverified_figures(notebook("`-O1` on sm_90 wins.", "nothing")) == []  # code and names are not figures
     assert len(unverified_figures(notebook("The front has 4 points.", "front: 3 points"))) == 1
     assert len(unverified_figures(notebook("2 common and 7 advanced controls", "common: 2\nadvanced: 5\n7"))) == 1
+    assert len(unverified_figures(notebook("We found 12 regressions.", "code_hash 3f12ab9c wins: 3"))) == 1
+    assert len(unverified_figures(notebook("3 times faster", "speed-up 2.6"))) == 1
+    assert len(unverified_figures(notebook("1.5x faster", "speed-up 1.21"))) == 1
+    assert len(unverified_figures(notebook("-12 registers", "change: 12"))) == 1
+    assert unverified_figures(notebook("-12 registers; 1.5x; 37 % of <img width='600'>", "-12\n1.5\n0.3712")) == []
 
 
 def _strip_hook() -> Any:

@@ -42,9 +42,18 @@ class CodeReport:
     mix_note: str = ""
 
 
-def _ptxas_lines(log: str) -> list[str]:
+def _ptxas_lines(log: str, symbol: str | None = None) -> list[str]:
+    """The resource lines of ``ptxas -v``: of the entry ``symbol`` only (its block, up to the next entry), or all."""
     keep = ("Compiling entry", "Function properties", "bytes stack frame", "Used ")
-    return [" ".join(line.split()) for line in log.splitlines() if any(k in line for k in keep)]
+    lines = [" ".join(line.split()) for line in log.splitlines() if any(k in line for k in keep)]
+    if symbol is None:
+        return lines
+    starts = [i for i, line in enumerate(lines) if "Compiling entry" in line]
+    mine = [i for i in starts if f"'{symbol}'" in lines[i]]
+    if not mine:
+        return lines
+    end = next((i for i in starts if i > mine[0]), len(lines))
+    return lines[mine[0]:end]
 
 
 def code_report(run: KernelRun, config: Mapping[str, Any]) -> CodeReport:
@@ -64,8 +73,8 @@ def code_report(run: KernelRun, config: Mapping[str, Any]) -> CodeReport:
     resources["sass_instructions"] = float(info.sass_instructions)
     reason = disassembler_reason()
     mix = instruction_mix(outcome.path, outcome.symbol) if reason is None else None
-    return CodeReport(dict(config), run.argv(config), info.code_hash, resources, _ptxas_lines(outcome.log), mix,
-                      reason or "")
+    lines = _ptxas_lines(outcome.log, outcome.symbol)
+    return CodeReport(dict(config), run.argv(config), info.code_hash, resources, lines, mix, reason or "")
 
 
 def code_diff(run: KernelRun, config: Mapping[str, Any], baseline: Mapping[str, Any] | None = None) -> pd.DataFrame:

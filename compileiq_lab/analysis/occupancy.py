@@ -50,6 +50,7 @@ ARCHS: dict[str, SmLimits] = {
     "sm_100": SmLimits(64, 32),
     "sm_103": SmLimits(64, 32),
     "sm_120": SmLimits(48, 24, shared_bytes=100 * 1024),
+    "sm_121": SmLimits(48, 24, shared_bytes=100 * 1024),
 }
 
 
@@ -90,6 +91,13 @@ def _limits(arch: str) -> SmLimits:
     return ARCHS[base]
 
 
+def _count(value: float, name: str) -> int:
+    """A whole number as ptxas reports it (its metrics are floats: 40.0 is 40); anything else is refused."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value):
+        raise ConfigurationError(f"{name} must be a whole number, got {value!r}")
+    return int(value)
+
+
 def occupancy(registers: int, threads_per_block: int, shared_bytes: int = 0, arch: str = "sm_90") -> Occupancy:
     """Blocks of ``threads_per_block`` threads using ``registers`` per thread and ``shared_bytes`` of shared memory
     per block that fit on one SM of ``arch``: the calculation of CUDA's occupancy calculator (cuda_occupancy.h)
@@ -100,6 +108,9 @@ def occupancy(registers: int, threads_per_block: int, shared_bytes: int = 0, arc
         ConfigurationError: An unknown architecture, or a launch no SM can hold (the message says which limit).
     """
     sm = _limits(arch)
+    registers, threads_per_block, shared_bytes = (_count(registers, "registers"),
+                                                  _count(threads_per_block, "threads_per_block"),
+                                                  _count(shared_bytes, "shared_bytes"))
     if not 1 <= threads_per_block <= 1024:
         raise ConfigurationError(f"threads per block must be 1 to 1024, got {threads_per_block}")
     if not 0 <= registers <= sm.max_registers_per_thread or shared_bytes < 0:
@@ -109,7 +120,8 @@ def occupancy(registers: int, threads_per_block: int, shared_bytes: int = 0, arc
     per_warp = -(-registers * WARP // REG_UNIT) * REG_UNIT
     warps_by_registers = (sm.registers // SUB_PARTITIONS // per_warp) * SUB_PARTITIONS if per_warp else sm.max_warps
     smem = -(-(shared_bytes + sm.reserved_shared) // sm.shared_unit) * sm.shared_unit
-    limits = {"registers": warps_by_registers // warps, "warps": sm.max_warps // warps, "blocks": sm.max_blocks,
+    limits = {"registers": warps_by_registers // warps if per_warp else sm.max_blocks,
+              "warps": sm.max_warps // warps, "blocks": sm.max_blocks,
               "shared memory": sm.shared_bytes // smem if smem else sm.max_blocks}
     blocks = min(limits.values())
     if blocks == 0:

@@ -16,15 +16,15 @@ OPCODE_CLASSES = ("memory", "fma/alu", "control", "conversion", "barrier", "othe
 #: Installing a disassembler: the wheels from 13.2 on read the cubins of older toolkits too.
 INSTALL_HINT = "install the CUDA toolkit's nvdisasm, or `pip install 'compileiq-lab[sass]'` (nvidia-cuda-nvdisasm)"
 
-_MEMORY = re.compile(r"^(U?LD\w*|ST\w*|ATOM\w*|RED\w*|CCTL\w*|TEX\w*|TLD\w*|TLD4|TXQ|SU\w*|UBLKCP|UTMA\w*|UTMALDG|"
-                     r"LDGSTS|LDSM|STSM|MATCH)$")
-_CONTROL = re.compile(r"^(BRA|BRX|BRXU|JMP|JMX|JMXU|CALL|RET|EXIT|BSSY|BSYNC|WARPSYNC|YIELD|BPT|KILL|SSY|SYNC|BREAK|"
-                      r"RTT|ACQBULK|ELECT|PLOP3|UPLOP3|ACQSHMINIT|ENDCOLLECTIVE)$")
-_CONVERSION = re.compile(r"^(F2F|F2I|I2F|I2I|F2FP|I2IP|FRND|F2IP|UF2FP|UI2F|UF2I|UI2I)$")
-_BARRIER = re.compile(r"^(BAR|MEMBAR|DEPBAR|ERRBAR|CGAERRBAR|WARPGROUP|SYNCS|ARRIVES|FENCE|UCGABAR_\w+|CGABAR\w*|"
-                      r"B2R|R2B|WARPGROUPSET)$")
-_OTHER = re.compile(r"^(S2R|CS2R|S2UR|R2UR|SHFL|VOTE|VOTEU|NANOSLEEP|PMTRIG|SETCTAID|SETLMEMBASE|GETLMEMBASE|"
-                    r"LEPC|UGETNEXTWORKID)$")
+_MEMORY = re.compile(r"^(U?LD(?!GDEPBAR)\w*|ST\w*|ATOM\w*|RED(?!UX)\w*|CCTL\w*|TEX\w*|TLD\w*|TXQ|TXD|TMML|SU\w*|"
+                     r"UBLKCP|UBLKRED|UBLKPF|UTMA\w*|LDGSTS|LDSM|STSM)$")
+_CONTROL = re.compile(r"^(BRA|BRX|BRXU|JMP|JMX|JMXU|CALL|RET|EXIT|PREEXIT|BSSY|BSYNC|WARPSYNC|YIELD|BPT|KILL|SSY|SYNC|"
+                      r"BREAK|RTT|ACQBULK|ACQSHMINIT|ENDCOLLECTIVE)$")
+_CONVERSION = re.compile(r"^(F2F|F2I|I2F|I2I|F2FP|I2FP|I2IP|FRND|F2IP|UF2F|UF2FP|UFRND|UI2F|UI2FP|UF2I|UI2I)$")
+_BARRIER = re.compile(r"^(BAR|MEMBAR|DEPBAR|LDGDEPBAR|ERRBAR|CGAERRBAR|WARPGROUP|WARPGROUPSET|SYNCS|ARRIVES|FENCE|"
+                      r"UCGABAR_\w+|CGABAR\w*|UTCBAR|B2R|R2B)$")
+_OTHER = re.compile(r"^(S2R|CS2R|S2UR|R2UR|SHFL|VOTE|VOTEU|MATCH|REDUX|ELECT|NANOSLEEP|PMTRIG|SETCTAID|SETLMEMBASE|"
+                    r"GETLMEMBASE|LEPC|UGETNEXTWORKID)$")
 _INSTRUCTION = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?(([A-Z][A-Z0-9_]*)[\w.]*)")
 #: The branch-to-itself after a kernel's last EXIT: a guard, never executed (sass_instructions leaves it out too).
 _SELF_LOOP = re.compile(r"^(\.L_x_\d+):\s*\n\s*/\*[0-9a-f]+\*/\s+BRA\s+`\(\1\)", re.M)
@@ -34,8 +34,9 @@ _SECTION = re.compile(r"^\s*\.section\s+\.text\.([^,\s]+)", re.M)
 def opcode_class(opcode: str) -> str:
     """The class of a SASS opcode (modifiers stripped: ``IMAD.WIDE`` is ``IMAD``): "memory" (global, shared, local,
     constant, texture loads and stores, atomics), "control" (branches, calls, exit, convergence), "conversion"
-    (between number formats), "barrier" (block and memory barriers, async-copy waits), "other" (special
-    registers, lane shuffles and votes) and "fma/alu" (every arithmetic, logic, compare, move and matrix op)."""
+    (between number formats), "barrier" (block and memory barriers, async-copy commits and waits), "other"
+    (special registers, warp-wide shuffles, votes, matches and reductions) and "fma/alu" (every arithmetic,
+    logic, predicate, compare, move and matrix op)."""
     op = opcode.split(".", 1)[0]
     for name, pattern in (("memory", _MEMORY), ("control", _CONTROL), ("conversion", _CONVERSION),
                           ("barrier", _BARRIER), ("other", _OTHER)):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -13,17 +14,28 @@ __all__ = ["NOT_ANSWERED", "check_answer"]
 NOT_ANSWERED = "not answered yet"
 
 
+def _plain(value: Any) -> Any:
+    """A NumPy scalar (np.bool_, np.int64, np.float32...) as the Python value it holds; anything else as it is."""
+    item = getattr(value, "item", None)
+    return item() if callable(item) and type(value).__module__ == "numpy" and getattr(value, "shape", None) == () \
+        else value
+
+
 def _same(answer: Any, expected: Any, rel: float) -> bool:
-    if isinstance(expected, bool) or isinstance(answer, bool):
-        return bool(answer) is bool(expected) and type(answer) is type(expected)
-    if isinstance(expected, (int, float)) and isinstance(answer, (int, float)):
+    answer, expected = _plain(answer), _plain(expected)
+    if isinstance(expected, bool) or isinstance(answer, bool):  # True is not an answer for 1, nor 1 for True
+        return isinstance(expected, bool) and isinstance(answer, bool) and answer is expected
+    if isinstance(expected, numbers.Real) and isinstance(answer, numbers.Real):
         return math.isclose(float(answer), float(expected), rel_tol=rel, abs_tol=0.0 if rel else 1e-12)
     if isinstance(expected, str) and isinstance(answer, str):
         return answer.strip().lower() == expected.strip().lower()
     if isinstance(expected, Mapping) and isinstance(answer, Mapping):
         return set(answer) == set(expected) and all(_same(answer[k], expected[k], rel) for k in expected)
-    if isinstance(expected, (set, frozenset)) and isinstance(answer, (set, frozenset, list, tuple)):
-        return set(answer) == set(expected)
+    if isinstance(expected, (set, frozenset)) or isinstance(answer, (set, frozenset)):
+        try:
+            return set(answer) == set(expected)
+        except TypeError:
+            return False
     if isinstance(expected, Sequence) and isinstance(answer, Sequence) and not isinstance(answer, str):
         return len(answer) == len(expected) and all(_same(a, e, rel) for a, e in zip(answer, expected))
     return bool(answer == expected)

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from compileiq_lab.store.results import Results
 
 __all__ = ["PLOTLY_MISSING", "WEAK_FIT_R2", "history_figure", "influence_figure", "parallel_figure", "pareto_figure",
-           "require_plotly"]
+           "require_plotly", "weak_fit_note"]
 
 PLOTLY_MISSING = "plotting needs plotly: pip install 'compileiq-lab[lab]'"
 #: Below this out-of-bag R² ``influence_figure`` draws no bars. An influence is the rise of the model's error when a
@@ -255,13 +255,21 @@ def influence_figure(influence: pd.DataFrame) -> go.Figure:
     return fig
 
 
+def weak_fit_note(r2: float | None) -> str | None:
+    """Why an influence model with out-of-bag ``r2`` ranks nothing (below ``WEAK_FIT_R2``, or not measured), as
+    one sentence with a ``<br>`` in it; None for a fit good enough to show (or no R² given)."""
+    if r2 is None or (math.isfinite(r2) and r2 >= WEAK_FIT_R2):
+        return None
+    fit = f"R² = {r2:.2f} < {WEAK_FIT_R2:g}" if math.isfinite(r2) else "R² could not be measured"
+    return (f"model too weak to say ({fit}): the run does not show which controls matter;<br>"
+            "more evaluations or a wider exploration are needed")
+
+
 def _weak_influence_figure(go: Any, influence: pd.DataFrame, r2: float, title: str) -> Any:
     """No bars: the controls on the y axis (unexplored ones marked) and a note on why nothing is shown."""
     labels = [_esc(c) + ("" if s == "explored" else " (not explored)")
               for c, s in zip(influence["control"], influence["status"])][::-1]
-    fit = f"R² = {r2:.2f} < {WEAK_FIT_R2:g}" if math.isfinite(r2) else "R² could not be measured"
-    note = (f"model too weak to say ({fit}): the run does not show which controls matter;<br>"
-            "more evaluations or a wider exploration are needed")
+    note = weak_fit_note(r2)
     fig = go.Figure()
     fig.add_annotation(text=note, xref="paper", yref="paper", x=0.5, y=0.5, showarrow=False, align="center",
                        bgcolor="rgba(255,255,255,0.9)", bordercolor="#999999", borderwidth=1, font={"size": 13})

@@ -16,6 +16,7 @@ from compileiq_lab.kernels import Objective
 from compileiq_lab.run.background import in_background
 from compileiq_lab.search.pareto import pareto_mask
 from compileiq_lab.viz.data import failure_text, history_data, hover_text
+from compileiq_lab.viz.figures import weak_fit_note
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -245,7 +246,10 @@ class LivePlots:
         if df is None:
             self.explain_note.value = html.escape(error)
             return
+        weak = weak_fit_note(df.attrs.get("r2"))
         explored = df[df["status"] == "explored"].iloc[::-1]
+        if weak is not None:  # a model that does not fit ranks nothing: no bars, and the reason instead
+            explored = explored.iloc[0:0]
         skipped = list(df.loc[df["status"] != "explored", "control"])
         self._make_influence()
         with self.influence.batch_update():
@@ -255,7 +259,9 @@ class LivePlots:
                          "array": (explored["high"] - explored["influence"]).tolist(),
                          "arrayminus": (explored["influence"] - explored["low"]).tolist()})
             self.influence.layout.title.text = f"influence on {html.escape(objective)} (R\u00b2 {df.attrs['r2']:.2f})"
-        self.explain_note.value = ("not explored: " + html.escape(", ".join(skipped))) if skipped else ""
+        notes = [html.escape(weak).replace("&lt;br&gt;", " ")] if weak is not None else []
+        notes += ["not explored: " + html.escape(", ".join(skipped))] if skipped else []
+        self.explain_note.value = "<br>".join(notes)
 
     def _view_changed(self, change: dict[str, Any]) -> None:
         three = change["new"] == "3-D"

@@ -54,3 +54,23 @@ def test_c_kernels_and_failed_compiles_are_refused(sgemm) -> None:  # type: igno
         code_report(KernelRun("dot", "gcc", ["text_bytes"], measure=False), {})
     with pytest.raises(ConfigurationError, match="must compile to be read"):
         code_report(sgemm, {"defines": {"TILE": 64}})  # 4096 threads: the kernel's static_assert fails
+
+
+def test_ptxas_lines_of_one_entry_in_a_module() -> None:
+    from compileiq_lab.analysis.machine_code import _ptxas_lines
+
+    log = """ptxas info    : 0 bytes gmem
+ptxas info    : Compiling entry function 'axpy' for 'sm_90'
+ptxas info    : Function properties for axpy
+    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+ptxas info    : Used 10 registers, used 0 barriers
+ptxas info    : Compiling entry function 'to_int' for 'sm_90'
+ptxas info    : Function properties for to_int
+    8 bytes stack frame, 4 bytes spill stores, 4 bytes spill loads
+ptxas info    : Used 24 registers, used 1 barriers, 512 bytes smem
+ptxas info    : Compile time = 6.594 ms
+"""
+    mine = _ptxas_lines(log, "to_int")
+    assert mine[0] == "ptxas info : Compiling entry function 'to_int' for 'sm_90'" and len(mine) == 4
+    assert "Used 24 registers" in mine[-1] and not any("axpy" in line for line in mine)
+    assert len(_ptxas_lines(log)) == 8 and _ptxas_lines(log, "absent") == _ptxas_lines(log)

@@ -50,6 +50,30 @@ def test_bad_launches_say_what_to_change() -> None:
         occupancy(32, 256, 300 * 1024)
 
 
+#: Per compute capability, from the CUDA C++ Programming Guide's "Technical Specifications per Compute Capability"
+#: (written out here, not read from the module, so a wrong entry there fails): resident warps per SM, shared
+#: memory per SM (KiB, the largest carveout), shared memory the driver reserves per block (KiB).
+GUIDE = {"sm_70": (64, 96, 0), "sm_75": (32, 64, 0), "sm_80": (64, 164, 1), "sm_86": (48, 100, 1),
+         "sm_87": (48, 164, 1), "sm_89": (48, 100, 1), "sm_90": (64, 228, 1), "sm_100": (64, 228, 1),
+         "sm_103": (64, 228, 1), "sm_120": (48, 100, 1), "sm_121": (48, 100, 1)}
+
+
+def test_sm_limits_are_the_programming_guides() -> None:
+    assert set(ARCHS) == set(GUIDE)
+    for arch, (warps, smem_kib, reserved_kib) in GUIDE.items():
+        sm = ARCHS[arch]
+        expected = (warps, smem_kib * 1024, reserved_kib * 1024)
+        assert (sm.max_warps, sm.shared_bytes, sm.reserved_shared) == expected, arch
+
+
+def test_counts_as_ptxas_reports_them() -> None:
+    assert occupancy(40.0, 256.0).blocks_per_sm == 6  # ptxas metrics arrive as floats
+    for bad in (True, 40.5, "40"):
+        with pytest.raises(ConfigurationError, match="must be a whole number"):
+            occupancy(bad, 256)  # type: ignore[arg-type]
+    assert occupancy(0, 256).limited_by == "warps"  # no registers: nothing to limit by them
+
+
 def _calculator() -> Path | None:
     headers = [Path(d) / "cuda_occupancy.h" for d in cuda_include_dirs()]
     found = [h for h in headers if h.is_file()]
@@ -68,8 +92,9 @@ def test_agrees_with_cuda_occupancy_h(arch: str, tmp_path: Path) -> None:
     major, minor = arch[3:-1], arch[-1]
     cases = [(r, t, s) for r in range(8, 256, 7) for t in (32, 64, 96, 128, 256, 384, 512, 1024)
              for s in (0, 4096, 20000, 49152)]
-    out = subprocess.run([str(exe), major, minor, str(sm.max_warps), str(sm.max_blocks), str(sm.shared_bytes),
-                          str(sm.reserved_shared)], input="".join(f"{r} {t} {s}\n" for r, t, s in cases),
+    warps, smem_kib, reserved_kib = GUIDE[arch]  # the device the calculator sees: the guide's, not the module's
+    out = subprocess.run([str(exe), major, minor, str(warps), str(sm.max_blocks), str(smem_kib * 1024),
+                          str(reserved_kib * 1024)], input="".join(f"{r} {t} {s}\n" for r, t, s in cases),
                          capture_output=True, text=True, check=True).stdout.split("\n")
     for (regs, threads, smem), line in zip(cases, out):
         err, theirs = map(int, line.split())

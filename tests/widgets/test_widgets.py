@@ -241,6 +241,21 @@ def test_influence_is_fitted_off_the_loop_thread_and_drawn_on_it():
     assert drawn == [loop_thread.name] and "influence on score_1" in dash.plots.influence.layout.title.text
 
 
+def test_influence_from_a_model_that_does_not_fit_draws_no_bars():
+    pytest.importorskip("sklearn")
+    from compileiq_lab.analysis.influence import control_influence
+
+    dash = Dashboard(toy_run(generations=6))
+    dash.start()
+    results = dash.wait(timeout=60)
+    df = control_influence(results, "score_1", rounds=2, n_trees=20)
+    for r2, bars in ((0.9, True), (0.1, False), (float("nan"), False)):
+        df.attrs["r2"] = r2
+        dash.plots._draw_influence(df, "score_1", "")
+        assert (len(dash.plots.influence.data[0].x) > 0) is bars, r2
+        assert ("model too weak to say" in dash.plots.explain_note.value) is not bars, r2
+
+
 def test_a_stored_kernel_run_reopens_with_its_points_and_continues(tmp_path):
     from compileiq_lab.exceptions import ConfigurationError
 

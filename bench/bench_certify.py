@@ -155,8 +155,9 @@ def record_stores(kernels: list[str], generations: int, backend: str | None, out
             finally:
                 run.close()
         written.append(str(store.relative_to(out)))
-        (out / "runs" / "README.md").write_text("Recorded GPU runs (runtime, compile time, power, energy, validation) "
-                                                "for the lab's replay: " + ", ".join(written) + "\n")
+        # GPU.md, beside the README that describes every recording (the CPU ones included)
+        (out / "runs" / "GPU.md").write_text("Recorded GPU runs (runtime, compile time, power, energy, validation) "
+                                             "for the lab's replay: " + ", ".join(written) + "\n")
     return written
 
 

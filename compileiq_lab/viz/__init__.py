@@ -18,21 +18,24 @@ __all__ = [
     "front_table",
     "history_data",
     "history_figure",
+    "overlay_fronts_figure",
     "parallel_data",
     "parallel_figure",
     "pareto_data",
     "pareto_figure",
 ]
 
-_FIGURES = ("pareto_figure", "history_figure", "parallel_figure")
+_FIGURES = {"pareto_figure": "compileiq_lab.viz.figures", "history_figure": "compileiq_lab.viz.figures",
+            "parallel_figure": "compileiq_lab.viz.figures", "overlay_fronts_figure": "compileiq_lab.viz.overlay"}
 
 if TYPE_CHECKING:
     from compileiq_lab.viz.figures import history_figure, parallel_figure, pareto_figure
+    from compileiq_lab.viz.overlay import overlay_fronts_figure
 
 
 def __getattr__(name: str) -> Any:
     if name in _FIGURES:
-        value = getattr(importlib.import_module("compileiq_lab.viz.figures"), name)
+        value = getattr(importlib.import_module(_FIGURES[name]), name)
         globals()[name] = value
         return value
     raise AttributeError(f"module 'compileiq_lab.viz' has no attribute {name!r}")

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import html
 import json
+import math
+import re
 import statistics
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -18,6 +21,8 @@ if TYPE_CHECKING:
     from compileiq_lab.store.sqlite import EvalRecord
 
 __all__ = [
+    "failure_groups",
+    "failure_message",
     "failure_summary",
     "failure_text",
     "front_table",
@@ -290,3 +295,101 @@ def failure_summary(results: Results) -> list[dict[str, Any]]:
             for status, recs in groups.items()]
     rows.sort(key=lambda row: (-row["count"], row["status"]))
     return rows
+
+
+# -- failures as a view ----------------------------------------------------------------------
+#: How a knocked-out control (absent from a config: the compiler default) reads in ``failure_groups``.
+_ABSENT = "(default)"
+_PART = r"[^\s/\\:'\"()<>,;]+"
+_PATH = re.compile(rf"(?<![\w/.<])(?:(?:[A-Za-z]:[\\/]|~/|\.{{1,2}}/)(?:{_PART}[/\\])*|/(?:{_PART}/)+)({_PART})")
+_NOISE = ((re.compile(r"0x[0-9a-fA-F]+"), "0x…"),                                       # addresses, hex values
+          (re.compile(r"\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{8,}\b"), "…"),       # digests in file names
+          (re.compile(r"\btmp(?=\w*[\d_])\w{6,}"), "tmp…"), (re.compile(r"\s+"), " "))   # temp names, spacing
+_SKIP = re.compile(r"^(?:[\W_]*|traceback \(most recent call last\):|in file included from .*)$", re.IGNORECASE)
+
+
+def failure_message(error: str) -> str:
+    """The first meaningful line of an error (a traceback's last), with file paths cut to their file name and
+    hex numbers, addresses, digests and temp names blanked, so one compiler error reads the same for every
+    candidate; ``(no message)`` for an empty error."""
+    lines = [line.strip() for line in error.splitlines() if not _SKIP.match(line.strip())]
+    if not lines:
+        return "(no message)"
+    line = _PATH.sub(lambda m: m.group(1), lines[-1] if error.lstrip().startswith("Traceback") else lines[0])
+    for pattern, replacement in _NOISE:
+        line = pattern.sub(replacement, line)
+    return line.strip()
+
+
+def failure_groups(results: Results, top: int = 3) -> list[dict[str, Any]]:
+    """Failed evaluations grouped by status, most frequent first (then by status), with what they have in common.
+
+    Controls are dotted names; a control absent from a config (knocked out) has the value ``"(default)"``.
+    ``shared`` and ``suspects`` read the group's searched failures (a failed baseline counts in ``count`` and
+    ``eval_ids`` and sets ``baseline``, but its all-default config would hide every shared control).
+
+    Args:
+        results: The run.
+        top: How many messages and suspects to keep per group.
+
+    Returns:
+        One dict per failing status: ``status``, ``count``, ``eval_ids`` (sorted), ``baseline`` (the baseline is
+        among them), ``messages`` ([(``failure_message`` line, count)], the ``top`` most frequent), ``shared``
+        ({control: value} set identically in every failed config; ``"(default)"`` only for a control absent from
+        all of them and set in some successful config) and ``suspects`` ([(control, value, failed_with, ok_with)]:
+        values in at least 2 of the group's failures whose share there most exceeds their share among the
+        successful evaluations; ``top`` of them, the most over-represented first).
+    """
+    ok = [flatten_params(r.params) for r in ok_records(results)]
+    groups: dict[str, list[EvalRecord]] = {}
+    for r in results.records:
+        if r.status != "ok":
+            groups.setdefault(r.status, []).append(r)
+    ok_names = {name for flat in ok for name in flat}
+    names = sorted(ok_names | {name for r in results.records if r.status != "ok" for name in flatten_params(r.params)})
+    ok_counts = _value_counts(ok, names)
+    out: list[dict[str, Any]] = []
+    for status, recs in groups.items():
+        searched = [flatten_params(r.params) for r in recs if not r.is_baseline]
+        messages = Counter(failure_message(r.error) for r in recs)
+        out.append({"status": status, "count": len(recs), "eval_ids": sorted(r.eval_id for r in recs),
+                    "baseline": any(r.is_baseline for r in recs),
+                    "messages": sorted(messages.items(), key=lambda kv: (-kv[1], kv[0]))[:top],
+                    "shared": _shared(searched, names, ok_names),
+                    "suspects": _suspects(searched, names, ok_counts, len(ok), top)})
+    out.sort(key=lambda g: (-g["count"], g["status"]))
+    return out
+
+
+def _value_key(flat: Mapping[str, Any], name: str) -> str | None:
+    return json.dumps(flat[name], sort_keys=True, default=str) if name in flat else None
+
+
+def _value_counts(flats: list[dict[str, Any]], names: list[str]) -> Counter[tuple[str, str | None]]:
+    return Counter((name, _value_key(flat, name)) for flat in flats for name in names)
+
+
+def _shared(searched: list[dict[str, Any]], names: list[str], ok_names: set[str]) -> dict[str, Any]:
+    shared: dict[str, Any] = {}
+    for name in names if searched else []:
+        keys = {_value_key(flat, name) for flat in searched}
+        if keys == {None}:
+            if name in ok_names:
+                shared[name] = _ABSENT
+        elif len(keys) == 1:
+            shared[name] = searched[0][name]
+    return shared
+
+
+def _suspects(searched: list[dict[str, Any]], names: list[str], ok_counts: Counter[tuple[str, str | None]],
+              n_ok: int, top: int) -> list[tuple[str, Any, int, int]]:
+    values = {(name, _value_key(flat, name)): value for flat in searched for name, value in flat.items()}
+    rows: list[tuple[float, str, str, int, int]] = []
+    for (name, key), failed_with in _value_counts(searched, names).items():
+        ok_with = ok_counts.get((name, key), 0)
+        ratio = (failed_with / len(searched)) / (ok_with / n_ok) if ok_with else math.inf
+        if failed_with >= 2 and ratio > 1:
+            rows.append((ratio, name, key or "", failed_with, ok_with))
+    rows.sort(key=lambda row: (-row[0], -row[3], row[1], row[2]))
+    return [(name, values[(name, key)] if key else _ABSENT, failed_with, ok_with)
+            for _, name, key, failed_with, ok_with in rows[:top]]

@@ -9,7 +9,6 @@ import logging
 import threading
 import time
 import traceback
-import weakref
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -18,13 +17,15 @@ import ipywidgets as w
 
 from compileiq_lab.exceptions import ConfigurationError
 from compileiq_lab.kernels import KernelRun
-from compileiq_lab.run import Run
+from compileiq_lab.run import ReplayRun, Run
 from compileiq_lab.run.events import EvaluationEvent, FailedEvent, FinishedEvent, RunEvent
 from compileiq_lab.store import Results, load_results, new_store_path
 from compileiq_lab.widgets.bridge import EventBridge
 from compileiq_lab.widgets.detail import DetailPanel, export_point
 from compileiq_lab.widgets.live import LivePlots
+from compileiq_lab.widgets.notes import COMM_LOGGER, NOTES, CommErrors
 from compileiq_lab.widgets.setup import RunForm
+from compileiq_lab.widgets.side import SidePanels
 
 if TYPE_CHECKING:
     from compileiq_lab.store.header import RunHeader
@@ -34,51 +35,8 @@ __all__ = ["Dashboard"]
 
 log = logging.getLogger(__name__)
 
-#: The logger ipykernel's comm layer reports a failed widget message on (a plotly update, an observer).
-_COMM_LOGGER = "Comm"
 #: Where runs and exports of the form go by default: next to the notebook.
 DEFAULT_FOLDER = "compileiq_runs"
-
-
-class _Notes(logging.Handler):
-    """The package's warnings from a dashboard's own work (its callbacks, its run's thread): queued for that
-    dashboard's notes line instead of the kernel's stderr, which JupyterLab shows only in its log console.
-    Warnings from anything else are written to stderr as Python does without a handler. One per process."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.WARNING)
-        self.dashboards: weakref.WeakSet[Dashboard] = weakref.WeakSet()
-        self.active = threading.local()  # .dashboard: the one whose callback runs in this thread
-
-    def emit(self, record: logging.LogRecord) -> None:
-        owner = getattr(self.active, "dashboard", None)
-        if owner is None:
-            owner = next((d for d in list(self.dashboards) if d.run is not None and d.run.owns_current_thread()),
-                         None)
-        if owner is not None:
-            owner._queue_note(record.getMessage())
-        elif logging.lastResort is not None and record.levelno >= logging.lastResort.level:
-            logging.lastResort.handle(record)
-
-
-_NOTES = _Notes()
-
-
-class _CommErrors(logging.Handler):
-    """Shows an error the kernel's comm layer logs (a widget message that raised) in the dashboard too, not only
-    in JupyterLab's log console."""
-
-    def __init__(self, dashboard: Dashboard) -> None:
-        super().__init__(logging.ERROR)
-        self._dashboard = weakref.ref(dashboard)
-
-    def emit(self, record: logging.LogRecord) -> None:
-        dash = self._dashboard()
-        if dash is None:
-            logging.getLogger(_COMM_LOGGER).removeHandler(self)
-            return
-        tb = "".join(traceback.format_exception(*record.exc_info)) if record.exc_info else ""
-        dash.show_error(f"a widget update failed: {record.getMessage()}", tb)
 
 
 class Dashboard:
@@ -100,8 +58,8 @@ class Dashboard:
     traceback), and so does a failed widget message the kernel logs.
     """
 
-    def __init__(self, run: Run | None = None, kernel_run: KernelRun | None = None, store: str | None = None,
-                 folder: str | Path = DEFAULT_FOLDER) -> None:
+    def __init__(self, run: Run | ReplayRun | None = None, kernel_run: KernelRun | None = None,
+                 store: str | None = None, folder: str | Path = DEFAULT_FOLDER) -> None:
         self.run, self.kernel_run, self.store = run, kernel_run, store
         self._records: list[EvalRecord] = []
         self._header: RunHeader | None = None
@@ -119,6 +77,7 @@ class Dashboard:
         self._notes_lock = threading.Lock()
         self.detail = DetailPanel()
         self.plots: LivePlots | None = None
+        self.panels: SidePanels | None = None
         self.plot_area = w.VBox()
         self.bridge = EventBridge(self._guard(self._apply))
         self._unsubscribe: Any = None
@@ -127,20 +86,24 @@ class Dashboard:
         self.stop_button.on_click(self._guard(lambda _: self.stop()))
         self.detail.export_button.on_click(self._guard(lambda _: self._export_clicked()))
         controls = w.HBox([self.start_button, self.pause_button, self.stop_button, self.progress_bar])
-        parts = ([self.form.box] if self.form else []) + [controls, self.status, self.error, self.banner,
-                                                          self.notes, self.plot_area, self.detail.box]
+        # the form folds away while a run goes (one click opens it again); the detail panel is a tab beside the plot
+        self.setup = w.Accordion([self.form.box] if self.form else [], titles=("setup",) if self.form else (),
+                                 selected_index=0 if self.form else None)
+        self.setup.add_class("compileiq-setup")
+        parts = ([self.setup] if self.form else []) + [controls, self.status, self.error, self.banner,
+                                                       self.notes, self.plot_area]
         self.widget = w.VBox(parts)
         self.widget.add_class("compileiq-dashboard")
         self.status.add_class("compileiq-status")
         self.error.add_class("compileiq-error")
         self.banner.add_class("compileiq-banner")
         self.notes.add_class("compileiq-notes")
-        self._comm_errors = _CommErrors(self)
-        logging.getLogger(_COMM_LOGGER).addHandler(self._comm_errors)
+        self._comm_errors = CommErrors(self)
+        logging.getLogger(COMM_LOGGER).addHandler(self._comm_errors)
         package_log = logging.getLogger("compileiq_lab")
-        if _NOTES not in package_log.handlers:
-            package_log.addHandler(_NOTES)
-        _NOTES.dashboards.add(self)
+        if NOTES not in package_log.handlers:
+            package_log.addHandler(NOTES)
+        NOTES.dashboards.add(self)
         if run is not None:
             self._attach(run)
 
@@ -156,16 +119,22 @@ class Dashboard:
         Raises:
             ConfigurationError: A Python-objective run opened without its objective.
         """
-        header = load_results(path).header
-        if header.kernel is None:
-            if objective is None:
-                raise ConfigurationError(f"run {path!r} was made with a Python objective ({header.objective}); "
-                                         "pass it again: Dashboard.open(path, objective=fn)")
-            return cls(Run.open(path, objective, workers=workers or 1, generations=generations))
-        kernel_run = KernelRun.from_header(header)
-        run = Run.open(path, kernel_run, workers=workers or kernel_run.workers, generations=generations,
-                       constraint=kernel_run.constraint)
-        return cls(run, kernel_run)
+        return cls(*_open_run(path, objective, generations, workers))
+
+    def reopen(self, path: str) -> None:
+        """Show the stored run ``path`` here instead (the runs tab's Open): its points at once; Start continues a
+        kernel run. A run of a Python objective cannot be rebuilt from its store: it is replayed instead."""
+        if self.run is not None and self.run.running:
+            raise ConfigurationError("a run is still going; stop it before opening another")
+        self._release_evaluator()
+        run: Run | ReplayRun
+        try:
+            run, self.kernel_run = _open_run(path)
+        except ConfigurationError:
+            from compileiq_lab.run import replay_run
+
+            run, self.kernel_run = replay_run(path), None
+        self._attach(run)
 
     def _ipython_display_(self) -> None:
         from IPython.display import display
@@ -193,14 +162,14 @@ class Dashboard:
     @contextlib.contextmanager
     def _owning(self) -> Iterator[None]:
         """The package's warnings in this thread meanwhile go to this dashboard's notes."""
-        outer = getattr(_NOTES.active, "dashboard", None)
-        _NOTES.active.dashboard = self
+        outer = getattr(NOTES.active, "dashboard", None)
+        NOTES.active.dashboard = self
         try:
             yield
         finally:
-            _NOTES.active.dashboard = outer
+            NOTES.active.dashboard = outer
 
-    def _queue_note(self, message: str) -> None:
+    def queue_note(self, message: str) -> None:
         with self._notes_lock:
             if message not in self._pending_notes:
                 self._pending_notes.append(message)
@@ -217,7 +186,7 @@ class Dashboard:
         return Path(self.form.folder.value.strip() or DEFAULT_FOLDER) if self.form is not None else Path(self._folder)
 
     # -- control ---------------------------------------------------------------------------------
-    def start(self) -> Run | None:
+    def start(self) -> Run | ReplayRun | None:
         """Build the run from the form if needed, and start it. Returns the run (None if it could not be built)."""
         if self.run is not None and self.run.running:
             self.error.value = "<span style='color:#b00'>a run is still going; stop it and wait for it to end</span>"
@@ -239,6 +208,7 @@ class Dashboard:
         assert self.run is not None
         self.error.value = ""
         self.run.start()
+        self.setup.selected_index = None  # fold the form away while the run goes
         self._buttons()
         return self.run
 
@@ -276,6 +246,11 @@ class Dashboard:
             results = self.run.results()
             rep = results.representative_of(eval_id)
             self.detail.show(results, rep.eval_id if rep is not None else eval_id, self.kernel_run)
+            if self.plots is not None:
+                self.plots.highlight(self.detail.eval_id)
+                self.plots.show_tab("point")
+            if self.panels is not None:
+                self.panels.highlight(self.detail.eval_id)
 
     def export(self, eval_id: int | None = None, path: str | Path | None = None) -> Path:
         """Write the selected (or given) evaluation as an ACF (kernel runs) or JSON into ``folder`` (a relative
@@ -286,7 +261,7 @@ class Dashboard:
         return export_point(self.run.results(), eval_id, self.kernel_run, path, folder=self.folder)
 
     # -- internals -------------------------------------------------------------------------------
-    def _attach(self, run: Run) -> None:
+    def _attach(self, run: Run | ReplayRun) -> None:
         if self._unsubscribe is not None:
             self._unsubscribe()
         self.bridge.discard()
@@ -296,6 +271,11 @@ class Dashboard:
         self.error.value = self.banner.value = ""
         self.plots = LivePlots(list(run.search.objectives), run.search.config.generations, on_select=self.select,
                                guard=self._guard)
+        self.plots.add_tab("point", self.detail.box, first=True)
+        self.panels = SidePanels(list(run.search.objectives), self.folder, self.select, self._guard(self.reopen),
+                                 self._guard)
+        self.panels.attach(self.plots)
+        self.plots.show_tab("point")
         self.plot_area.children = (self.plots.box,)
         self.progress_bar.max = run.search.config.generations
         self.refresh()
@@ -307,6 +287,8 @@ class Dashboard:
         snapshot = self.run.results()
         self._records, self._header = list(snapshot.records), snapshot.header
         self.plots.update(snapshot)
+        if self.panels is not None:
+            self.panels.update(snapshot)
         self._show_progress()
         self._show_banner(snapshot)
         self._show_notes()
@@ -331,6 +313,8 @@ class Dashboard:
             else:
                 snapshot = self._snapshot()
                 self.plots.update(snapshot)
+                if self.panels is not None:
+                    self.panels.update(snapshot)
                 self._show_progress()
                 self._show_banner(snapshot)
                 self._show_notes()
@@ -391,10 +375,19 @@ class Dashboard:
         except Exception as exc:  # noqa: BLE001 - shown in the UI
             self.detail.message.value = f"<span style='color:#b00'>{html.escape(str(exc))}</span>"
             return
-        folder = out.parent
-        with contextlib.suppress(ValueError):  # inside the notebook's folder: said relative to it
-            folder = folder.relative_to(Path.cwd().resolve())
-        self.detail.message.value = (
-            f"wrote <code class='compileiq-export'>{html.escape(out.name)}</code> in "
-            f"<code class='compileiq-export-folder' title='{html.escape(str(out.parent))}'>"
-            f"{html.escape(str(folder))}</code>")
+        self.detail.exported(out)
+
+
+def _open_run(path: str, objective: Any = None, generations: int | None = None,
+              workers: int | None = None) -> tuple[Run, KernelRun | None]:
+    """A stored run to continue: rebuilt from its header (kernel runs), or with ``objective`` given again."""
+    header = load_results(path).header
+    if header.kernel is None:
+        if objective is None:
+            raise ConfigurationError(f"run {path!r} was made with a Python objective ({header.objective}); "
+                                     "pass it again: Dashboard.open(path, objective=fn)")
+        return Run.open(path, objective, workers=workers or 1, generations=generations), None
+    kernel_run = KernelRun.from_header(header)
+    run = Run.open(path, kernel_run, workers=workers or kernel_run.workers, generations=generations,
+                   constraint=kernel_run.constraint)
+    return run, kernel_run

@@ -14,20 +14,22 @@ from compileiq_lab.analysis.influence import control_influence
 from compileiq_lab.exceptions import ConfigurationError, OptionalDependencyError
 from compileiq_lab.kernels import Objective
 from compileiq_lab.run.background import in_background
-from compileiq_lab.search.pareto import pareto_mask
-from compileiq_lab.viz.data import failure_text, history_data, hover_text
+from compileiq_lab.viz.data import history_data, parallel_data
 from compileiq_lab.viz.figures import weak_fit_note
+from compileiq_lab.widgets.points import PointCache, front_2d
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from compileiq_lab.store.results import Results
 
-__all__ = ["LivePlots"]
+__all__ = ["BASELINE", "EVALS", "FAILED", "FRONT", "SELECTED", "LivePlots"]
 
-_FRONT, _FAILED, _BASE = "#d62728", "#7f7f7f", "#ff7f0e"
+_FRONT, _FAILED, _BASE, _PICK = "#d62728", "#7f7f7f", "#ff7f0e", "#17becf"
 # trace order in the Pareto FigureWidget (fixed, so updates only assign data)
-EVALS, FRONT, BASELINE, FAILED = range(4)
+EVALS, FRONT, BASELINE, FAILED, SELECTED = range(5)
+#: Height of the scatter and of the 3-D view (the same: the 3-D view is no smaller).
+PLOT_HEIGHT = 520
 
 
 class LivePlots:
@@ -62,6 +64,8 @@ class LivePlots:
         self.x = w.Dropdown(options=self.names, value=self.names[0], description="x", layout={"width": "220px"})
         self.y = w.Dropdown(options=self.names if k > 1 else ["evaluation"],
                             value=self.names[1] if k > 1 else "evaluation", description="y", layout={"width": "220px"})
+        if k == 1:  # nothing to pick: the score over the evaluations
+            self.x.layout.display = self.y.layout.display = "none"
         self.view = w.ToggleButtons(options=["2-D", "3-D"] if k >= 3 else ["2-D"], value="2-D",
                                     layout={"width": "auto"})
         scatter = dict(mode="markers", hovertemplate="%{text}<extra></extra>")
@@ -74,31 +78,83 @@ class LivePlots:
                        marker={"symbol": "circle-open", "size": 13, "color": _FRONT, "line": {"width": 2}}),
             go.Scatter(name="baseline (compiler defaults)", marker={"symbol": "star", "size": 16, "color": _BASE},
                        **scatter),
-            go.Scatter(name="failed (no scores)", marker={"symbol": "x", "size": 8, "color": _FAILED}, **scatter)],
-            layout=go.Layout(template="plotly_white", height=460, margin={"t": 40, "b": 40},
-                             legend={"orientation": "h", "y": -0.18}, clickmode="event+select"))
+            go.Scatter(name="failed (no scores)", marker={"symbol": "x", "size": 8, "color": _FAILED}, **scatter),
+            go.Scatter(name="selected", hoverinfo="skip", mode="markers",
+                       marker={"symbol": "circle-open", "size": 22, "color": _PICK, "line": {"width": 3}})],
+            layout=go.Layout(template="plotly_white", height=PLOT_HEIGHT, margin={"t": 40, "b": 40, "r": 10},
+                             legend={"orientation": "h", "y": -0.18}, clickmode="event+select", autosize=True,
+                             hoverlabel={"align": "left", "font": {"size": 11}}))
+        self.selected: int | None = None
         self.pareto3d: Any = None  # built when the 3-D view is first picked (each FigureWidget costs the browser ~2 s)
         self.influence: Any = None  # built by the first show_influence()
         self.history = go.FigureWidget(layout=go.Layout(
             template="plotly_white", height=300, margin={"t": 40, "b": 40}, title={"text": "per generation"},
-            xaxis={"title": {"text": "generation"}}, legend={"orientation": "h", "y": -0.3}))
+            xaxis={"title": {"text": "generation"}}, legend={"orientation": "h", "y": -0.3}, autosize=True))
         for name in self.names:  # best-so-far and median per objective, normalised to the first generation
             self.history.add_scatter(name=f"{name} best so far", mode="lines+markers")
             self.history.add_scatter(name=f"{name} median", mode="lines", line={"dash": "dash"})
-        for i in (EVALS, FRONT, BASELINE, FAILED):
+        for i in (EVALS, FRONT, BASELINE, FAILED, SELECTED):
             self.pareto.data[i].on_click(guard(self._clicked))
         self.pareto.add_class("compileiq-pareto")
         self.x.observe(guard(self._axes_changed), names="value")
         self.y.observe(guard(self._axes_changed), names="value")
         self.view.observe(guard(self._view_changed), names="value")
         self._results: Results | None = None
-        self._cache = _PointCache(self.objectives)
-        self.explain = w.Button(description="Explain", icon="question", tooltip="fit a model of the objective on x "
+        self._cache = PointCache(self.objectives)
+        self.influence_objective = w.Dropdown(options=self.names, value=self.names[0], description="objective",
+                                              style={"description_width": "initial"}, layout={"width": "240px"})
+        self.explain = w.Button(description="Explain", icon="question", tooltip="fit a model of the objective "
                                 "vs the controls and show each control's influence")
         self.explain.on_click(guard(lambda _: self.show_influence()))
         self.explain_note = w.HTML()
-        self.side = w.VBox([w.HBox([self.explain, self.explain_note])])
-        self.box = w.VBox([w.HBox([self.x, self.y, self.view]), w.HBox([self.pareto, self.side]), self.history])
+        self.influence_box = w.VBox([w.HBox([self.influence_objective, self.explain]), self.explain_note])
+        self.parallel: Any = None  # built when its tab is first drawn
+        self.parallel_button = w.Button(description="Draw", icon="refresh",
+                                        tooltip="parallel coordinates of the controls and objectives of every point")
+        self.parallel_button.on_click(guard(lambda _: self.show_parallel()))
+        self.parallel_box = w.VBox([self.parallel_button])
+        self.tabs = w.Tab(layout={"flex": "2 1 0%", "min_width": "320px", "max_width": "560px"})
+        self.tabs.add_class("compileiq-side")
+        self.add_tab("influence", self.influence_box)
+        self.add_tab("parallel", self.parallel_box)
+        self.scatter_area = w.Box([self.pareto], layout={"flex": "3 1 0%", "min_width": "420px"})
+        self.side = self.tabs  # the panel beside the scatter
+        self.box = w.VBox([w.HBox([self.x, self.y, self.view]),
+                           w.HBox([self.scatter_area, self.tabs], layout={"width": "100%", "align_items": "stretch"}),
+                           self.history], layout={"width": "100%"})
+
+    # -- side panel ----------------------------------------------------------------------------------
+    def add_tab(self, title: str, widget: w.Widget, first: bool = False) -> None:
+        """Put ``widget`` in a tab of the panel beside the scatter (``first``: before the others)."""
+        children, titles = list(self.tabs.children), list(self.tabs.titles)
+        if first:
+            children.insert(0, widget)
+            titles.insert(0, title)
+        else:
+            children.append(widget)
+            titles.append(title)
+        self.tabs.children, self.tabs.titles = tuple(children), tuple(titles)
+
+    def show_tab(self, title: str) -> None:
+        """Open the side panel's tab ``title``."""
+        titles = list(self.tabs.titles)
+        if title in titles:
+            self.tabs.selected_index = titles.index(title)
+
+    def highlight(self, eval_id: int | None) -> None:
+        """Ring one point (the one selected in the table or clicked), or none."""
+        self.selected = eval_id
+        if self._results is not None:
+            self._update_selected()
+
+    def _update_selected(self) -> None:
+        t = self.pareto.data[EVALS]
+        ids = list(t.customdata or [])
+        if self.selected in ids:
+            i = ids.index(self.selected)
+            self.pareto.data[SELECTED].update(x=[t.x[i]], y=[t.y[i]], customdata=[self.selected])
+        else:
+            self.pareto.data[SELECTED].update(x=[], y=[], customdata=[])
 
     # -- updates (notebook thread only) ----------------------------------------------------------
     def update(self, results: Results) -> None:
@@ -117,9 +173,15 @@ class LivePlots:
         yi = self.names.index(self.y.value) if self.y.value in self.names else None
         scores = c.scores()
         ids = np.asarray(c.ok_ids)
-        xs = scores[:, xi]
-        ys = scores[:, yi] if yi is not None else ids.astype(float)
-        on_front = np.isin(ids, list(c.front))
+        # one objective: no trade-off to draw; the score over the evaluations (call order), the best ringed
+        xs = scores[:, xi] if yi is not None else ids.astype(float)
+        ys = scores[:, yi] if yi is not None else scores[:, xi]
+        if yi is not None and len(self.names) > 2:  # the front of the two axes shown: a staircase that only falls
+            sign = [o.sign for o in self.objectives]
+            shown = front_2d(xs, ys, sign[xi], sign[yi])
+            on_front = np.isin(np.arange(len(ids)), shown)
+        else:
+            on_front = np.isin(ids, list(c.front))
         order = np.lexsort((ys[on_front], xs[on_front]))
         n_failed = len(c.failed_ids)
         lo, hi = (float(xs.min()), float(xs.max())) if len(xs) else (0.0, 1.0)
@@ -140,10 +202,16 @@ class LivePlots:
                              y=[y_lo - 0.12 * ((y_hi - y_lo) or 1.0)] * n_failed,
                              text=list(c.failed_text), customdata=list(c.failed_ids),
                              name=f"failed ({n_failed}, no scores)")
-            self.pareto.layout.xaxis.title.text = html.escape(self.labels[self.x.value])
+            self.pareto.layout.xaxis.title.text = html.escape(
+                self.labels[self.x.value] if yi is not None else "evaluation id (call order)")
             self.pareto.layout.yaxis.title.text = html.escape(
-                self.labels[self.y.value] if yi is not None else "evaluation id")
-            self.pareto.layout.title.text = f"{len(xs)} ok, {n_failed} failed, {len(c.front)} on the front"
+                self.labels[self.y.value] if yi is not None else self.labels[self.x.value])
+            shown_front = (f"{int(on_front.sum())} on the front of these two axes ({len(c.front)} on the run's front)"
+                           if yi is not None and len(self.names) > 2 else f"{len(c.front)} on the front")
+            self.pareto.layout.title.text = f"{len(xs)} ok, {n_failed} failed, {shown_front}"
+            self.pareto.data[FRONT].name = ("Pareto front (these axes)" if len(self.names) > 2 else
+                                            "Pareto front" if yi is not None else "best")
+            self._update_selected()
 
     def set_generations(self, generations: int) -> None:
         """The run's generations changed (a resumed run extended): the colour bar spans 0..generations."""
@@ -153,10 +221,14 @@ class LivePlots:
         import plotly.graph_objects as go
 
         if self.pareto3d is None:
-            self.pareto3d = go.FigureWidget(data=[go.Scatter3d(
-                mode="markers", name="evaluations", hovertemplate="%{text}<extra></extra>",
-                marker={"size": 3, "color": [], "colorscale": "Viridis"})],
-                layout=go.Layout(template="plotly_white", height=460, margin={"t": 30}))
+            self.pareto3d = go.FigureWidget(data=[
+                go.Scatter3d(mode="markers", name="evaluations", hovertemplate="%{text}<extra></extra>",
+                             marker={"size": 3, "color": [], "colorscale": "Viridis", "opacity": 0.7}),
+                go.Scatter3d(mode="markers", name="Pareto front", hovertemplate="%{text}<extra></extra>",
+                             marker={"size": 6, "color": _FRONT, "symbol": "diamond"})],
+                layout=go.Layout(template="plotly_white", height=PLOT_HEIGHT, margin={"t": 30, "l": 0, "r": 0, "b": 0},
+                                 autosize=True, legend={"orientation": "h", "y": 0}))
+            self.pareto3d.add_class("compileiq-pareto3d")
         return self.pareto3d
 
     def _make_influence(self) -> Any:
@@ -164,22 +236,26 @@ class LivePlots:
 
         if self.influence is None:
             self.influence = go.FigureWidget(data=[go.Bar(orientation="h", name="influence")], layout=go.Layout(
-                template="plotly_white", height=460, width=420, margin={"l": 90, "t": 60},
+                template="plotly_white", height=460, margin={"l": 90, "t": 60}, autosize=True,
                 yaxis={"automargin": True}, title={"text": "which controls matter"}))
-            self.side.children = (self.influence, *self.side.children)
+            self.influence_box.children = (*self.influence_box.children, self.influence)
         return self.influence
 
     def _update_3d(self, results: Results) -> None:
         self._make_3d()
-        ok = [r for r in results.records if r.status == "ok" and r.scores is not None]
-        a = np.array([(r.scores or [])[:3] for r in ok], dtype=float).reshape(len(ok), 3)
+        c = self._cache.add(results)
+        a = c.scores()[:, :3]
+        ids = c.ok_ids
+        front = [i for i, e in enumerate(ids) if e in c.front]
         with self.pareto3d.batch_update():
             self.pareto3d.data[0].update(x=a[:, 0].tolist(), y=a[:, 1].tolist(), z=a[:, 2].tolist(),
-                                         text=[f"eval {r.eval_id}" for r in ok], customdata=[r.eval_id for r in ok],
-                                         marker={"color": [r.generation for r in ok], "cmin": 0,
-                                                 "cmax": max(1, self.generations)})
-            self.pareto3d.layout.scene = {axis: {"title": {"text": html.escape(self.objectives[i].label)}}
-                                          for i, axis in enumerate(("xaxis", "yaxis", "zaxis"))}
+                                         text=list(c.ok_text), customdata=list(ids),
+                                         marker={"color": list(c.ok_gen), "cmin": 0, "cmax": max(1, self.generations)})
+            self.pareto3d.data[1].update(x=a[front, 0].tolist(), y=a[front, 1].tolist(), z=a[front, 2].tolist(),
+                                         text=[c.ok_text[i] for i in front], customdata=[ids[i] for i in front])
+            self.pareto3d.layout.scene = {  # short titles: a long label is cut off in a 3-D scene
+                axis: {"title": {"text": html.escape(f"{o.name} ({o.unit})" if o.unit else o.name)}}
+                for axis, o in zip(("xaxis", "yaxis", "zaxis"), self.objectives)}
 
     def _update_history(self, results: Results) -> None:
         d = history_data(results)
@@ -219,7 +295,7 @@ class LivePlots:
                 loop = asyncio.get_event_loop()
             except RuntimeError:
                 loop = None
-        results, objective = self._results, self.x.value
+        results, objective = self._results, self.influence_objective.value
         self.explain_note.value = "fitting..."
         try:  # import here, never in two threads at once (a concurrent first import can see a half-made module)
             import pandas  # noqa: F401
@@ -265,64 +341,31 @@ class LivePlots:
 
     def _view_changed(self, change: dict[str, Any]) -> None:
         three = change["new"] == "3-D"
-        self.box.children = (self.box.children[0], w.HBox([self._make_3d() if three else self.pareto, self.side]),
-                             self.history)
+        self.scatter_area.children = (self._make_3d() if three else self.pareto,)
         if three and self._results is not None:
             self._update_3d(self._results)
 
+    def show_parallel(self) -> None:
+        """Draw (or redraw) parallel coordinates of the controls against the objectives of the points shown."""
+        import plotly.graph_objects as go
 
-class _PointCache:
-    """The run's points, built incrementally: records are append-only, so each update only reads the new
-    ones (hover text included), and the front is kept as front(old front + new points), which is exact:
-    a dominated point never returns to the front."""
-
-    def __init__(self, objectives: list[Objective]) -> None:
-        self.objectives = objectives
-        self.reset()
-
-    def reset(self) -> None:
-        self.n, self.last_id = 0, -1
-        self.ok_ids: list[int] = []
-        self.ok_gen: list[int] = []
-        self.ok_text: list[str] = []
-        self.failed_ids: list[int] = []
-        self.failed_text: list[str] = []
-        self.baseline_index: int | None = None
-        self.front: dict[int, np.ndarray] = {}
-        self._rows: list[np.ndarray] = []
-        self._scores = np.empty((0, len(self.objectives)))
-
-    def scores(self) -> np.ndarray:
-        if self._rows:
-            self._scores = np.vstack([self._scores, *self._rows])
-            self._rows = []
-        return self._scores
-
-    def add(self, results: Results) -> _PointCache:
-        recs = results.records
-        if len(recs) < self.n or (self.n and recs[self.n - 1].eval_id != self.last_id):
-            self.reset()  # another run, or a reopened one
-        new = recs[self.n:]
-        sign = np.array([o.sign for o in results.objectives])
-        fresh: dict[int, np.ndarray] = {}
-        for r in new:
-            if r.status == "ok" and r.scores is not None:
-                row = np.asarray(r.scores, dtype=float)
-                if r.is_baseline:
-                    self.baseline_index = len(self.ok_ids)
-                self.ok_ids.append(r.eval_id)
-                self.ok_gen.append(r.generation)
-                self.ok_text.append(hover_text(r, self.objectives))
-                self._rows.append(row[None, :])
-                fresh[r.eval_id] = row
-            else:
-                self.failed_ids.append(r.eval_id)
-                self.failed_text.append(failure_text(r))
-        if fresh:
-            cand = {**self.front, **fresh}
-            keys = list(cand)
-            keep = pareto_mask(np.vstack([cand[k] for k in keys]) * sign)
-            self.front = {k: cand[k] for k, m in zip(keys, keep) if m}
-        if recs:
-            self.n, self.last_id = len(recs), recs[-1].eval_id
-        return self
+        if self._results is None:
+            return
+        d = parallel_data(self._results)
+        dims: list[dict[str, Any]] = []
+        for col in d["columns"]:
+            dim: dict[str, Any] = {"label": html.escape(col["name"]), "values": list(col["values"])}
+            if col["type"] == "categorical":
+                dim.update(tickvals=list(range(len(col["labels"]))),
+                           ticktext=[html.escape(str(t)) for t in col["labels"]])
+            dims.append(dim)
+        trace = go.Parcoords(dimensions=dims, line={"color": list(d["generation"]), "colorscale": "Viridis"},
+                             labelangle=-25, labelside="bottom")
+        if self.parallel is None:
+            self.parallel = go.FigureWidget(data=[trace], layout=go.Layout(
+                template="plotly_white", height=PLOT_HEIGHT - 60, margin={"l": 40, "r": 40, "t": 30, "b": 90},
+                autosize=True))
+            self.parallel_box.children = (self.parallel_button, self.parallel)
+        else:
+            with self.parallel.batch_update():
+                self.parallel.data[0].update(dimensions=dims, line={"color": list(d["generation"])})

@@ -56,8 +56,9 @@ _LAB_SETTINGS = {
 # -- element lookup (in the page) ------------------------------------------------------------------
 # The dashboard is the output of the last cell that shows an ipywidgets "Start" button. Inside it:
 # - the Pareto scatter: the plotly graph div (.js-plotly-plot, a FigureWidget) with a trace named
-#   "Pareto front" (the history figure has none); its points are ``path.point`` in ``.scatterlayer``,
-#   the evaluations trace is the one whose d3 data says trace.index == 0 (live.EVALS);
+#   "selected" (the live scatter's ring; else "Pareto front": the history figure has neither); its points
+#   are ``path.point`` in ``.scatterlayer``, the evaluations trace is the one whose d3 data says
+#   trace.index == 0 (live.EVALS);
 # - the status: the widget HTML reading "<state>: generation i/n, ..." (Dashboard._show_progress);
 # - the detail panel: the widget HTML reading "eval N (generation ...)" (detail.describe).
 # A class ``compileiq-pareto`` / ``compileiq-status`` / ``compileiq-detail`` is used first where present.
@@ -82,10 +83,9 @@ const ciq = {
   pareto(root) {
     const marked = root.querySelector('.compileiq-pareto .js-plotly-plot');
     if (marked) return marked;
-    for (const gd of root.querySelectorAll('.js-plotly-plot')) {
-      if ((gd.data || []).some(t => t.name === 'Pareto front')) return gd;
-    }
-    return null;
+    const plots = [...root.querySelectorAll('.js-plotly-plot')];
+    const named = (name) => plots.find(gd => (gd.data || []).some(t => t.name === name));
+    return named('selected') || named('Pareto front') || null;  // the live scatter has a "selected" ring
   },
   evalPoints(root) {  // path.point of the evaluations trace (trace index 0), falling back to every point
     const gd = ciq.pareto(root);
@@ -635,6 +635,7 @@ class _Flow:
         exported = (Path(folder) if Path(folder).is_absolute() else workdir / folder) / name  # relative: notebook
         out["export_file"], out["export_exists"] = str(exported), exported.is_file()
         out["x_axis_title"] = _js(output, "(ciq.pareto(root).querySelector('.xtitle') || {}).textContent || ''")
+        out["y_axis_title"] = _js(output, "(ciq.pareto(root).querySelector('.ytitle') || {}).textContent || ''")
         out["detail_text"] = _js(output, "ciq.detail(root)")
         out["error_line"] = _js(output, "(root.querySelector('.compileiq-error') || {}).innerText || ''")
         out["notes"] = _js(output, "(root.querySelector('.compileiq-notes') || {}).innerText || ''")
@@ -660,6 +661,9 @@ class _Flow:
         source = workdir / "broken.cu"
         source.write_text(self.broken_kernel or "")
         path_input = root.locator("input[placeholder^='or a kernel folder']").first
+        if not path_input.is_visible():  # the setup folds away while a run goes: open it again
+            root.locator(".compileiq-setup").get_by_text("setup", exact=True).first.click(timeout=self.ms)
+            path_input.wait_for(state="visible", timeout=self.ms)
         path_input.fill(str(source))
         path_input.press("Enter")
         space = root.locator(".widget-dropdown", has=page.locator("label", has_text=re.compile(r"^space$")))

@@ -48,7 +48,9 @@ def test_dashboard_start_click_export_in_jupyterlab(tmp_path: Path) -> None:
     errors = [e for e in log["page_errors"] if "ResizeObserver" not in e]
     assert errors == [], f"uncaught errors in the page: {errors}"
     # labels carry the direction in words; nothing went wrong behind the plots
-    assert "lower is better" in r["x_axis_title"] and "lower is better" in r["detail_text"], facts
+    # one objective: the score over the evaluations (y), the call order on x
+    assert "lower is better" in r["y_axis_title"] and "evaluation id" in r["x_axis_title"], facts
+    assert "lower is better" in r["detail_text"], facts
     assert r["error_line"] == "", facts
     # what only JupyterLab's log console would show; left out: "No such comm" for the widget manager's own
     # control comm, opened before the kernel imported ipywidgets (JupyterLab's, and timing-dependent)

@@ -8,6 +8,7 @@ import json
 import threading
 import time
 
+import numpy as np
 import pytest
 
 pytest.importorskip("ipywidgets")
@@ -18,7 +19,7 @@ from compileiq_lab import KernelRun, Run, Search, SearchConfiguration, load_acf
 from compileiq_lab.exceptions import ConfigurationError
 from compileiq_lab.testing import tool_available, toy_objective, toy_space
 from compileiq_lab.widgets import Dashboard, EventBridge
-from compileiq_lab.widgets.live import BASELINE, EVALS, FAILED, FRONT
+from compileiq_lab.widgets.live import BASELINE, EVALS, FAILED, FRONT, SELECTED
 from compileiq_lab.widgets.setup import TOY, RunForm
 
 
@@ -54,9 +55,23 @@ def test_live_plots_show_the_run_its_front_baseline_and_failures():
     # other axes: y = c
     dash.plots.y.value = "c"
     assert list(pareto[EVALS].y) == [float(r.scores[2]) for r in ok]
-    dash.plots.view.value = "3-D"  # three objectives: a 3-D view
+    # three objectives: the 2-D front is the front of the two axes shown (a staircase that only falls)
+    xs, ys = np.array(pareto[FRONT].x), np.array(pareto[FRONT].y)
+    assert (np.diff(xs) >= 0).all() and (np.diff(ys) <= 0).all()
+    pts = {r.eval_id: (r.scores[0], r.scores[2]) for r in ok}
+    dominated = {e for e, (a, c) in pts.items() if any(a2 <= a and c2 <= c and (a2, c2) != (a, c)
+                                                        for a2, c2 in pts.values())}
+    assert {pts[e] for e in pareto[FRONT].customdata} == {p for e, p in pts.items() if e not in dominated}
+    assert "on the front of these two axes" in dash.plots.pareto.layout.title.text
+    dash.plots.view.value = "3-D"  # three objectives: a 3-D view, as large as the 2-D one, with its front
     assert len(dash.plots.pareto3d.data[0].z) == len(ok)
-    assert dash.plots.box.children[1].children[0] is dash.plots.pareto3d
+    assert dash.plots.scatter_area.children == (dash.plots.pareto3d,)
+    assert dash.plots.pareto3d.layout.height == dash.plots.pareto.layout.height
+    assert sorted(dash.plots.pareto3d.data[1].customdata) == sorted(r["eval_id"] for r in results.pareto_front())
+    dash.plots.view.value = "2-D"
+    dash.select(ok[3].eval_id)  # a selected point is ringed and the point tab opens beside the plot
+    assert list(pareto[SELECTED].customdata) == [dash.detail.eval_id]
+    assert dash.plots.tabs.titles[dash.plots.tabs.selected_index] == "point"
     bars = dash.plots.influence.data[0]  # drawn when the run finished; objective a is the control x itself
     assert list(bars.y)[-1] == "x" and "influence on a" in dash.plots.influence.layout.title.text
 
@@ -191,7 +206,7 @@ def test_bridge_flushes_in_the_loop_thread_at_a_limited_rate():
 
 def test_form_follows_the_kernel_choice():
     form = RunForm()
-    assert form.target.options == ("python",) and form.objectives.value == ("toy objective",)
+    assert form.target.options == ("python", "replay") and form.objectives.value == ("toy objective",)
     form.kernel.value = "dot"
     assert form.catalog.options == ("gcc", "clang") and "runtime" in form.objectives.options
     form.target.value = "static"

@@ -1,0 +1,66 @@
+"""Where a dashboard's warnings and failed widget messages go: its own notes and error lines, not the log console."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import traceback
+import weakref
+from typing import Any, Protocol
+
+__all__ = ["COMM_LOGGER", "NOTES", "CommErrors", "NoteSink", "Notes"]
+
+#: The logger ipykernel's comm layer reports a failed widget message on (a plotly update, an observer).
+COMM_LOGGER = "Comm"
+
+
+class NoteSink(Protocol):
+    """What the handlers need of a dashboard."""
+
+    run: Any
+
+    def queue_note(self, message: str) -> None: ...
+
+    def show_error(self, message: str, tb: str = "") -> None: ...
+
+
+class Notes(logging.Handler):
+    """The package's warnings from a dashboard's own work (its callbacks, its run's thread): queued for that
+    dashboard's notes line instead of the kernel's stderr, which JupyterLab shows only in its log console.
+    Warnings from anything else are written to stderr as Python does without a handler. One per process."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.dashboards: weakref.WeakSet[Any] = weakref.WeakSet()
+        self.active = threading.local()  # .dashboard: the one whose callback runs in this thread
+
+    def emit(self, record: logging.LogRecord) -> None:
+        owner = getattr(self.active, "dashboard", None)
+        if owner is None:
+            owner = next((d for d in list(self.dashboards) if d.run is not None and d.run.owns_current_thread()),
+                         None)
+        if owner is not None:
+            owner.queue_note(record.getMessage())
+        elif logging.lastResort is not None and record.levelno >= logging.lastResort.level:
+            logging.lastResort.handle(record)
+
+
+#: The one Notes handler, on the "compileiq_lab" logger once a dashboard exists.
+NOTES = Notes()
+
+
+class CommErrors(logging.Handler):
+    """Shows an error the kernel's comm layer logs (a widget message that raised) in the dashboard too, not only
+    in JupyterLab's log console."""
+
+    def __init__(self, dashboard: NoteSink) -> None:
+        super().__init__(logging.ERROR)
+        self._dashboard = weakref.ref(dashboard)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        dash = self._dashboard()
+        if dash is None:
+            logging.getLogger(COMM_LOGGER).removeHandler(self)
+            return
+        tb = "".join(traceback.format_exception(*record.exc_info)) if record.exc_info else ""
+        dash.show_error(f"a widget update failed: {record.getMessage()}", tb)

@@ -1,14 +1,20 @@
 """Dashboard update cost: time in the notebook kernel to apply one generation's update with 5,000 points on the
-Pareto scatter (goal: at most 100 ms), against 500 points, measured inside a real Jupyter kernel (nbclient)."""
+Pareto scatter (goal: at most 100 ms), against 500 points, measured inside a real Jupyter kernel (nbclient).
+``--compare REV`` measures the dashboard of another revision (e.g. the one before a change) in the same run, the two
+kernels taking turns, and reports the ratio."""
 
 from __future__ import annotations
 
+import argparse
 import json
+import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import markdown_table, write
@@ -67,10 +73,32 @@ print("RESULT" + json.dumps(out))
 """
 
 
-def main() -> int:
+def _measure(paths: dict[int, str], tmp: str, package_root: str | None) -> dict[str, Any]:
+    """The cell's figures in a fresh kernel importing compileiq_lab from ``package_root`` (None: this checkout)."""
     import nbclient
     import nbformat
 
+    env = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env]))
+    try:
+        nb = nbformat.v4.new_notebook()
+        nb.cells = [nbformat.v4.new_code_cell(f"PATHS = {json.dumps(paths)}\nREPEATS = {REPEATS}\n" + CELL)]
+        nbclient.NotebookClient(nb, timeout=600, kernel_name="python3",
+                                resources={"metadata": {"path": tmp}}).execute()
+    finally:
+        if env is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = env
+    text = "".join(o.get("text", "") for o in nb.cells[0].outputs if o.get("name") == "stdout")
+    result: dict[str, Any] = json.loads(text.split("RESULT", 1)[1])
+    return result
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--compare", metavar="REV", help="also measure the dashboard of this git revision")
+    args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         paths = {}
         for n in SIZES:
@@ -78,12 +106,20 @@ def main() -> int:
             t0 = time.perf_counter()
             make_store(Path(paths[n]), n)
             print(f"store with ~{n} points in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
-        nb = nbformat.v4.new_notebook()
-        nb.cells = [nbformat.v4.new_code_cell(f"PATHS = {json.dumps(paths)}\nREPEATS = {REPEATS}\n" + CELL)]
-        nbclient.NotebookClient(nb, timeout=600, kernel_name="python3",
-                                resources={"metadata": {"path": tmp}}).execute()
-        text = "".join(o.get("text", "") for o in nb.cells[0].outputs if o.get("name") == "stdout")
-        data = json.loads(text.split("RESULT", 1)[1])
+        old_root = None
+        if args.compare:
+            old_root = str(Path(tmp) / "old")
+            Path(old_root).mkdir()
+            repo = Path(__file__).resolve().parents[1]
+            archive = subprocess.run(["git", "-C", str(repo), "archive", args.compare, "compileiq_lab"],
+                                     check=True, capture_output=True).stdout
+            subprocess.run(["tar", "-x", "-C", old_root], input=archive, check=True)
+        turns = [("new", None), ("old", old_root), ("new", None), ("old", old_root)] if old_root else [("new", None)]
+        runs: dict[str, list[dict[str, Any]]] = {}
+        for label, root in turns:  # taking turns: drift on this machine hits both alike
+            runs.setdefault(label, []).append(_measure(paths, tmp, root))
+        data = _pooled(runs["new"])
+        old = _pooled(runs["old"]) if "old" in runs else None
     rows = []
     for n in SIZES:
         d = data[str(n)]
@@ -101,9 +137,29 @@ def main() -> int:
              f"{REPEATS}. "
              f"Goal: at most 100 ms at 5,000 points: {'met' if big <= 100 else 'NOT met'} ({big:.0f} ms). "
              f"5,000 vs 500 points: {ratio:.1f}x the time.")
-    write("dashboard", {"sizes": data, "repeats": REPEATS, "ratio_5000_vs_500": ratio}, "Dashboard update cost",
-          table, notes)
+    extra: dict[str, Any] = {}
+    if old is not None:
+        big_old = statistics.median(old[str(SIZES[1])]["update_ms"])
+        cold_new, cold_old = data[str(SIZES[1])]["cold_ms"], old[str(SIZES[1])]["cold_ms"]
+        extra = {"compare": args.compare, "old": old, "update_ratio_new_vs_old": big / big_old,
+                 "cold_ratio_new_vs_old": cold_new / cold_old}
+        notes += (f" Side by side with the dashboard of `{args.compare}` (kernels taking turns, the same stores): "
+                  f"one generation at 5,000 points {big:.1f} ms vs {big_old:.1f} ms ({big / big_old:.2f}x), "
+                  f"all points at once {cold_new:.0f} ms vs {cold_old:.0f} ms ({cold_new / cold_old:.2f}x). The new "
+                  "dashboard also fills the evaluations table and the failures view on every update.")
+    write("dashboard", {"sizes": data, "repeats": REPEATS, "ratio_5000_vs_500": ratio, **extra},
+          "Dashboard update cost", table, notes)
     return 0
+
+
+def _pooled(measurements: list[dict[str, Any]]) -> dict[str, Any]:
+    """Several kernels' figures as one: their update samples together, the median of their cold times."""
+    out: dict[str, Any] = {}
+    for key in measurements[0]:
+        out[key] = {"points": measurements[0][key]["points"],
+                    "update_ms": [t for m in measurements for t in m[key]["update_ms"]],
+                    "cold_ms": statistics.median(m[key]["cold_ms"] for m in measurements)}
+    return out
 
 
 if __name__ == "__main__":

@@ -54,7 +54,12 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3, help="flows to run (median reported); default 3")
     ap.add_argument("--screenshot", type=Path, help="save the page after the last flow here (e.g. docs/dashboard.png)")
     ap.add_argument("--timeout", type=float, default=120.0, help="seconds each step may take")
+    ap.add_argument("--compare", metavar="REV", help="also run the dashboard of this git revision, the two taking "
+                    "turns, on a one-cell Dashboard() notebook (the same for both)")
     args = ap.parse_args()
+    if args.compare:
+        compare(args)
+        return
     missing = lab_browser.missing_requirements()
     if missing:
         sys.exit(f"cannot run the lab benchmark: {missing}")
@@ -105,6 +110,51 @@ def main() -> None:
           markdown_table(["latency (s)", "median", "min", "max"], rows), notes)
     if args.screenshot:
         print(f"screenshot: {args.screenshot}")
+
+
+def compare(args: argparse.Namespace) -> None:
+    """The Start-to-points and detail latencies of this checkout's dashboard and of ``args.compare``'s, side by side:
+    flows alternate (new, old, new, old, ...) on the same one-cell notebook; writes lab_latency_compare."""
+    import os
+    import subprocess
+
+    keys = ["browser_click_to_points_s", "browser_click_to_finished_s", "point_click_to_detail_s",
+            "export_click_to_wrote_s"]
+    samples: dict[str, dict[str, list[float]]] = {"new": {k: [] for k in keys}, "old": {k: [] for k in keys}}
+    with tempfile.TemporaryDirectory(prefix="bench-lab-") as tmp:
+        old = Path(tmp) / "old"
+        old.mkdir()
+        archive = subprocess.run(["git", "-C", str(ROOT), "archive", args.compare, "compileiq_lab"], check=True,
+                                 capture_output=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(old)], input=archive, check=True)
+        notebook = lab_browser.dashboard_notebook(Path(tmp) / "dashboard_only.ipynb")
+        for i in range(args.repeat):
+            for label in ("new", "old"):
+                if label == "old":
+                    os.environ[lab_browser.PACKAGE_ROOT_VAR] = str(old)
+                try:
+                    r = lab_browser.run_lab_flow(notebook, Path(tmp) / f"{label}{i}", timeout=args.timeout)
+                finally:
+                    os.environ.pop(lab_browser.PACKAGE_ROOT_VAR, None)
+                for k in keys:
+                    if r.get(k) is not None:
+                        samples[label][k].append(r[k])
+                print(f"{label} {i + 1}/{args.repeat}: points after {r['browser_click_to_points_s']:.2f} s")
+    what = dict(METRICS)
+    rows, summary = [], {}
+    for k in keys:
+        new, old_ = samples["new"][k], samples["old"][k]
+        if new and old_:
+            a, b = statistics.median(new), statistics.median(old_)
+            summary[k] = {"new": a, "old": b, "ratio": a / b}
+            rows.append([what.get(k, k), round(a, 3), round(b, 3), round(a / b, 2)])
+    notes = (f"{args.repeat} flow(s) of each, alternating, each with a fresh JupyterLab server and kernel, on a "
+             f"one-cell `Dashboard()` notebook (the default toy run); old = the dashboard of `{args.compare}`. "
+             "Median seconds.")
+    write("lab_latency_compare", {"compare": args.compare, "repeat": args.repeat, "samples": samples,
+                                  "summary": summary},
+          "Dashboard latency in JupyterLab, side by side with an older dashboard",
+          markdown_table(["latency (s)", "this checkout", args.compare, "ratio"], rows), notes)
 
 
 if __name__ == "__main__":

@@ -232,6 +232,10 @@ def _descendants(pid: int) -> list[int]:
     return out
 
 
+#: Names a folder holding another compileiq_lab package for the lab's kernel to import instead of this checkout's.
+PACKAGE_ROOT_VAR = "COMPILEIQ_LAB_PACKAGE_ROOT"
+
+
 class JupyterLab:
     """JupyterLab serving ``root`` on a free local port, with its own config/data/runtime folders
     (a python kernelspec for this interpreter, quiet lab settings). Use as a context manager."""
@@ -266,11 +270,13 @@ class JupyterLab:
         runtime.mkdir(parents=True, exist_ok=True)
         (self.home / "tmp").mkdir(exist_ok=True)  # the notebook's temporary folders go away with the server
         env = dict(os.environ)
+        # the package the kernel imports: this checkout, or (a benchmark against an older revision) another tree
+        package = env.pop(PACKAGE_ROOT_VAR, "") or str(REPO)
         env.update({"COMPILEIQ_KERNELS": str(KERNELS), "JUPYTER_CONFIG_DIR": str(config),
                     "JUPYTER_DATA_DIR": str(data), "JUPYTER_PATH": str(data), "JUPYTER_RUNTIME_DIR": str(runtime),
                     "IPYTHONDIR": str(self.home / "ipython"), "PYDEVD_DISABLE_FILE_VALIDATION": "1",
                     "JUPYTER_PLATFORM_DIRS": "0", "TMPDIR": str(self.home / "tmp"),
-                    "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p)})
+                    "PYTHONPATH": os.pathsep.join(p for p in (package, env.get("PYTHONPATH", "")) if p)})
         env.pop("JUPYTER_PREFER_ENV_PATH", None)
         return env
 

@@ -283,7 +283,14 @@ def _verify(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    out = write_report(_load(args.store), Path(args.output))
+    results = _load(args.store)
+    run = None
+    if results.header.kernel is not None:  # a kernel run: the report shows what the picked point's controls changed
+        try:
+            run = KernelRun.from_header(results.header, measure=False)
+        except ConfigurationError as exc:
+            print(f"note: no machine-code section ({str(exc)[:200]})", file=sys.stderr)
+    out = write_report(results, Path(args.output), run)
     print(f"wrote {out}")
     return 0
 

@@ -217,11 +217,11 @@ def parallel_figure(results: Results) -> go.Figure:
                        range=[0, max(1, len(col["labels"]) - 1)])
         dims.append(dim)
     fig = go.Figure(go.Parcoords(
-        dimensions=dims,
+        dimensions=dims, labelangle=-25, labelside="bottom",  # slanted below the axes: long names never overlap
         line={"color": d["generation"], "colorscale": "Viridis", "showscale": bool(d["generation"]),
               "colorbar": {"title": {"text": "generation"}}}))
     fig.update_layout(title={"text": "controls vs objectives"}, template="plotly_white",
-                      margin={"l": 60, "r": 60}, height=500)
+                      margin={"l": 60, "r": 60, "b": 110}, height=540)
     return fig
 
 

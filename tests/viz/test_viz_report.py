@@ -282,3 +282,29 @@ def test_import_loads_no_plotly() -> None:
             "bad = [m for m in sys.modules if m == 'plotly' or m.startswith('plotly.')]\n"
             "assert not bad, bad\n")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_report_of_a_kernel_run_shows_the_machine_code_of_its_pick(tmp_path: Path) -> None:
+    """`compileiq-lab report` on a kernel run: the picked point's ptxas -v resources and SASS mix beside the
+    baseline's, the figures `code_diff` computes."""
+    from compileiq_lab import Search
+    from compileiq_lab.analysis.machine_code import code_diff
+    from compileiq_lab.cli import main
+    from compileiq_lab.kernels import KernelRun
+    from compileiq_lab.store.pick import default_pick, pick_point
+    from compileiq_lab.testing import tool_available
+
+    if not tool_available("nvcc"):
+        pytest.skip("needs nvcc")
+    run = KernelRun("sgemm", "ptxas", ["sass_instructions", "registers"], arch="sm_90", workdir=tmp_path / "w")
+    store = tmp_path / "sgemm.db"
+    results = Search.of(run, store=str(store), generations=2, pool_size=8, seed=0).start(workers=2)
+    assert main(["report", str(store), "-o", str(tmp_path / "r.html")]) == 0
+    text = (tmp_path / "r.html").read_text()
+    rec, _ = pick_point(results, default_pick(True))
+    assert rec is not None and f"Machine code: eval {rec.eval_id} vs the baseline" in text
+    diff = code_diff(run, rec.params, results.baseline_record.params)
+    registers = diff.loc["registers"]
+    assert (f'<tr><td>registers</td><td class="num">{registers.baseline:g}</td>'
+            f'<td class="num">{registers.point:g}</td>') in text
+    assert "<td>fma/alu</td>" in text or "nvdisasm" in text

@@ -23,14 +23,17 @@ __all__ = [
     "parallel_figure",
     "pareto_data",
     "pareto_figure",
+    "stages_history_figure",
 ]
 
 _FIGURES = {"pareto_figure": "compileiq_lab.viz.figures", "history_figure": "compileiq_lab.viz.figures",
-            "parallel_figure": "compileiq_lab.viz.figures", "overlay_fronts_figure": "compileiq_lab.viz.overlay"}
+            "parallel_figure": "compileiq_lab.viz.figures", "overlay_fronts_figure": "compileiq_lab.viz.overlay",
+            "stages_history_figure": "compileiq_lab.viz.stages"}
 
 if TYPE_CHECKING:
     from compileiq_lab.viz.figures import history_figure, parallel_figure, pareto_figure
     from compileiq_lab.viz.overlay import overlay_fronts_figure
+    from compileiq_lab.viz.stages import stages_history_figure
 
 
 def __getattr__(name: str) -> Any:

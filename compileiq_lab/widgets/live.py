@@ -67,7 +67,7 @@ class LivePlots:
         if k == 1:  # nothing to pick: the score over the evaluations
             self.x.layout.display = self.y.layout.display = "none"
         self.view = w.ToggleButtons(options=["2-D", "3-D"] if k >= 3 else ["2-D"], value="2-D",
-                                    layout={"width": "auto"})
+                                    layout={"width": "auto", "display": "" if k >= 3 else "none"})
         scatter = dict(mode="markers", hovertemplate="%{text}<extra></extra>")
         self.pareto = go.FigureWidget(data=[
             go.Scatter(name="evaluations", marker={"color": [], "colorscale": "Viridis", "size": 8, "opacity": 0.8,

@@ -36,7 +36,7 @@ def compact_hover(r: EvalRecord, objectives: list[Objective], baseline: Mapping[
         lines = "<br>".join(html.escape(f"{k}={v}") for k, v in changed[:HOVER_CONTROLS])
         if len(changed) > HOVER_CONTROLS:
             lines += f"<br>+{len(changed) - HOVER_CONTROLS} more (click for all)"
-    return f"{head}<br>{scores}<br><span style='color:#555'>{lines}</span>"
+    return f"{head}<br>{scores}<br><i>{lines}</i>"
 
 
 _ABSENT = object()

@@ -168,11 +168,13 @@ def _machine_code(results: Results, kernel_run: KernelRun | None) -> str:
     from compileiq_lab.exceptions import ConfigurationError
     from compileiq_lab.store.pick import default_pick, pick_point
 
-    rec, why = pick_point(results, default_pick(kernel_run.target == "static"))
     base = results.baseline_record
-    if rec is None or rec.status != "ok" or base is None or base.status != "ok":
+    if base is None or base.status != "ok":  # nothing to compare with
         return ""
     try:
+        rec, why = pick_point(results, default_pick(kernel_run.target == "static"))
+        if rec is None or rec.status != "ok":
+            return ""
         diff = code_diff(kernel_run, rec.params, base.params)
     except ConfigurationError as exc:  # a C kernel, or no compiler here: said, not raised
         return f'<h2>Machine code</h2><p class="muted">{_e(str(exc)[:300])}</p>'

@@ -290,7 +290,11 @@ def _report(args: argparse.Namespace) -> int:
             run = KernelRun.from_header(results.header, measure=False)
         except ConfigurationError as exc:
             print(f"note: no machine-code section ({str(exc)[:200]})", file=sys.stderr)
-    out = write_report(results, Path(args.output), run)
+    try:
+        out = write_report(results, Path(args.output), run)
+    finally:
+        if run is not None:
+            run.close()
     print(f"wrote {out}")
     return 0
 

@@ -162,10 +162,9 @@ def _failures(results: Results) -> str:
 
 def _machine_code(results: Results, kernel_run: KernelRun | None) -> str:
     """The point the run's export picks beside the baseline: ptxas -v resources and the SASS mix (CUDA kernels)."""
-    if kernel_run is None:
+    if kernel_run is None or kernel_run.kernel.language == "c":  # host objects: no cubin to read
         return ""
     from compileiq_lab.analysis.machine_code import code_diff
-    from compileiq_lab.exceptions import ConfigurationError
     from compileiq_lab.store.pick import default_pick, pick_point
 
     base = results.baseline_record
@@ -176,7 +175,7 @@ def _machine_code(results: Results, kernel_run: KernelRun | None) -> str:
         if rec is None or rec.status != "ok":
             return ""
         diff = code_diff(kernel_run, rec.params, base.params)
-    except ConfigurationError as exc:  # a C kernel, or no compiler here: said, not raised
+    except Exception as exc:  # noqa: BLE001 - no compiler here, a damaged cubin...: said, never the report's end
         return f'<h2>Machine code</h2><p class="muted">{_e(str(exc)[:300])}</p>'
     rows = "".join(
         f'<tr><td>{_e(name)}</td><td class="num">{row.baseline:g}</td><td class="num">{row.point:g}</td>'

@@ -126,14 +126,15 @@ class Dashboard:
         kernel run. A run of a Python objective cannot be rebuilt from its store: it is replayed instead."""
         if self.run is not None and self.run.running:
             raise ConfigurationError("a run is still going; stop it before opening another")
-        self._release_evaluator()
         run: Run | ReplayRun
-        try:
-            run, self.kernel_run = _open_run(path)
-        except ConfigurationError:
+        if load_results(path).header.kernel is None:  # a Python objective's run: replayed, not continued
             from compileiq_lab.run import replay_run
 
-            run, self.kernel_run = replay_run(path), None
+            run, kernel_run = replay_run(path), None
+        else:
+            run, kernel_run = _open_run(path)  # opened first: a run that cannot open leaves this one as it was
+        self._release_evaluator()
+        self.kernel_run = kernel_run
         self._attach(run)
 
     def _ipython_display_(self) -> None:
@@ -272,8 +273,7 @@ class Dashboard:
         self.plots = LivePlots(list(run.search.objectives), run.search.config.generations, on_select=self.select,
                                guard=self._guard)
         self.plots.add_tab("point", self.detail.box, first=True)
-        self.panels = SidePanels(list(run.search.objectives), self.folder, self.select, self._guard(self.reopen),
-                                 self._guard)
+        self.panels = SidePanels(list(run.search.objectives), self.folder, self.select, self.reopen, self._guard)
         self.panels.attach(self.plots)
         self.plots.show_tab("point")
         self.plot_area.children = (self.plots.box,)

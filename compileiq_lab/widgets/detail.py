@@ -300,6 +300,7 @@ class DetailPanel:
         self.message.value = self.sass.value = ""
         self.sass_button.disabled, self.sass_button.tooltip = True, "click a point first"
         self._set_flags("", "")
+        self._diffs.clear()  # keyed by the kernel run's id(), which a new run's may reuse
 
     def show(self, results: Results, eval_id: int, kernel_run: KernelRun | None) -> None:
         """Show one evaluation: its description, its flags (kernel runs), and whether its machine code can be read."""
@@ -325,7 +326,7 @@ class DetailPanel:
             return "a Python objective has no machine code"
         try:
             kind = kernel_run.backend.binary_kind
-        except ConfigurationError as exc:
+        except Exception as exc:  # noqa: BLE001 - a missing compiler, a full disk...: said on the button
             return f"the compile path cannot be made here: {exc}"
         if kind != "cubin":
             return (f"{kernel_run.kernel.name!r} is a {kernel_run.kernel.language} kernel compiled to a {kind} "
@@ -374,7 +375,7 @@ class DetailPanel:
                 f"{html.escape(str(folder))}</code>")
         try:
             size = out.stat().st_size
-            data = out.read_bytes() if size <= DOWNLOAD_LIMIT else None
+            data = out.read_bytes() if 4 * -(-size // 3) <= DOWNLOAD_LIMIT else None  # the link's base64 length
         except OSError as exc:
             self.message.value = f"{said} <i>(no download link: {html.escape(str(exc))})</i>"
             return

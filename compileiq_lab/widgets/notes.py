@@ -35,14 +35,17 @@ class Notes(logging.Handler):
         self.active = threading.local()  # .dashboard: the one whose callback runs in this thread
 
     def emit(self, record: logging.LogRecord) -> None:
-        owner = getattr(self.active, "dashboard", None)
-        if owner is None:
-            owner = next((d for d in list(self.dashboards) if d.run is not None and d.run.owns_current_thread()),
-                         None)
-        if owner is not None:
-            owner.queue_note(record.getMessage())
-        elif logging.lastResort is not None and record.levelno >= logging.lastResort.level:
-            logging.lastResort.handle(record)
+        try:
+            owner = getattr(self.active, "dashboard", None)
+            if owner is None:
+                owner = next((d for d in list(self.dashboards) if d.run is not None and d.run.owns_current_thread()),
+                             None)
+            if owner is not None:
+                owner.queue_note(record.getMessage())
+            elif logging.lastResort is not None and record.levelno >= logging.lastResort.level:
+                logging.lastResort.handle(record)
+        except Exception:  # noqa: BLE001 - a handler must never raise into the code that logged
+            self.handleError(record)
 
 
 #: The one Notes handler, on the "compileiq_lab" logger once a dashboard exists.

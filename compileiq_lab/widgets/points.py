@@ -26,14 +26,15 @@ def compact_hover(r: EvalRecord, objectives: list[Objective], baseline: Mapping[
     """A point's hover: its id, its objectives with units, and only the controls that differ from the baseline's
     (at most ``HOVER_CONTROLS``; the detail panel shows everything), so the box never covers the plot."""
     head = f"<b>eval {r.eval_id}</b> (gen {r.generation}){' baseline' if r.is_baseline else ''}"
-    scores = "<br>".join(html.escape(f"{o.name} = {o.format(s)}") for o, s in zip(objectives, r.scores or []))
+    scores = "<br>".join(html.escape(f"{o.name} = {o.format(s)}", quote=False)
+                         for o, s in zip(objectives, r.scores or []))
     mine, base = dict(param_rows(r.params)), dict(param_rows(baseline or {}))
     changed = [(k, v) for k, v in sorted(mine.items()) if base.get(k, _ABSENT) != v]
     changed += [(k, "(default)") for k in sorted(set(base) - set(mine))]
     if not changed:
         lines = "same controls as the baseline" if not r.is_baseline else "the compiler defaults"
     else:
-        lines = "<br>".join(html.escape(f"{k}={v}") for k, v in changed[:HOVER_CONTROLS])
+        lines = "<br>".join(html.escape(f"{k}={v}", quote=False) for k, v in changed[:HOVER_CONTROLS])
         if len(changed) > HOVER_CONTROLS:
             lines += f"<br>+{len(changed) - HOVER_CONTROLS} more (click for all)"
     return f"{head}<br>{scores}<br><i>{lines}</i>"
@@ -45,13 +46,15 @@ _ABSENT = object()
 def front_2d(xs: np.ndarray, ys: np.ndarray, sx: float, sy: float) -> np.ndarray:
     """Indices of the points no other point beats on both shown axes (``sx``, ``sy``: +1 minimise, -1 maximise),
     sorted along x: the staircase of the two axes shown, O(n log n). Of identical points the first is kept."""
-    if not len(xs):
+    a, b = np.asarray(xs, dtype=float) * sx, np.asarray(ys, dtype=float) * sy
+    finite = np.flatnonzero(np.isfinite(a) & np.isfinite(b))  # a point without both scores is never on a front
+    if not len(finite):
         return np.zeros(0, dtype=int)
-    a, b = xs * sx, ys * sy
+    a, b = a[finite], b[finite]
     order = np.lexsort((b, a))
     best = np.minimum.accumulate(b[order])
     keep = np.r_[True, b[order][1:] < best[:-1]]
-    return order[keep]
+    return finite[order[keep]]
 
 
 class PointCache:

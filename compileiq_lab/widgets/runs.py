@@ -54,7 +54,10 @@ class RunEntry:
     @property
     def started(self) -> str:
         """The start time, local, to the minute."""
-        return time.strftime("%Y-%m-%d %H:%M", time.localtime(self.started_at)) if self.started_at else "?"
+        try:
+            return time.strftime("%Y-%m-%d %H:%M", time.localtime(self.started_at)) if self.started_at else "?"
+        except (OverflowError, OSError, ValueError):  # a foreign or damaged store's time: never break the list
+            return "?"
 
     def option(self) -> str:
         """The entry's line in the list of runs (the file name keeps two alike runs apart)."""

@@ -8,13 +8,14 @@ import math
 import threading
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from compileiq_lab.exceptions import CompileIQLabError, ConfigurationError, SearchStateError
 from compileiq_lab.run.events import EvaluationEvent, FailedEvent, FinishedEvent, GenerationEvent, RunEvent
+from compileiq_lab.run.observed import ObservedRun
 from compileiq_lab.run.thread import RUN_STATES
 from compileiq_lab.search.config import SearchConfiguration
 from compileiq_lab.space.objectives import Objective, signs
@@ -172,7 +173,7 @@ def replay_run(store_path: str, speed: float = 1.0, max_gap_s: float = 2.0) -> R
     return ReplayRun(_load(str(store_path)), speed=float(speed), max_gap_s=float(max_gap_s))
 
 
-class ReplayRun:
+class ReplayRun(ObservedRun):
     """A stored run played back in a background thread with a ``Run``'s public surface, so a dashboard watches it
     unchanged: the same events (an EvaluationEvent per stored row in eval-id order, GenerationEvents as the engine
     emitted them, a FinishedEvent with the source's ending), each evaluation's after its recorded gap divided by
@@ -197,18 +198,10 @@ class ReplayRun:
         self.source, self.speed, self.max_gap_s = source, speed, max_gap_s
         self.search = ReplaySearch(list(source.objectives), _config(source), source.store_path)
         self._steps = [_Step(min(gap / speed, max_gap_s), events) for gap, events in replay_events(source)]
-        self.error: BaseException | None = None
-        self.error_text = ""
-        self.results_final: Results | None = None
-        self._subscribers: list[Callable[[RunEvent], None]] = []
-        self._lock = threading.Lock()  # subscribers and progress
+        self._observed_init()
         self._gate = threading.Condition(threading.RLock())  # state changes, and emitting against pause/stop
-        self._thread: threading.Thread | None = None
-        self._state = "idle"
         self._records: list[EvalRecord] = []
         self._next = 0  # the step replayed next
-        self._progress: dict[str, Any] = {"generation": 0, "evaluations": 0, "statuses": {}, "started_at": None,
-                                          "finished_at": None}
 
     # -- control -----------------------------------------------------------------------------
     def start(self) -> ReplayRun:
@@ -244,42 +237,6 @@ class ReplayRun:
                 self._state = "stopping"
                 self._gate.notify_all()
 
-    def join(self, timeout: float | None = None) -> Results | None:
-        """Wait for the replay to end; returns its results (None if still going after ``timeout``).
-
-        Raises:
-            The exception that ended the replay thread, if one did.
-        """
-        if self._thread is not None:
-            self._thread.join(timeout)
-            if self._thread.is_alive():
-                return None
-        if self.error is not None:
-            raise self.error
-        return self.results_final
-
-    # -- events and snapshots ----------------------------------------------------------------
-    def subscribe(self, callback: Callable[[RunEvent], None]) -> Callable[[], None]:
-        """Call ``callback(event)`` for each event (in the replay thread); returns the function that unsubscribes."""
-        with self._lock:
-            self._subscribers.append(callback)
-
-        def unsubscribe() -> None:
-            with self._lock:
-                if callback in self._subscribers:
-                    self._subscribers.remove(callback)
-        return unsubscribe
-
-    @property
-    def state(self) -> str:
-        """One of ``RUN_STATES``."""
-        return self._state
-
-    @property
-    def running(self) -> bool:
-        """Whether the replay thread is alive."""
-        return self._thread is not None and self._thread.is_alive()
-
     def results(self) -> Results:
         """The rows replayed so far, as Results of the source store (status "running" until the replay ends)."""
         with self._lock:
@@ -289,10 +246,6 @@ class ReplayRun:
                       status=self._state if ended else "running", store_path=self.source.store_path)
         out.damage = list(self.source.damage)
         return out
-
-    def front(self) -> list[dict[str, Any]]:
-        """The Pareto front of the rows replayed so far (rows as in ``Results.pareto_front``)."""
-        return self.results().pareto_front()
 
     def progress(self) -> dict[str, Any]:
         """generation, generations, evaluations, failures by status, elapsed and the replay's time left in seconds
@@ -307,10 +260,6 @@ class ReplayRun:
         return {**p, "generations": self.search.config.generations, "failed": failed, "elapsed_s": elapsed,
                 "eta_s": eta, "state": self._state}
 
-    def owns_current_thread(self) -> bool:
-        """Whether the calling code runs in this replay's thread."""
-        return self._thread is not None and self._thread is threading.current_thread()
-
     @property
     def store_path(self) -> str:
         """The source store (read, never written)."""
@@ -323,21 +272,9 @@ class ReplayRun:
                 f"store={self.store_path!r})")
 
     # -- the thread ----------------------------------------------------------------------------
-    def _emit(self, event: RunEvent) -> None:
-        with self._lock:
-            if isinstance(event, EvaluationEvent):
-                self._records.append(event.record)
-                self._progress["evaluations"] += 1
-                st = self._progress["statuses"]
-                st[event.record.status] = st.get(event.record.status, 0) + 1
-            elif isinstance(event, GenerationEvent):
-                self._progress["generation"] = event.generation
-            subscribers = list(self._subscribers)
-        for callback in subscribers:
-            try:
-                callback(event)
-            except (Exception, SystemExit):  # a subscriber's failure must not end the replay
-                log.exception("replay event subscriber %r failed", callback)
+    def _counted(self, event: RunEvent) -> None:
+        if isinstance(event, EvaluationEvent):  # the rows replayed so far: what results() shows
+            self._records.append(event.record)
 
     def _play(self) -> str:
         """Every step at its pace, unless stopped; how it ended."""

@@ -6,13 +6,13 @@ import logging
 import threading
 import time
 import traceback
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from compileiq_lab.exceptions import SearchStateError
 from compileiq_lab.run.engine import Constraint
-from compileiq_lab.run.events import EvaluationEvent, FailedEvent, GenerationEvent, RunEvent
+from compileiq_lab.run.events import FailedEvent
 from compileiq_lab.run.facade import ObjectiveFunction, Search
+from compileiq_lab.run.observed import ObservedRun
 
 if TYPE_CHECKING:
     from compileiq_lab.store.results import Results
@@ -25,7 +25,7 @@ RUN_STATES = ("idle", "running", "paused", "stopping", "finished", "exhausted", 
               "interrupted", "failed")
 
 
-class Run:
+class Run(ObservedRun):
     """Drive a ``Search`` in a background thread so a notebook stays usable.
 
     Events (``compileiq_lab.run.events``: EvaluationEvent, GenerationEvent, FinishedEvent, and
@@ -46,17 +46,9 @@ class Run:
             raise SearchStateError("a Run needs a Search with an objective_function; ask()/tell() runs are "
                                    "driven by you, not by a thread")
         self.search, self.workers = search, workers
-        self.error: BaseException | None = None
-        self.error_text = ""
-        self.results_final: Results | None = None
-        self._subscribers: list[Callable[[RunEvent], None]] = []
-        self._lock = threading.Lock()
+        self._observed_init()
         self._open = threading.Event()  # set = may evaluate; cleared by pause()
         self._open.set()
-        self._thread: threading.Thread | None = None
-        self._state = "idle"
-        self._progress: dict[str, Any] = {"generation": 0, "evaluations": 0, "statuses": {}, "started_at": None,
-                                          "finished_at": None}
 
     @classmethod
     def open(cls, path: str, objective_function: ObjectiveFunction, workers: int | None = None,
@@ -101,49 +93,9 @@ class Run:
                 self.search.stop()
                 self._open.set()  # a paused run wakes, sees the stop and makes no further call
 
-    def join(self, timeout: float | None = None) -> Results | None:
-        """Wait for the run to end; returns its results (None if still running after ``timeout``).
-
-        Raises:
-            The exception that ended the run thread, if one did.
-        """
-        if self._thread is not None:
-            self._thread.join(timeout)
-            if self._thread.is_alive():
-                return None
-        if self.error is not None:
-            raise self.error
-        return self.results_final
-
-    # -- events and snapshots ----------------------------------------------------------------
-    def subscribe(self, callback: Callable[[RunEvent], None]) -> Callable[[], None]:
-        """Call ``callback(event)`` for each event (in the run thread); returns the function that unsubscribes."""
-        with self._lock:
-            self._subscribers.append(callback)
-
-        def unsubscribe() -> None:
-            with self._lock:
-                if callback in self._subscribers:
-                    self._subscribers.remove(callback)
-        return unsubscribe
-
-    @property
-    def state(self) -> str:
-        """One of ``RUN_STATES``."""
-        return self._state
-
-    @property
-    def running(self) -> bool:
-        """Whether the run thread is alive."""
-        return self._thread is not None and self._thread.is_alive()
-
     def results(self) -> Results:
         """A snapshot of the results so far (read from the run store)."""
         return self.search.results
-
-    def front(self) -> list[dict[str, Any]]:
-        """The current Pareto front (rows as in ``Results.pareto_front``)."""
-        return self.results().pareto_front()
 
     def progress(self) -> dict[str, Any]:
         """generation, generations, evaluations, failures by status, elapsed and an ETA in seconds (None if unknown
@@ -160,10 +112,6 @@ class Run:
         failed = sum(n for s, n in p["statuses"].items() if s != "ok")
         return {**p, "generations": total, "failed": failed, "elapsed_s": elapsed, "eta_s": eta, "state": self._state}
 
-    def owns_current_thread(self) -> bool:
-        """Whether the calling code runs in this run's thread (e.g. to route its log records)."""
-        return self._thread is not None and self._thread is threading.current_thread()
-
     @property
     def store_path(self) -> str:
         """Where the run is stored."""
@@ -175,21 +123,6 @@ class Run:
                 f"{p['evaluations']} evaluations, store={self.store_path!r})")
 
     # -- the thread ----------------------------------------------------------------------------
-    def _emit(self, event: RunEvent) -> None:
-        with self._lock:
-            if isinstance(event, EvaluationEvent):
-                self._progress["evaluations"] += 1
-                st = self._progress["statuses"]
-                st[event.record.status] = st.get(event.record.status, 0) + 1
-            elif isinstance(event, GenerationEvent):
-                self._progress["generation"] = event.generation
-            subscribers = list(self._subscribers)
-        for callback in subscribers:
-            try:
-                callback(event)
-            except (Exception, SystemExit):  # a subscriber's sys.exit() must not end the run behind the user's back
-                log.exception("run event subscriber %r failed", callback)
-
     def _main(self) -> None:
         try:
             self.results_final = self.search._run(self._emit, self.workers, self._open.wait)

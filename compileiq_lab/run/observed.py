@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import abc
 import logging
 import threading
 from collections.abc import Callable
@@ -17,7 +18,7 @@ __all__ = ["ObservedRun"]
 log = logging.getLogger("compileiq_lab")
 
 
-class ObservedRun:
+class ObservedRun(abc.ABC):
     """A run in a background thread that others watch: ``subscribe``, ``state``, ``running``, ``join``, ``front``,
     ``owns_current_thread``, and ``_emit`` (count an event into the progress, then call every subscriber; a failing
     subscriber is logged, never ends the run). Subclasses set the attributes in ``_observed_init`` and implement
@@ -34,8 +35,9 @@ class ObservedRun:
         self._progress: dict[str, Any] = {"generation": 0, "evaluations": 0, "statuses": {}, "started_at": None,
                                           "finished_at": None}
 
+    @abc.abstractmethod
     def results(self) -> Results:
-        raise NotImplementedError
+        """A snapshot of the run so far."""
 
     def join(self, timeout: float | None = None) -> Results | None:
         """Wait for the thread to end; returns the results (None if still going after ``timeout``).
@@ -80,7 +82,7 @@ class ObservedRun:
         """Whether the calling code runs in this run's thread (e.g. to route its log records)."""
         return self._thread is not None and self._thread is threading.current_thread()
 
-    def _counted(self, event: RunEvent) -> None:
+    def _counted(self, event: RunEvent) -> None:  # noqa: B027 - a hook: most runs keep nothing of their own
         """Hook: called under the lock for each event before it is counted (a replay keeps its rows here)."""
 
     def _emit(self, event: RunEvent) -> None:

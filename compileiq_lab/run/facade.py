@@ -231,6 +231,7 @@ class Search:
                                    "before start()")
         self._engine.take_generations()  # generations finished through ask()/tell() were not this call's events
         self.store.acquire()
+        self.store.update_header(status="running", updated_at=time.time())  # a killed process leaves it so
         timeout = self._options.timeout(task_timeout if task_timeout is not None else self.config.timeout_s)
         executor, owned = None, False
         try:  # the steady engine first (it replays the store), then the executor and the objective's evaluator

@@ -60,4 +60,5 @@ def prepare_store(store: RunStore, new: RunHeader) -> None:
         raise StoreMismatchError(
             f"run store {store.path!r} holds a run of another setup ({what}); its results would not compare. "
             "Use a new store path.")
-    store.write_header(h.replace(config=new.config, status="running"))
+    # the stored status stays until the run starts (opened to look at, a finished run still reads finished)
+    store.write_header(h.replace(config=new.config))

@@ -61,6 +61,7 @@ class Dashboard:
     def __init__(self, run: Run | ReplayRun | None = None, kernel_run: KernelRun | None = None,
                  store: str | None = None, folder: str | Path = DEFAULT_FOLDER) -> None:
         self.run, self.kernel_run, self.store = run, kernel_run, store
+        self._ui_lock = threading.RLock()  # widget callbacks vs the run's updates (see _guard)
         self._records: list[EvalRecord] = []
         self._header: RunHeader | None = None
         self._folder = str(folder)
@@ -149,11 +150,12 @@ class Dashboard:
         self.error.value = f"<b style='color:#b00'>{html.escape(message)}</b>{details}"
 
     def _guard(self, fn: Callable[..., Any]) -> Callable[..., None]:
-        """``fn`` for a widget callback: an exception it raises is logged and shown as the error line."""
+        """``fn`` for a widget callback: an exception it raises is logged and shown as the error line. Callbacks
+        and the run's updates take turns (JupyterLab 4 may deliver widget messages in another kernel thread)."""
         @functools.wraps(fn)
         def guarded(*args: Any, **kwargs: Any) -> None:
             try:
-                with self._owning():
+                with self._ui_lock, self._owning():
                     fn(*args, **kwargs)
             except Exception as exc:  # shown in the dashboard: a callback must not raise
                 log.debug("dashboard callback %s failed", getattr(fn, "__name__", fn), exc_info=True)

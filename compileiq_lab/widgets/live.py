@@ -52,6 +52,9 @@ class LivePlots:
     def __init__(self, objectives: list[Objective], generations: int = 1,
                  on_select: Callable[[int], None] | None = None,
                  guard: Callable[[Callable[..., None]], Callable[..., None]] | None = None) -> None:
+        # pandas is imported here, in the notebook's thread: JupyterLab 4 may handle widget messages in another
+        # kernel thread (comms over subshells), and a module imported in two threads at once is seen half-made
+        import pandas  # noqa: F401
         import plotly.graph_objects as go
 
         self.objectives = list(objectives)
@@ -73,7 +76,10 @@ class LivePlots:
             go.Scatter(name="evaluations", marker={"color": [], "colorscale": "Viridis", "size": 8, "opacity": 0.8,
                                                    "cmin": 0, "cmax": max(1, generations),
                                                    "colorbar": {"title": {"text": "generation"}}}, **scatter),
-            go.Scatter(name="Pareto front", mode="lines+markers", hoverinfo="skip",
+            # names are set here once: renamed inside a batch_update before the figure is shown, plotly's
+            # widget shows "trace N" for the others
+            go.Scatter(name="Pareto front (these axes)" if k > 2 else "Pareto front" if k > 1 else "best",
+                       mode="lines+markers", hoverinfo="skip",
                        line={"color": _FRONT, "shape": "hv", "width": 1.5},
                        marker={"symbol": "circle-open", "size": 13, "color": _FRONT, "line": {"width": 2}}),
             go.Scatter(name="baseline (compiler defaults)", marker={"symbol": "star", "size": 16, "color": _BASE},
@@ -89,7 +95,8 @@ class LivePlots:
         self.influence: Any = None  # built by the first show_influence()
         self.history = go.FigureWidget(layout=go.Layout(
             template="plotly_white", height=300, margin={"t": 40, "b": 40}, title={"text": "per generation"},
-            xaxis={"title": {"text": "generation"}}, legend={"orientation": "h", "y": -0.3}, autosize=True))
+            xaxis={"title": {"text": "generation"}, **({"dtick": 1} if generations <= 20 else {})},
+            legend={"orientation": "h", "y": -0.3}, autosize=True))
         for name in self.names:  # best-so-far and median per objective, normalised to the first generation
             self.history.add_scatter(name=f"{name} best so far", mode="lines+markers")
             self.history.add_scatter(name=f"{name} median", mode="lines", line={"dash": "dash"})
@@ -200,8 +207,7 @@ class LivePlots:
                                text=["baseline (compiler defaults)"] if base is not None else [])
             t[FAILED].update(x=np.linspace(lo, hi, n_failed + 2)[1:-1].tolist() if n_failed else [],
                              y=[y_lo - 0.12 * ((y_hi - y_lo) or 1.0)] * n_failed,
-                             text=list(c.failed_text), customdata=list(c.failed_ids),
-                             name=f"failed ({n_failed}, no scores)")
+                             text=list(c.failed_text), customdata=list(c.failed_ids))
             self.pareto.layout.xaxis.title.text = html.escape(
                 self.labels[self.x.value] if yi is not None else "evaluation id (call order)")
             self.pareto.layout.yaxis.title.text = html.escape(
@@ -209,8 +215,6 @@ class LivePlots:
             shown_front = (f"{int(on_front.sum())} on the front of these two axes ({len(c.front)} on the run's front)"
                            if yi is not None and len(self.names) > 2 else f"{len(c.front)} on the front")
             self.pareto.layout.title.text = f"{len(xs)} ok, {n_failed} failed, {shown_front}"
-            self.pareto.data[FRONT].name = ("Pareto front (these axes)" if len(self.names) > 2 else
-                                            "Pareto front" if yi is not None else "best")
             self._update_selected()
 
     def set_generations(self, generations: int) -> None:

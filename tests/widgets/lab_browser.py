@@ -81,7 +81,7 @@ const ciq = {
     return null;
   },
   pareto(root) {
-    const marked = root.querySelector('.compileiq-pareto .js-plotly-plot');
+    const marked = root.querySelector('.compileiq-pareto.js-plotly-plot, .compileiq-pareto .js-plotly-plot');
     if (marked) return marked;
     const plots = [...root.querySelectorAll('.js-plotly-plot')];
     const named = (name) => plots.find(gd => (gd.data || []).some(t => t.name === name));
@@ -487,6 +487,21 @@ def run_lab_flow(notebook: Path, workdir: Path, screenshot: Path | None = None,
         lab.stop()
 
 
+def open_notebook(page: Any, lab: JupyterLab, nb_path: Path, ms: float, then: Any = None) -> None:
+    """Open ``nb_path`` in the lab and wait until its kernel is idle (``then()`` is called once the notebook panel
+    is there, before the kernel is waited for)."""
+    page.goto(f"{lab.url}/lab/tree/{nb_path.name}?token={lab.token}", timeout=ms)
+    page.wait_for_selector(".jp-NotebookPanel .jp-Notebook .jp-Cell", timeout=ms)
+    page.wait_for_function("() => window.jupyterapp && window.jupyterapp.shell.currentWidget"
+                           " && window.jupyterapp.shell.currentWidget.sessionContext", timeout=ms)
+    if then is not None:
+        then()
+    page.evaluate("""async () => { const w = window.jupyterapp.shell.currentWidget;
+                                   await w.context.ready; await w.sessionContext.ready; }""")
+    page.wait_for_function("() => { const k = window.jupyterapp.shell.currentWidget.sessionContext"
+                           ".session?.kernel; return k && k.status === 'idle'; }", timeout=ms)
+
+
 def _diagnose(page: Any, workdir: Path) -> str:
     """What the page shows (for a failure message), and a screenshot in ``workdir/lab-failure.png``."""
     lines = []
@@ -535,17 +550,8 @@ class _Flow:
         out, ms = self.out, self.ms
         self.step = "open the notebook"
         t = time.perf_counter()
-        page.goto(f"{lab.url}/lab/tree/{nb_path.name}?token={lab.token}", timeout=ms)
-        page.wait_for_selector(".jp-NotebookPanel .jp-Notebook .jp-Cell", timeout=ms)
-        page.wait_for_function("() => window.jupyterapp && window.jupyterapp.shell.currentWidget"
-                               " && window.jupyterapp.shell.currentWidget.sessionContext", timeout=ms)
-        out["lab_load_s"] = time.perf_counter() - t
+        open_notebook(page, lab, nb_path, ms, then=lambda: out.update(lab_load_s=time.perf_counter() - t))
         out["chromium"] = page.context.browser.version if page.context.browser else None
-        self.step = "start the kernel"
-        page.evaluate("""async () => { const w = window.jupyterapp.shell.currentWidget;
-                                       await w.context.ready; await w.sessionContext.ready; }""")
-        page.wait_for_function("() => { const k = window.jupyterapp.shell.currentWidget.sessionContext"
-                               ".session?.kernel; return k && k.status === 'idle'; }", timeout=ms)
         out["kernel_ready_s"] = time.perf_counter() - t
         if page.locator(".jp-Dialog").count():
             raise RuntimeError(f"a dialog is open: {page.locator('.jp-Dialog').first.inner_text()[:500]}")

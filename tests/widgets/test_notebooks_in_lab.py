@@ -25,14 +25,7 @@ def _run_all(notebook: Path, workdir: Path, timeout: float = 300.0) -> dict[str,
     lab.start()
     try:
         with lab_browser._browser(lab.url) as (page, log):
-            page.goto(f"{lab.url}/lab/tree/{nb_path.name}?token={lab.token}", timeout=ms)
-            page.wait_for_selector(".jp-NotebookPanel .jp-Notebook .jp-Cell", timeout=ms)
-            page.wait_for_function("() => window.jupyterapp && window.jupyterapp.shell.currentWidget"
-                                   " && window.jupyterapp.shell.currentWidget.sessionContext", timeout=ms)
-            page.evaluate("""async () => { const w = window.jupyterapp.shell.currentWidget;
-                                           await w.context.ready; await w.sessionContext.ready; }""")
-            page.wait_for_function("() => { const k = window.jupyterapp.shell.currentWidget.sessionContext"
-                                   ".session?.kernel; return k && k.status === 'idle'; }", timeout=ms)
+            lab_browser.open_notebook(page, lab, nb_path, ms)
             t = time.perf_counter()
             page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
             page.wait_for_timeout(500)

@@ -344,8 +344,9 @@ class Dashboard:
         self.progress_bar.value = min(p["generation"], self.progress_bar.max)
         fails = ", ".join(f"{n} {html.escape(s)}" for s, n in sorted(p["statuses"].items()) if s != "ok")
         eta = f", about {p['eta_s']:.0f} s left" if p["eta_s"] and p["state"] == "running" else ""
+        stored = f", {len(self._records)} stored (Start continues)" if p["state"] == "idle" and self._records else ""
         self.status.value = (f"<b>{html.escape(p['state'])}</b>: generation {p['generation']}/{p['generations']}, "
-                             f"{p['evaluations']} evaluations{' (failed: ' + fails + ')' if fails else ''}, "
+                             f"{p['evaluations']} evaluations{stored}{' (failed: ' + fails + ')' if fails else ''}, "
                              f"{p['elapsed_s']:.0f} s{eta}; store <code>{html.escape(self.run.store_path)}</code>")
 
     def _show_banner(self, results: Results) -> None:

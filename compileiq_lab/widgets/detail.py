@@ -288,7 +288,7 @@ class DetailPanel:
     def _set_flags(self, text: str, line: str) -> None:
         self._flags_text, self.flags_line = text, line
         self.flags.value = text
-        self.flags.rows = max(2, text.count("\n") + 1)
+        self.flags.rows = max(2, sum(1 + len(line) // 70 for line in text.splitlines()))  # wrapped lines too
         self.flags.layout.display = None if text else "none"
         self.copy.value = copy_button_html(line) if text else ""
 

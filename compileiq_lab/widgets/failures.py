@@ -109,7 +109,10 @@ class FailuresView:
         self._quiet = True
         try:
             self.pick.options = options if self.groups else []
-            self.pick.value = keep
+            if keep is not None:
+                self.pick.value = keep
+            elif self.groups:  # the prompt shown (a value of None would show nothing)
+                self.pick.index = 0
         finally:
             self._quiet = False
         self.pick.layout.display = None if self.groups else "none"

@@ -112,13 +112,13 @@ class RunsList:
         self._updating = False  # the x/y pickers are being refilled: no swapping meanwhile
         guard = guard or self._guard
         self.title = w.HTML()
-        self.table = w.HTML()
+        self.table = w.HTML(layout={"overflow": "auto", "max_width": "100%"})
         self.notes = w.HTML()
         self.message = w.HTML()
         self.refresh_button = w.Button(description="Refresh", icon="refresh", tooltip="read the folder again")
         self.select = w.SelectMultiple(options=[], rows=8, description="runs", layout={"width": "95%"})
-        self.x = w.Dropdown(description="x", options=[], layout={"width": "280px"})
-        self.y = w.Dropdown(description="y", options=[], layout={"width": "280px"})
+        self.x = w.Dropdown(description="x", options=[], layout={"width": "220px"})
+        self.y = w.Dropdown(description="y", options=[], layout={"width": "220px"})
         self.overlay_button = w.Button(description="Overlay fronts", icon="line-chart",
                                        tooltip="the picked runs' fronts on the x/y objectives, on one scatter")
         self.open_button = w.Button(description="Open", icon="folder-open", tooltip="open the picked run "
@@ -132,8 +132,9 @@ class RunsList:
         self.x.observe(guard(self._axes_changed), names="value")
         self.y.observe(guard(self._axes_changed), names="value")
         self.box = w.VBox([self.title, self.refresh_button, self.table, self.notes, self.select,
-                           w.HBox([self.x, self.y, self.overlay_button, self.open_button]), self.message,
-                           self.figure_area])
+                           w.HBox([self.x, self.y, self.overlay_button, self.open_button],
+                                  layout={"flex_flow": "row wrap"}),  # the side panel is narrow: wrap, never cut
+                           self.message, self.figure_area])
         self.box.add_class("compileiq-runs")
         self.table.add_class("compileiq-runs-table")
         self.notes.add_class("compileiq-runs-notes")

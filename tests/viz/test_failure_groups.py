@@ -97,7 +97,7 @@ def test_the_default_counts_as_shared_only_where_some_ok_config_sets_the_control
 
 
 @pytest.mark.parametrize(("error", "message"), [
-    ('/work/main/kernels/sgemm/sgemm.cu(8): error: static assertion failed with "TILE * TILE <= 1024"\n'
+    ('/home/user/project/kernels/sgemm/sgemm.cu(8): error: static assertion failed with "TILE * TILE <= 1024"\n'
      '  static_assert(64 * 64 <= 1024, "...");\n  ^\n\n1 error detected in the compilation of "/a/sgemm.cu".',
      'sgemm.cu(8): error: static assertion failed with "TILE * TILE <= 1024"'),
     ("ptxas /tmp/compileiq-k2j4/ptx/3fa9c0d1e2b4a6f8.ptx, line 12; error   : Entry uses too much shared data "

@@ -23,8 +23,10 @@ from compileiq_lab.store import EvalRecord, Results, Validation
 from compileiq_lab.store.pick import default_pick, pick_point
 from compileiq_lab.toolchain.context import parse_define
 
-__all__ = ["add_build_arguments", "add_pick_arguments", "add_triton_arguments", "build_options", "export_point",
-           "int_at_least", "kernel_argument", "seconds"]
+__all__ = ["add_build_arguments", "add_pick_arguments", "add_triton_arguments", "build_options", "duration",
+           "export_point", "int_at_least", "kernel_argument", "seconds"]
+
+_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0}
 
 
 def int_at_least(low: int, what: str) -> Callable[[str], int]:
@@ -51,6 +53,21 @@ def seconds(text: str) -> float:
         value = math.nan
     if not (math.isfinite(value) and value > 0):
         raise argparse.ArgumentTypeError(f"`a finite number of seconds > 0` must hold, but got {text!r}; e.g. 120")
+    return value
+
+
+def duration(text: str) -> float:
+    """An argparse type: a wall time as seconds (``600``) or with a unit s, m or h (``90s``, ``10m``, ``1.5h``)."""
+    body = text.strip().lower()
+    scale = _UNITS.get(body[-1:], 1.0) if body else 1.0
+    number = body[:-1] if body[-1:] in _UNITS else body
+    try:
+        value = float(number) * scale if number.strip() else math.nan
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"`a duration > 0 in seconds, or with a unit s, m or h` must hold, but got "
+                                         f"{text!r}; write e.g. 600, 90s, 10m or 1.5h")
     return value
 
 

@@ -108,7 +108,9 @@ def _show(args: argparse.Namespace) -> int:
     meta = res.header.kernel
     print(f"run {res.store_path}: {len(res)} evaluations, status {res.status}"
           + (f"; kernel {meta.kernel} ({meta.catalog}, {meta.arch or 'cpu'})" if meta else ""))
-    if res.header.stop_reason:
+    if res.header.stop_reason in ("max_evaluations", "time_budget"):
+        print(f"ended by its budget: {res.header.stop_reason} (continue it with a larger one)")
+    elif res.header.stop_reason and res.header.stop_reason != "generations":
         print(f"stopped early: {res.header.stop_reason}")
     base = res.baseline_record
     base_scores = base.scores if base is not None and base.status == "ok" and base.scores else None

@@ -16,6 +16,7 @@ from compileiq_lab.cli.options import (
     add_pick_arguments,
     add_triton_arguments,
     build_options,
+    duration,
     export_point,
     int_at_least,
     kernel_argument,
@@ -64,7 +65,16 @@ def add_tune_parser(sub: Any) -> None:
     t.add_argument("--categories", default=None, help="comma list of control categories to search")
     t.add_argument("--controls", default=None, help="comma list of control names to search")
     t.add_argument("--unsafe-math", action="store_true", help="also search precision-changing controls")
-    t.add_argument("--generations", type=int_at_least(1, "searched generations"), default=10)
+    t.add_argument("--generations", type=int_at_least(1, "searched generations"), default=10,
+                   help="searched generations (default 10); the run ends at the first of --generations, --max-evals "
+                        "and --time-budget it reaches")
+    t.add_argument("--max-evals", type=int_at_least(1, "objective calls, the baseline included"), default=None,
+                   metavar="N", help="end the run once it holds N evaluations (the baseline and the rows of a "
+                                     "continued run count; the last generation is cut short); continue a run it ended "
+                                     "with the same command and a larger N")
+    t.add_argument("--time-budget", type=duration, default=None, metavar="DURATION",
+                   help="end the run once it has run this long in all, e.g. 600 (seconds), 90s, 10m or 1.5h; no "
+                        "candidate starts after it and the ones running are kept; continue with a larger one")
     t.add_argument("--pool-size", type=int_at_least(2, "candidates per generation"), default=None)
     t.add_argument("--seed", type=int_at_least(0, "the search seed"), default=0)
     t.add_argument("--workers", type=int_at_least(1, "candidates at once"), default=None,
@@ -175,8 +185,9 @@ def _tune(args: argparse.Namespace, run: KernelRun) -> int:
     meta = run.metadata(**({"warm_start_from": sources} if sources else {}))
     remote = run.remote
     search = Search.of(run, store=args.store, metadata=meta, generations=args.generations, pool_size=args.pool_size,
-                       seed=args.seed, warm_start=warm or None, surrogate=args.surrogate,
-                       asynchronous=args.asynchronous, executor=args.executor if remote else None)
+                       max_evaluations=args.max_evals, time_budget_s=args.time_budget, seed=args.seed,
+                       warm_start=warm or None, surrogate=args.surrogate, asynchronous=args.asynchronous,
+                       executor=args.executor if remote else None)
     if sources:
         print(f"warm start: {len(warm)} configs from the fronts of {len(sources)} earlier run(s) "
               f"({', '.join(sources[:3])}{' ...' if len(sources) > 3 else ''})", file=sys.stderr)

@@ -82,7 +82,7 @@ class Engine:
                  baseline_check: Callable[[EvalRecord], str | None] | None = None) -> None:
         self._space, self._config, self._store = space, config, store
         self._baseline_check = baseline_check
-        self.stop_reason = ""  # why the search ended early ("baseline_failed": the check's reason)
+        self.stop_reason = ""  # which limit ended the search, or ("baseline_failed") the check's reason
         self.objectives: list[Objective] = config.objectives()
         self._sign = signs(self.objectives)
         self._strategy = build_strategy(space, config, constraint)
@@ -94,6 +94,8 @@ class Engine:
         self._completed: list[GenerationEvent] = []
         self._completed_count = 0
         self._done_reason = ""
+        self._best: float | None = None  # the best first score of the rows up to self._scanned (kept as rows come)
+        self._scanned = 0
         self._baseline = baseline_config(space, config)
         if self._baseline is not None and space.is_point(self._baseline):
             self._strategy.mark_seen(space.encode(self._baseline)[None, :])
@@ -127,6 +129,12 @@ class Engine:
         """"finished", "exhausted" or "baseline_failed" (see ``stop_reason``) once the search has ended, else ""."""
         return self._done_reason
 
+    def end(self, reason: str) -> None:
+        """End the search now ("finished", ``stop_reason = reason``, e.g. "time_budget"), unless it has ended."""
+        if not self._done_reason:
+            self._done_reason, self.stop_reason = "finished", reason
+            log.info("the run ends after %d evaluations: %s reached", len(self._store), reason)
+
     def awaiting(self) -> list[Candidate]:
         """Candidates handed out by ``ask`` that have no outcome yet."""
         return [c for c in self._pending[: self._handed] if c.key not in self._outcomes]
@@ -144,16 +152,31 @@ class Engine:
     def ask(self, n: int | None = None) -> list[Candidate]:
         """Up to ``n`` (all if None) candidates of the current generation that need an evaluation.
 
-        Returns [] once the search has ended (see ``done_reason``).
+        Returns [] once the search has ended (see ``done_reason``). With ``max_evaluations``, no more candidates
+        are handed out than the stored rows and those awaiting ``tell`` leave room for (the generation is cut short).
 
         Raises:
-            SearchStateError: Every candidate of the generation was handed out and some await ``tell``.
+            SearchStateError: Every candidate of the generation (or of the evaluation budget) was handed out and some
+                await ``tell``.
         """
+        limit = self._config.max_evaluations
         while not self._done_reason:
+            room = None if limit is None else limit - len(self._store) - len(self.awaiting())
+            last = self._handed >= len(self._pending) and self._generation >= self._config.generations
+            if room is not None and room <= 0 and not last:  # (at the last generation's end, "generations" ends it)
+                if self.awaiting():
+                    raise SearchStateError(f"max_evaluations={limit} candidates were asked and "
+                                           f"{len(self.awaiting())} await tell(); tell their scores first")
+                self.end("max_evaluations")
+                break
             if self._handed < len(self._pending):
                 end = len(self._pending) if n is None else min(len(self._pending), self._handed + n)
-                batch, self._handed = self._pending[self._handed:end], end
+                batch = self._pending[self._handed:end]
                 fresh = list({c.key: c for c in batch if not self._known(c)}.values())
+                if room is not None and len(fresh) > room:  # hand out what the budget leaves room for, no more
+                    fresh = fresh[:room]
+                    end = self._handed + max(i for i, c in enumerate(batch) if c is fresh[-1]) + 1
+                self._handed = end
                 if fresh:
                     return fresh
                 continue
@@ -217,11 +240,19 @@ class Engine:
 
     def _summary(self) -> GenerationEvent:
         failed = sum(not m.ok for m in self._outcomes.values())
-        scores = [r.scores[0] for r in self._store.records() if r.status == "ok" and r.scores]
-        best = (min(scores) if self._sign[0] > 0 else max(scores)) if scores else None
+        best = self._best_so_far()
         log.info("generation %d/%d: %d candidates, %d failed, best %s so far %s", self._generation,
                  self._config.generations, len(self._outcomes), failed, self.objectives[0].name, best)
         return GenerationEvent(self._generation, len(self._outcomes), failed, best, len(self._store))
+
+    def _best_so_far(self) -> float | None:
+        """The best first score stored so far, from the rows stored since the last call (no rescan of the run)."""
+        rows = self._store.records(self._scanned)
+        self._scanned += len(rows)
+        for r in rows:
+            if r.status == "ok" and r.scores and (self._best is None or (r.scores[0] - self._best) * self._sign[0] < 0):
+                self._best = r.scores[0]
+        return self._best
 
     def _advance(self) -> None:
         """Tell the strategy the finished generation and open the next one (or end the search)."""
@@ -247,7 +278,7 @@ class Engine:
             return
         self._generation = max(self._generation, 0) + 1
         if self._generation > self._config.generations:
-            self._done_reason = "finished"
+            self._done_reason, self.stop_reason = "finished", "generations"
             return
         X = self._strategy.ask()
         if len(X) == 0:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from compileiq_lab.store.sqlite import EvalRecord
 
@@ -37,10 +37,19 @@ class GenerationEvent:
 
 @dataclass(frozen=True)
 class FinishedEvent:
-    """The run ended: ``status`` is "finished", "exhausted", "baseline_failed", "stopped" or "interrupted"."""
+    """The run ended: ``status`` is "finished", "exhausted", "baseline_failed", "stopped" or "interrupted".
+
+    Attributes:
+        status: How it ended.
+        n_evaluations: Evaluations in the store.
+        reason: Why (the header's ``stop_reason``): for "finished", the limit reached ("generations",
+            "max_evaluations" or "time_budget"); for "baseline_failed", why no control can help; else usually "".
+            Left out of comparisons: ``FinishedEvent(status, n)`` equals the event of that ending whatever its reason.
+    """
 
     status: str
     n_evaluations: int
+    reason: str = field(default="", compare=False)
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from compileiq_lab.run.engine import Candidate, Constraint, Engine
 from compileiq_lab.run.events import FinishedEvent, RunEvent
 from compileiq_lab.run.executor import ExecutorSpec, open_executor
 from compileiq_lab.run.loop import drive
-from compileiq_lab.run.start import new_header, prepare_store
+from compileiq_lab.run.start import name_of, new_header, prepare_store, reopened_config
 from compileiq_lab.run.steady import SteadyEngine, drive_steady
 from compileiq_lab.search.config import SearchConfiguration
 from compileiq_lab.space.objectives import Objective
@@ -104,7 +104,7 @@ class Search:
         self.config = self._options.apply(search_config if isinstance(search_config, SearchConfiguration)
                                           else SearchConfiguration.from_dict(dict(search_config)))
         self.objectives: list[Objective] = self.config.objectives()
-        header = new_header(self.space, self.config, _name_of(objective_function), metadata)
+        header = new_header(self.space, self.config, name_of(objective_function), metadata)
         # opening with a header takes the writer lock first: a store another run is writing is refused
         # before anything in it changes, and two creators of one new file cannot replace each other
         self.store = RunStore(new_store_path() if store is None else store, header=header)
@@ -142,7 +142,8 @@ class Search:
     @classmethod
     def open(cls, path: str | os.PathLike[str], objective_function: ObjectiveFunction | None = None,
              generations: int | None = None, timeout_s: float | None = None,
-             constraint: Constraint | None = None, executor: ExecutorSpec = None) -> Search:
+             constraint: Constraint | None = None, executor: ExecutorSpec = None, *,
+             max_evaluations: int | None = None, time_budget_s: float | None = None) -> Search:
         """Reopen a stored run (space and settings come from its header) to continue it.
 
         Args:
@@ -152,32 +153,32 @@ class Search:
             timeout_s: A new per-call limit (None keeps the stored one).
             constraint: The constraint the run was made with, if any.
             executor: Where to evaluate (as for ``Search``; need not be where the run started).
+            max_evaluations, time_budget_s: New budgets (None keeps the stored ones): a run a budget ended continues
+                with a larger one (both count the whole run: its stored rows, the time of its earlier sessions).
         """
         store = RunStore(path, readonly=True)
         h = store.header()
         store.close()
         if h is None or not h.space:
             raise ConfigurationError(f"{str(path)!r} holds no run header; it was not written by a Search")
-        cfg = dict(h.config)
-        if generations is not None:
-            cfg["generations"] = generations
-        if timeout_s is not None:
-            cfg["timeout_s"] = timeout_s
-        return cls(objective_function, SearchSpace.from_spec(h.space), SearchConfiguration.from_dict(cfg),
-                   store=path, constraint=constraint, executor=executor)
+        cfg = reopened_config(h.config, generations=generations, timeout_s=timeout_s,
+                              max_evaluations=max_evaluations, time_budget_s=time_budget_s)
+        return cls(objective_function, SearchSpace.from_spec(h.space), cfg, store=path, constraint=constraint,
+                   executor=executor)
 
     @classmethod
     def resume(cls, path: str | os.PathLike[str], objective_function: ObjectiveFunction,
                generations: int | None = None, callback: Callable[[RunEvent], None] | None = None,
                constraint: Constraint | None = None, workers: int | None = None,
-               executor: ExecutorSpec = None) -> Results:
-        """Continue a stopped or killed run to its configured generations and return its results.
+               executor: ExecutorSpec = None, *, max_evaluations: int | None = None,
+               time_budget_s: float | None = None) -> Results:
+        """Continue a stopped or killed run to its configured generations (and budgets) and return its results.
 
         Stored evaluations are replayed (never re-evaluated), so the resumed run asks exactly
         the candidates an uninterrupted run would have asked.
         """
         search = cls.open(path, objective_function, generations=generations, constraint=constraint,
-                          executor=executor)
+                          executor=executor, max_evaluations=max_evaluations, time_budget_s=time_budget_s)
         return search.start(callback=callback, workers=workers)
 
     # -- blocking run ------------------------------------------------------------------------
@@ -231,7 +232,9 @@ class Search:
                                    "before start()")
         self._engine.take_generations()  # generations finished through ask()/tell() were not this call's events
         self.store.acquire()
-        self.store.update_header(status="running", updated_at=time.time())  # a killed process leaves it so
+        header = self.store.update_header(status="running", updated_at=time.time())  # a killed process leaves it so
+        began, budget = time.monotonic(), self.config.time_budget_s
+        deadline = None if budget is None else began + budget - header.run_time_s
         timeout = self._options.timeout(task_timeout if task_timeout is not None else self.config.timeout_s)
         executor, owned = None, False
         try:  # the steady engine first (it replays the store), then the executor and the objective's evaluator
@@ -242,16 +245,16 @@ class Search:
         except BaseException as exc:  # nothing was evaluated: the header says why the run could not start
             if executor is not None and owned:
                 executor.shutdown()
-            self._close_header("failed", f"{type(exc).__name__}: {exc}"[:2000])
+            self._close_header("failed", f"{type(exc).__name__}: {exc}"[:2000], header.run_time_s)
             raise
         hooks = RunHooks(self._options, self._stop)
         emit = hooks.wrap(callback or (lambda event: None), lambda: self.results)
         status, reason = "running", ""
         try:
             if steady is not None:
-                status = drive_steady(steady, evaluate, emit, self._stop, executor, executor.slots, gate)
+                status = drive_steady(steady, evaluate, emit, self._stop, executor, executor.slots, gate, deadline)
             else:
-                status = drive(self._engine, evaluate, emit, self._stop, executor, gate)
+                status = drive(self._engine, evaluate, emit, self._stop, executor, gate, deadline)
         except KeyboardInterrupt:
             status = "interrupted"
             log.warning("search interrupted after %d evaluations; every finished one is kept in %s",
@@ -263,17 +266,18 @@ class Search:
             closer()
             if owned:
                 executor.shutdown()
-            self._close_header(status, reason or (steady or self._engine).stop_reason)
+            reason = reason or (steady or self._engine).stop_reason
+            self._close_header(status, reason, header.run_time_s + time.monotonic() - began)
         results = self.results
-        emit(FinishedEvent(status, len(results)))
+        emit(FinishedEvent(status, len(results), reason))
         hooks.finish(results)
         return results
 
-    def _close_header(self, status: str, reason: str) -> None:
-        """Record how ``start`` ended and stop being the writer; a store that cannot take the write (a full disk)
-        keeps its last header, which a resumed run replaces."""
+    def _close_header(self, status: str, reason: str, run_time_s: float) -> None:
+        """Record how ``start`` ended (and the run's wall time so far) and stop being the writer; a store that cannot
+        take the write (a full disk) keeps its last header, which a resumed run replaces."""
         try:
-            self.store.update_header(status=status, updated_at=time.time(), stop_reason=reason)
+            self.store.update_header(status=status, updated_at=time.time(), stop_reason=reason, run_time_s=run_time_s)
         except (StoreError, sqlite3.Error) as exc:
             log.warning("could not record status %r in %s: %s", status, self.store.path, exc)
         finally:
@@ -380,10 +384,3 @@ class Search:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-
-def _name_of(fn: ObjectiveFunction | None) -> str:
-    if fn is None:
-        return "(ask/tell)"
-    if hasattr(fn, "__qualname__"):
-        return f"{getattr(fn, '__module__', '?')}.{fn.__qualname__}"
-    return repr(fn)  # a callable object: its own description

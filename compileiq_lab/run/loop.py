@@ -12,26 +12,31 @@ from compileiq_lab.run.engine import Engine, copy_config
 from compileiq_lab.run.events import EvaluationEvent, RunEvent
 from compileiq_lab.run.executor import Executor
 
-__all__ = ["drive", "gated"]
+__all__ = ["drive", "expired", "gated"]
 
 Evaluate = Callable[[dict[str, Any]], Measurement]
 
 
-def gated(evaluate: Evaluate, stop: threading.Event,
-          gate: Callable[[], object] | None) -> Callable[[dict[str, Any]], tuple[float, Measurement] | None]:
+def expired(deadline: float | None) -> bool:
+    """Whether the run's time budget is spent (``deadline`` on ``time.monotonic()``'s clock; None: no budget)."""
+    return deadline is not None and time.monotonic() >= deadline
+
+
+def gated(evaluate: Evaluate, stop: threading.Event, gate: Callable[[], object] | None,
+          deadline: float | None = None) -> Callable[[dict[str, Any]], tuple[float, Measurement] | None]:
     """One evaluation as the loops submit it: past the gate (a paused run waits there), then, unless the run was
-    stopped meanwhile (None), its start time and Measurement."""
+    stopped or its time budget spent meanwhile (None), its start time and Measurement."""
     def task(config: dict[str, Any]) -> tuple[float, Measurement] | None:
         if gate is not None:
             gate()
-        if stop.is_set():
+        if stop.is_set() or expired(deadline):
             return None
         return time.time(), evaluate(config)
     return task
 
 
 def drive(engine: Engine, evaluate: Evaluate, emit: Callable[[RunEvent], None], stop: threading.Event,
-          executor: Executor, gate: Callable[[], object] | None = None) -> str:
+          executor: Executor, gate: Callable[[], object] | None = None, deadline: float | None = None) -> str:
     """Evaluate generation after generation until the search ends or ``stop`` is set.
 
     Args:
@@ -41,14 +46,18 @@ def drive(engine: Engine, evaluate: Evaluate, emit: Callable[[RunEvent], None], 
         stop: The run's one stop signal; checked before each evaluation starts.
         executor: Where evaluations run (its owner shuts it down). Outcomes are told in candidate order.
         gate: Called before each evaluation starts (it may block, e.g. while a background run is paused).
+        deadline: When the time budget is spent (``time.monotonic()``; None: no budget): no evaluation starts after
+            it, and the search then ends ("finished", ``engine.stop_reason == "time_budget"``).
 
     Returns:
         How it ended: "finished", "exhausted", "baseline_failed" or "stopped".
     """
-    task = gated(evaluate, stop, gate)
+    task = gated(evaluate, stop, gate, deadline)
     jobs: list[tuple[Any, Any]] = []
     try:
         while True:
+            if expired(deadline):
+                engine.end("time_budget")
             batch = engine.ask()
             for event in engine.take_generations():
                 emit(event)
@@ -60,7 +69,10 @@ def drive(engine: Engine, evaluate: Evaluate, emit: Callable[[RunEvent], None], 
                 if outcome is None:
                     for _, later in jobs[i:]:
                         later.cancel()
-                    return "stopped"
+                    if stop.is_set() or not expired(deadline):
+                        return "stopped"
+                    engine.end("time_budget")  # the calls not started are dropped (a resumed run asks them)
+                    return engine.done_reason
                 emit(EvaluationEvent(engine.tell(c, outcome[1], outcome[0])))
                 for event in engine.take_generations():
                     emit(event)

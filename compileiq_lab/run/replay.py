@@ -315,4 +315,5 @@ class ReplayRun(ObservedRun):
         if final == "failed":
             self._emit(FailedEvent(f"{type(self.error).__name__}: {self.error}", self.error_text))
         else:
-            self._emit(FinishedEvent(final, n))
+            reason = self.source.header.stop_reason if final == self.source.status else ""  # a stopped replay: none
+            self._emit(FinishedEvent(final, n, reason))

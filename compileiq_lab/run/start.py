@@ -4,7 +4,7 @@ be continued with the given space, settings and setup."""
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from compileiq_lab._version import __version__
@@ -14,7 +14,22 @@ from compileiq_lab.space.space import SearchSpace
 from compileiq_lab.store.header import RunHeader
 from compileiq_lab.store.sqlite import RunStore
 
-__all__ = ["new_header", "prepare_store"]
+__all__ = ["name_of", "new_header", "prepare_store", "reopened_config"]
+
+
+def name_of(fn: Callable[..., Any] | None) -> str:
+    """How a new run's header describes its objective function."""
+    if fn is None:
+        return "(ask/tell)"
+    if hasattr(fn, "__qualname__"):
+        return f"{getattr(fn, '__module__', '?')}.{fn.__qualname__}"
+    return repr(fn)  # a callable object: its own description
+
+
+def reopened_config(stored: Mapping[str, Any], **changes: Any) -> SearchConfiguration:
+    """A stored run's settings with the changes a resumed run may make (``generations``, ``timeout_s``,
+    ``max_evaluations``, ``time_budget_s``; None keeps the stored value)."""
+    return SearchConfiguration.from_dict({**stored, **{k: v for k, v in changes.items() if v is not None}})
 
 
 def new_header(space: SearchSpace, config: SearchConfiguration, objective: str,
@@ -51,7 +66,7 @@ def prepare_store(store: RunStore, new: RunHeader) -> None:
     if diff:
         raise StoreMismatchError(
             f"run store {store.path!r} was made with other search settings ({'; '.join(diff)}); "
-            "a resumed run must keep them (only generations and timeout_s may change). "
+            "a resumed run must keep them (only generations, timeout_s, max_evaluations and time_budget_s may change). "
             "Use a new store path to search with new settings.")
     stored_setup, given_setup = h.setup(), new.setup()
     keys = sorted(k for k in set(stored_setup) & set(given_setup) if stored_setup[k] != given_setup[k])

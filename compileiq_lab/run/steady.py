@@ -22,7 +22,7 @@ from compileiq_lab.run.engine import (
 )
 from compileiq_lab.run.events import EvaluationEvent, GenerationEvent, RunEvent
 from compileiq_lab.run.executor import Executor
-from compileiq_lab.run.loop import gated
+from compileiq_lab.run.loop import expired, gated
 from compileiq_lab.search.config import SearchConfiguration
 from compileiq_lab.space.objectives import signs
 from compileiq_lab.space.space import SearchSpace, config_key
@@ -61,6 +61,7 @@ class SteadyEngine:
         self._strategy = build_strategy(space, config, constraint)
         self._pool = config.resolve(space.n_genes).pool_size
         self._budget = config.generations * self._pool
+        self._limit = config.max_evaluations  # rows in the store at most (the baseline and earlier sessions count)
         self._baseline = baseline_config(space, config)
         if self._baseline is not None and space.is_point(self._baseline):
             self._strategy.mark_seen(space.encode(self._baseline)[None, :])
@@ -80,6 +81,12 @@ class SteadyEngine:
     def done_reason(self) -> str:
         """"finished", "exhausted" or "baseline_failed" once the search has ended, else ""."""
         return self._done_reason
+
+    def end(self, reason: str) -> None:
+        """End the search now ("finished", ``stop_reason = reason``, e.g. "time_budget"), unless it has ended."""
+        if not self._done_reason:
+            self._done_reason, self.stop_reason = "finished", reason
+            log.info("the run ends after %d evaluations: %s reached", len(self._store), reason)
 
     @property
     def in_flight(self) -> int:
@@ -109,6 +116,8 @@ class SteadyEngine:
         if self._done_reason or n < 1:
             return []
         n = min(n, self._budget - self._proposed)
+        if self._limit is not None:  # the stored rows and those still out leave room for so many more
+            n = min(n, self._limit - len(self._store) - len(self._out))
         if self.lag:  # bounded staleness: at most `lag` proposals from the oldest one still out on
             oldest = min((self._order[k] for k in self._out if k in self._order), default=self._proposed)
             n = min(n, oldest + self.lag - self._proposed)
@@ -117,9 +126,7 @@ class SteadyEngine:
         X = self._strategy.propose(n) if n > 0 else np.zeros((0, self._space.n_genes), dtype=np.int64)
         if len(X) == 0:
             if not self._out:
-                self._done_reason = "exhausted" if self._proposed < self._budget else "finished"
-                if self._done_reason == "exhausted":
-                    log.info("search space exhausted after %d evaluations", len(self._store))
+                self._finish_or_exhaust()
             return []
         batch = []
         for x in X:
@@ -140,8 +147,8 @@ class SteadyEngine:
             self._check_baseline(rec)
             return rec
         self._learn([c.genome], [m])
-        if self._proposed >= self._budget and not self._out:
-            self._done_reason = "finished"
+        if not self._out:
+            self._finish_or_exhaust(exhausted=False)
         return rec
 
     def release(self, c: Candidate) -> None:
@@ -160,8 +167,18 @@ class SteadyEngine:
         self._proposed = len(rows)
         if genomes:
             self._learn(genomes, outcomes, replayed=True)
+        self._finish_or_exhaust(exhausted=False)
+
+    def _finish_or_exhaust(self, exhausted: bool = True) -> None:
+        """With nothing out: end the search at a limit it reached ("finished"), else (``exhausted``: nothing new could
+        be proposed) as "exhausted"."""
         if self._proposed >= self._budget:
-            self._done_reason = "finished"
+            self._done_reason, self.stop_reason = "finished", "generations"
+        elif self._limit is not None and len(self._store) >= self._limit:
+            self.end("max_evaluations")
+        elif exhausted:
+            self._done_reason = "exhausted"
+            log.info("search space exhausted after %d evaluations", len(self._store))
 
     def _learn(self, genomes: list[Any], outcomes: list[Measurement], replayed: bool = False) -> None:
         X = np.asarray(genomes, dtype=np.int64).reshape(len(genomes), self._space.n_genes)
@@ -192,16 +209,17 @@ class SteadyEngine:
 
 def drive_steady(engine: SteadyEngine, evaluate: Callable[[dict[str, Any]], Measurement],
                  emit: Callable[[RunEvent], None], stop: threading.Event, executor: Executor, slots: int,
-                 gate: Callable[[], object] | None = None) -> str:
+                 gate: Callable[[], object] | None = None, deadline: float | None = None) -> str:
     """Keep ``slots`` evaluations running until the budget is spent or ``stop`` is set (see ``drive``).
 
     The baseline runs first, alone; then every free slot gets a new candidate at once, and each outcome is committed
-    and told the moment it arrives.
+    and told the moment it arrives. Past ``deadline`` (the time budget) nothing new starts; the calls running finish
+    and are kept, and the search ends ("finished", ``engine.stop_reason == "time_budget"``).
 
     Returns:
         How it ended: "finished", "exhausted", "baseline_failed" or "stopped".
     """
-    task = gated(evaluate, stop, gate)
+    task = gated(evaluate, stop, gate, deadline)
     out: dict[Future[tuple[float, Measurement] | None], Candidate] = {}
 
     def submit(c: Candidate) -> None:
@@ -217,11 +235,15 @@ def drive_steady(engine: SteadyEngine, evaluate: Callable[[dict[str, Any]], Meas
         if first is not None:
             submit(first)
         while True:
-            if first is None and not stop.is_set():
+            if first is None and not stop.is_set() and not expired(deadline):
                 for c in engine.ask(slots - len(out)):
                     submit(c)
             if not out:
-                return "stopped" if stop.is_set() and not engine.done_reason else engine.done_reason or "finished"
+                if stop.is_set() and not engine.done_reason:
+                    return "stopped"
+                if expired(deadline):
+                    engine.end("time_budget")
+                return engine.done_reason or "finished"
             done, _ = wait(list(out), return_when=FIRST_COMPLETED)
             for job in [j for j in out if j in done]:  # submission order among those that finished together
                 c = out.pop(job)

@@ -39,7 +39,7 @@ RETIRED = {
     "enable_large_fail_pool": "failed candidates are infeasible and replaced by the next generation",
 }
 #: Settings stored only when given (so runs that never use them store what earlier versions stored).
-_OPTIONAL = ("normalize", *RETIRED)
+_OPTIONAL = ("normalize", "max_evaluations", "time_budget_s", *RETIRED)
 
 
 def default_pool_size(n_genes: int) -> int:
@@ -89,6 +89,12 @@ class SearchConfiguration:
             arrives, so no worker waits for the slowest candidate of a generation. The budget stays
             ``generations x pool_size`` candidates; rows are numbered into generations of ``pool_size`` in the order
             they were proposed. Not reproducible call for call (arrival order decides), unlike the default.
+        max_evaluations: Also end the run once it holds this many evaluations (objective calls, the baseline
+            included, stored rows of earlier sessions too); the last generation is cut short so the total never
+            exceeds it. None: no such limit. Not a trajectory setting: a resumed run may raise it.
+        time_budget_s: Also end the run once its ``start()`` calls have taken this many seconds of wall time in all
+            (a resumed run continues the count; a killed process's time is not counted). No new call starts past it;
+            calls already running finish and are kept. None: no such limit. Not a trajectory setting.
         normalize: CompileIQ's switch: the baseline is evaluated (the empty config, CompileIQ's
             BASELINE_CONFIG, where the space has no baseline of its own) and ``get_results()`` adds the
             ``norm_score_k`` columns.
@@ -116,6 +122,8 @@ class SearchConfiguration:
     objective_weights: Sequence[float] | None = None
     init_with_true_random_threshold: float | None = None
     enable_large_fail_pool: bool | None = None
+    max_evaluations: int | None = None
+    time_budget_s: float | None = None
 
     def __post_init__(self) -> None:
         if not _is_int(self.generations) or self.generations < 1:
@@ -173,6 +181,12 @@ class SearchConfiguration:
         if self.asynchronous and self.surrogate:
             raise _fail("not (asynchronous and surrogate)", "asynchronous=True with surrogate=True",
                         "The surrogate screens whole generations; use one of the two.")
+        if self.max_evaluations is not None and (not _is_int(self.max_evaluations) or self.max_evaluations < 1):
+            raise _fail("max_evaluations is None or an int >= 1", f"max_evaluations={self.max_evaluations!r}",
+                        "Pass the most objective calls the run may make (the baseline counts), or None for no limit.")
+        if self.time_budget_s is not None and not (_is_num(self.time_budget_s) and self.time_budget_s > 0):
+            raise _fail("time_budget_s is None or a finite number > 0", f"time_budget_s={self.time_budget_s!r}",
+                        "Pass the run's wall-time limit in seconds (e.g. 600.0), or None for no limit.")
         if self.normalize is not None and not isinstance(self.normalize, bool):
             raise _fail("normalize is True or False", f"normalize={self.normalize!r}", "Pass a bool.")
         ignored = [f"{name} ({equivalent})" for name, equivalent in RETIRED.items() if getattr(self, name) is not None]

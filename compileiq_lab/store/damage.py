@@ -175,11 +175,13 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "schema_version": (int,), "created_at": (int, float), "space": (dict,), "config": (dict,), "objective": (str,),
     "package_version": (str,), "status": (str,), "resolved": (dict,), "metadata": (dict,),
     "validation": (dict, type(None)), "updated_at": (int, float, type(None)), "stop_reason": (str,),
+    "run_time_s": (int, float),
 }
 _CONFIG_TYPES: dict[str, tuple[type, ...]] = {
     "generations": (int,), "pool_size": (int, type(None)), "seed": (int,), "num_objectives": (int,),
     "problem_type": (str, list), "objective_names": (list, type(None)), "warm_start": (list, type(None)),
-    "timeout_s": (int, float, type(None)),
+    "timeout_s": (int, float, type(None)), "max_evaluations": (int, type(None)),
+    "time_budget_s": (int, float, type(None)),
 }
 _METADATA_TYPES: dict[str, tuple[type, ...]] = {
     "kernel": (str,), "catalog": (str,), "objectives": (list,), "language": (str, type(None)),

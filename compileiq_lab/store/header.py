@@ -149,7 +149,7 @@ class KernelMeta:
 
 
 _FIELDS = ("schema_version", "created_at", "space", "config", "objective", "package_version", "status", "resolved",
-           "metadata", "validation", "updated_at", "stop_reason")
+           "metadata", "validation", "updated_at", "stop_reason", "run_time_s")
 #: The header keys this version writes (and reads one by one from a damaged store).
 HEADER_KEYS = _FIELDS
 
@@ -171,7 +171,10 @@ class RunHeader:
         metadata: Facts stored with a new run (a kernel run's are read by ``kernel``).
         validation: The latest interleaved re-measurement, if any.
         updated_at: When the status last changed.
-        stop_reason: Why a run ended early (status "baseline_failed": why no control can help), else "".
+        stop_reason: Why the run ended: with status "finished", the limit it reached ("generations",
+            "max_evaluations" or "time_budget"); with "baseline_failed", why no control can help; with "failed", the
+            error; else "".
+        run_time_s: Wall time its ``start()`` calls have taken in all (what ``time_budget_s`` counts).
         extra: Header keys this version does not know, kept as they are.
     """
 
@@ -187,6 +190,7 @@ class RunHeader:
     validation: Validation | None = None
     updated_at: float | None = None
     stop_reason: str = ""
+    run_time_s: float = 0.0
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -203,7 +207,7 @@ class RunHeader:
         """The key/values to store (the one place header keys are written); empty optional parts are left out."""
         out = {k: getattr(self, k) for k in _FIELDS}
         out["validation"] = self.validation.to_dict() if self.validation is not None else None
-        for optional in ("metadata", "validation", "updated_at", "stop_reason"):
+        for optional in ("metadata", "validation", "updated_at", "stop_reason", "run_time_s"):
             if not out[optional]:
                 del out[optional]
         return {**self.extra, **out}

@@ -342,10 +342,10 @@ class RunStore:
             self._by_key.update((r.config_key, r) for r in new)
             return len(new)
 
-    def records(self) -> list[EvalRecord]:
-        """Every evaluation, in call order."""
+    def records(self, start: int = 0) -> list[EvalRecord]:
+        """Every evaluation from the ``start``-th on (all by default), in call order: a reader keeping up reads on."""
         with self._lock:
-            return list(self._records)
+            return self._records[start:]
 
     def lookup(self, config_key: str) -> EvalRecord | None:
         """The stored evaluation of a config, if any."""

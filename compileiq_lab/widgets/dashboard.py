@@ -357,7 +357,7 @@ class Dashboard:
             self.banner.value = ""
             return
         stopped = (f"<div>The run stopped after the baseline: {html.escape(results.header.stop_reason)}</div>"
-                   if results.header.stop_reason else "")
+                   if results.status == "baseline_failed" and results.header.stop_reason else "")
         message = html.escape(base.error.strip()[-1500:] or "(no message)")
         self.banner.value = (
             "<div style='border:2px solid #b00;padding:6px;background:#fff4f4'>"

@@ -1,0 +1,209 @@
+"""Exhaustive real-compiler tables replayed as objectives: a failed compile raises, as the real compiler's does."""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from compileiq_lab import space as ss
+from compileiq_lab.exceptions import CompileIQLabError
+from compileiq_lab.search.pareto import pareto_mask
+from compileiq_lab.space import Param, param_from_spec
+from compileiq_lab.space.catalogs import get_catalog
+
+__all__ = ["DERIVED", "METRIC_COLUMNS", "OBJECTIVES", "UNSET_VALUE", "Table", "TableCompileError", "TableObjective",
+           "add_derived", "front_of", "table_best"]
+
+#: The metrics a table may hold, each minimised.
+METRIC_COLUMNS = ("sass_instructions", "registers", "spill_bytes", "stack_bytes", "text_bytes", "instructions")
+#: Objectives computed from a row's metrics. ``occupancy_first`` is lexicographic: fewest registers (occupancy),
+#: then fewest spill bytes, then fewest instructions, as one number (each term stays below 10^4).
+def _occupancy_first(r: Mapping[str, Any]) -> float:
+    return float(r["registers"] * 1e8 + r["spill_bytes"] * 1e4 + r["sass_instructions"])
+
+
+DERIVED: dict[str, Callable[[Mapping[str, Any]], float]] = {"occupancy_first": _occupancy_first}
+#: Every objective a table can be searched for.
+OBJECTIVES = (*METRIC_COLUMNS, *DERIVED)
+#: The value that means "leave the compiler's default" in a plain (user-written) space of a table.
+UNSET_VALUE = "unset"
+
+
+class TableCompileError(CompileIQLabError, RuntimeError):
+    """The recorded compiler rejected this config (the message is the compiler's)."""
+
+
+def add_derived(row: dict[str, Any]) -> dict[str, Any]:
+    """Add the derived objectives an ok row has the metrics for (in place; returned for chaining)."""
+    if row.get("status") == "ok":
+        for name, f in DERIVED.items():
+            try:
+                row[name] = float(f(row))
+            except KeyError:
+                pass
+    return row
+
+
+def front_of(F: np.ndarray) -> np.ndarray:
+    """The distinct vectors of the exact Pareto front of ``F`` (rows; every column minimised), sorted."""
+    F = np.asarray(F, dtype=float).reshape(len(F), -1)
+    return np.unique(F[pareto_mask(F)], axis=0) if len(F) else F
+
+
+def table_best(rows: Sequence[Mapping[str, Any]], objectives: Sequence[str]) -> dict[str, Any]:
+    """Best known values of a table's ok rows: the optimum (or true front), how many configs hold it, and a
+    hypervolume reference point (10 % beyond the worst feasible value of each objective, at least 1)."""
+    F = np.array([[float(r[o]) for o in objectives] for r in rows if r["status"] == "ok"], dtype=float)
+    if not len(F):
+        return {"best": None, "front": [], "holders": 0, "hv_reference": None}
+    front = front_of(F)
+    holders = int(sum(bool((np.abs(front - f).sum(axis=1) == 0).any()) for f in F))
+    worst, low = F.max(axis=0), F.min(axis=0)
+    ref = worst + np.maximum(1.0, 0.1 * (worst - low))
+    return {"best": front[0].tolist() if len(objectives) == 1 else None, "front": front.tolist(),
+            "holders": holders, "hv_reference": ref.tolist()}
+
+
+@dataclass
+class Table:
+    """One exhaustive table: every config of a control set with the compiler's verdict and metrics.
+
+    Attributes:
+        name: The table's name (its file stem).
+        catalog: The catalog its controls come from ("ptxas", "nvcc", "gcc").
+        controls: Each control as a catalog parameter (values restricted to the enumerated ones).
+        objectives: The metrics of the table's problem, each minimised.
+        manifest: The table's JSON manifest (toolchain, counts, best known values).
+        rows: Row by config key (one JSON value or "" per control).
+    """
+
+    name: str
+    catalog: str
+    controls: dict[str, Param]
+    objectives: list[str]
+    manifest: dict[str, Any]
+    rows: dict[tuple[str, ...], dict[str, Any]] = field(repr=False)
+
+    @classmethod
+    def load(cls, path: str | Path) -> Table:
+        """Read ``<name>.json`` and ``<name>.csv.gz`` (either path, or the stem, may be given)."""
+        p = Path(path)
+        stem = p.name.removesuffix(".csv.gz").removesuffix(".json")
+        folder = p.parent
+        mpath, cpath = folder / f"{stem}.json", folder / f"{stem}.csv.gz"
+        if not mpath.exists() or not cpath.exists():
+            raise FileNotFoundError(f"a table needs {mpath.name} and {cpath.name} in {folder}; "
+                                    "make them with bench/make_tables.py")
+        manifest = json.loads(mpath.read_text())
+        controls = {n: param_from_spec(s) for n, s in manifest["controls"].items()}
+        names = list(controls)
+        rows: dict[tuple[str, ...], dict[str, Any]] = {}
+        with gzip.open(cpath, "rt", newline="") as fh:
+            for rec in csv.DictReader(fh):
+                key = tuple(rec[n] for n in names)
+                row: dict[str, Any] = {"status": rec["status"], "message": rec["message"]}
+                for m in METRIC_COLUMNS:
+                    if rec.get(m):
+                        row[m] = float(rec[m])
+                add_derived(row)
+                rows[key] = row
+        return cls(stem, manifest["catalog"], controls, list(manifest["objectives"]), manifest, rows)
+
+    @property
+    def size(self) -> int:
+        """Configs in the table."""
+        return len(self.rows)
+
+    def key(self, config: Mapping[str, Any]) -> tuple[str, ...]:
+        """The row key of a config of either space (absent or "unset": the compiler's default).
+
+        Raises:
+            KeyError: For names that are not controls of this table.
+        """
+        unknown = set(config) - set(self.controls)
+        if unknown:
+            raise KeyError(f"table {self.name!r} has no controls {sorted(unknown)}; "
+                           f"its controls: {list(self.controls)}")
+        return tuple("" if n not in config or config[n] == UNSET_VALUE else json.dumps(config[n])
+                     for n in self.controls)
+
+    def catalog_space(self) -> dict[str, Param]:
+        """The controls as the catalog defines them (knock-out genes, ordinal or categorical values)."""
+        return dict(self.controls)
+
+    def plain_space(self) -> dict[str, Param]:
+        """The space a CompileIQ user would write: one ``ss.choice`` per control, "unset" among its values."""
+        out: dict[str, Param] = {}
+        for n, p in self.controls.items():
+            values = list(p.values) + ([UNSET_VALUE] if p.can_knockout else [])
+            out[n] = ss.choice(values) if len(values) > 1 else ss.literal(values[0])
+        return out
+
+    def constraint(self, config: Mapping[str, Any]) -> str | None:
+        """The catalog's known conflict a config hits (the reason), or None: the search's constraint."""
+        flat = {n: v for n, v in config.items() if v != UNSET_VALUE}
+        return get_catalog(self.catalog).select(list(self.controls)).conflict(flat)
+
+    def scores(self, objectives: Sequence[str] | None = None) -> np.ndarray:
+        """The objective vectors of every ok row."""
+        objs = list(objectives or self.objectives)
+        return np.array([[r[o] for o in objs] for r in self.rows.values() if r["status"] == "ok"], dtype=float)
+
+    def best(self, objectives: Sequence[str] | None = None) -> dict[str, Any]:
+        """Best known values (see ``table_best``) for these objectives (default: the table's own)."""
+        objs = list(objectives or self.objectives)
+        return table_best(list(self.rows.values()), objs)
+
+    def objective(self, objectives: Sequence[str] | None = None) -> TableObjective:
+        """An objective function over this table."""
+        return TableObjective(self, objectives)
+
+
+class TableObjective:
+    """Replays a table: returns a config's recorded metrics, raises ``TableCompileError`` where it failed.
+
+    Args:
+        table: The table (or a path ``Table.load`` reads).
+        objectives: Metrics to return (default: the table's own objectives); one gives a float, several a tuple.
+
+    Attributes:
+        calls: Number of calls so far.
+        history: The key of each call, in order (repeated candidates show as repeated keys).
+    """
+
+    def __init__(self, table: Table | str | Path, objectives: Sequence[str] | None = None) -> None:
+        self.table = table if isinstance(table, Table) else Table.load(table)
+        self.objectives = list(objectives or self.table.objectives)
+        bad = [o for o in self.objectives if o not in OBJECTIVES]
+        if bad:
+            raise ValueError(f"TableObjective: objectives must be among {list(OBJECTIVES)}, got {bad}")
+        self.calls = 0
+        self.history: list[tuple[str, ...]] = []
+
+    def row(self, config: Mapping[str, Any]) -> dict[str, Any]:
+        """The recorded row of a config.
+
+        Raises:
+            KeyError: The config is not in the table (a value outside the enumerated ones, or an unknown name).
+        """
+        key = self.table.key(config)
+        if key not in self.table.rows:
+            raise KeyError(f"config {dict(config)!r} is not in table {self.table.name!r}: every control takes one of "
+                           "its enumerated values (see Table.controls) or is left out")
+        return self.table.rows[key]
+
+    def __call__(self, config: dict[str, Any]) -> float | tuple[float, ...]:
+        row = self.row(config)
+        self.calls += 1
+        self.history.append(self.table.key(config))
+        if row["status"] != "ok":
+            raise TableCompileError(f"{row['status']}: {row['message']}")
+        vals = tuple(float(row[o]) for o in self.objectives)
+        return vals[0] if len(vals) == 1 else vals

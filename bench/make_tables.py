@@ -144,7 +144,7 @@ SPECS = [
               ("sass_instructions",), origin="NVIDIA/cuda-samples (BSD-3-Clause), 3 kernels"),
     TableSpec("sgemm2d_nvcc", "nvcc", f"{SGEMM_CUDA}/blocktiling_2d.cu",
               nvcc_crossed(ss.log_sampling(32, 128, 3, knockout_prob=0.5)),
-              ("sass_instructions", "registers"), includes=("stub",), origin=_SIBOEHM),
+              ("sass_instructions",), includes=("stub",), origin=_SIBOEHM),
     TableSpec("llmc_softmax_nvcc", "nvcc", f"{PUBLIC}/llm.c/dev/cuda/softmax_forward.cu",
               nvcc_crossed(ss.range(24, 32, step=4, knockout_prob=0.5)),
               ("sass_instructions",), origin="karpathy/llm.c (MIT), 5 kernels"),
@@ -183,9 +183,9 @@ class _Worker:
 _W = _Worker()
 
 
-def _init(spec: TableSpec) -> None:
+def _init(spec: TableSpec, scratch: str) -> None:
     _W.spec = spec
-    _W.scratch = Path(tempfile.mkdtemp(prefix=f"table-{spec.name}-"))
+    _W.scratch = Path(tempfile.mkdtemp(prefix=f"{os.getpid()}-", dir=scratch))
     _W.ptx = {}
     if spec.catalog == "gcc":
         from compileiq_lab.kernels import KernelRun
@@ -254,7 +254,8 @@ def make_table(spec: TableSpec, workers: int) -> dict[str, Any]:
     configs = list(enumerate_configs(spec.controls))
     t0 = time.time()
     ctx = mp.get_context("fork")
-    with ctx.Pool(workers, initializer=_init, initargs=(spec,)) as pool:
+    with tempfile.TemporaryDirectory(prefix=f"table-{spec.name}-") as scratch, \
+            ctx.Pool(workers, initializer=_init, initargs=(spec, scratch)) as pool:
         rows = pool.map(_measure, configs, chunksize=16)
     elapsed = time.time() - t0
     names = list(spec.controls)

@@ -1,0 +1,125 @@
+"""Real-compiler tables replayed: rows agree with the compiler, failures raise its message, both ways of searching
+a table reach the same rows, the catalog's conflicts are real, and a default search over a table is deterministic."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from compileiq_lab import Search, SearchConfiguration
+from compileiq_lab.measure.binary import inspect_elf
+from compileiq_lab.measure.nvcc import parse_ptxas_verbose
+from compileiq_lab.space.catalogs import get_catalog
+from compileiq_lab.testing import tool_available
+from compileiq_lab.testing.tables import UNSET_VALUE, Table, TableCompileError, TableObjective, table_best
+from compileiq_lab.toolchain.tools import find_tool
+
+ROOT = Path(__file__).resolve().parents[2]
+TABLES = ROOT / "bench" / "tables"
+CONFLICTING = "matrixmul_ptxas"  # ptxas controls with --Ofast-compile conflicts, on a public 3-kernel file
+
+
+def _names() -> list[str]:
+    return sorted(p.name.removesuffix(".csv.gz") for p in TABLES.glob("*.csv.gz"))
+
+
+@pytest.fixture(scope="module")
+def table() -> Table:
+    return Table.load(TABLES / CONFLICTING)
+
+
+def test_every_table_holds_every_config_of_its_controls_and_its_manifest_figures():
+    names = _names()
+    assert len(names) >= 8
+    split = json.loads((TABLES / "split.json").read_text())
+    assert sorted(split["tune"] + split["held_out"]) == names
+    assert not set(split["tune"]) & set(split["held_out"])
+    for name in names:
+        t = Table.load(TABLES / name)
+        sizes = [p.n_values + p.can_knockout for p in t.controls.values()]
+        assert t.size == int(np.prod(sizes)) == t.manifest["configs"], name
+        best = table_best(list(t.rows.values()), t.objectives)
+        assert best["front"] == t.manifest["front"] and best["holders"] == t.manifest["holders"], name
+
+
+def test_a_failed_compile_raises_the_compilers_message(table: Table):
+    obj = TableObjective(table)
+    failed = next(k for k, r in table.rows.items() if r["status"] != "ok")
+    config = {n: json.loads(v) for n, v in zip(table.controls, failed) if v}
+    with pytest.raises(TableCompileError, match="ptxas.*Conflicting options"):
+        obj(config)
+    assert obj.calls == 1 and obj.history == [failed]
+
+
+def test_the_plain_and_the_catalog_space_reach_the_same_rows(table: Table):
+    plain = table.plain_space()
+    assert all(UNSET_VALUE in p.values for p in plain.values())
+    obj = TableObjective(table)
+    for combo in itertools.islice(itertools.product(*(p.values for p in plain.values())), 0, None, 37):
+        config = dict(zip(plain, combo))
+        catalog_config = {n: v for n, v in config.items() if v != UNSET_VALUE}
+        assert obj.row(config) is obj.row(catalog_config)
+
+
+def test_configs_outside_the_table_are_refused_with_the_reason(table: Table):
+    obj = TableObjective(table)
+    with pytest.raises(KeyError, match="no controls"):
+        obj({"not_a_control": 1})
+    with pytest.raises(KeyError, match="enumerated values"):
+        obj({"opt_level": 7})
+    with pytest.raises(ValueError, match="objectives must be among"):
+        TableObjective(table, ["runtime"])
+
+
+def test_every_conflict_the_catalog_knows_is_a_config_ptxas_rejected(table: Table):
+    rejected = [k for k in table.rows if table.constraint(_config(table, k)) is not None]
+    assert rejected, "the conflicting control set hits the catalog's conflicts"
+    assert all(table.rows[k]["status"] == "compile_error" for k in rejected)
+    failed = sum(r["status"] != "ok" for r in table.rows.values())
+    assert len(rejected) <= failed
+
+
+def _config(table: Table, key: tuple[str, ...]) -> dict[str, object]:
+    return {n: json.loads(v) for n, v in zip(table.controls, key) if v}
+
+
+@pytest.mark.skipif(not tool_available("ptxas") or not tool_available("nvcc"), reason="needs nvcc and ptxas")
+def test_rows_agree_with_the_compiler(table: Table, tmp_path: Path):
+    src = ROOT / table.manifest["source"]
+    ptx = tmp_path / "k.ptx"
+    subprocess.run([find_tool("nvcc"), "-arch=sm_90", "-ptx", src.name, "-o", str(ptx)], cwd=src.parent, check=True)
+    rng = np.random.default_rng(0)
+    keys = list(table.rows)
+    picked = [tuple("" for _ in table.controls)] + [keys[i] for i in rng.choice(len(keys), 4, replace=False)]
+    catalog = get_catalog(table.catalog).select(list(table.controls))
+    for key in picked:
+        row = table.rows[key]
+        out = tmp_path / "k.cubin"
+        res = subprocess.run([find_tool("ptxas"), "-arch=sm_90", "-v", *catalog.argv(_config(table, key)), str(ptx),
+                              "-o", str(out)], capture_output=True, text=True)
+        assert (res.returncode == 0) == (row["status"] == "ok"), (key, res.stderr[-300:])
+        if res.returncode == 0:
+            assert inspect_elf(out).sass_instructions == row["sass_instructions"]
+            assert parse_ptxas_verbose(res.stdout + res.stderr)["registers"] == row["registers"]
+
+
+@pytest.mark.parametrize("way", ["catalog", "plain"])
+def test_a_default_search_over_a_table_is_deterministic_and_counts_its_failures(table: Table, way: str):
+    def run() -> tuple[list[tuple[str, ...]], int]:
+        obj = TableObjective(table)
+        space = table.catalog_space() if way == "catalog" else table.plain_space()
+        res = Search(obj, space, SearchConfiguration(generations=6, seed=2), store=":memory:",
+                     constraint=table.constraint if way == "catalog" else None).start()
+        df = res.get_results()
+        assert len(df) == obj.calls
+        return obj.history, int((df["status"] != "ok").sum())
+    (a, fa), (b, fb) = run(), run()
+    assert a == b and fa == fb
+    assert len(set(a)) == len(a)
+    if way == "catalog":  # the known conflicts are never asked
+        assert all(table.constraint(_config(table, k)) is None for k in a)

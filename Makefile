@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-test
 
-.PHONY: lab demo test bench bench-defaults docs clean
+.PHONY: lab demo test bench bench-defaults bench-tables bench-peers docs clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -42,6 +42,16 @@ bench: $(STAMP)
 bench-defaults: $(STAMP)
 	$(BIN)/python bench/bench_defaults.py
 	$(BIN)/python bench/bench_defaults.py --pools auto --mutate 0.5,1,2,3
+
+# exhaustive real-compiler tables (bench/tables/; needs nvcc, ptxas, gcc and valgrind; about 25 minutes on 2 cores)
+bench-tables: $(STAMP)
+	$(BIN)/python bench/make_tables.py
+
+# every peer side by side on the tables (Optuna 5 into this venv, CompileIQ 1.1 into its own cached venv);
+# writes bench/results/peers.{json,md}
+bench-peers: $(STAMP)
+	$(BIN)/python -m pip install -q "optuna==5.0.0"
+	$(BIN)/python bench/bench_peers.py
 
 # the teaching notebooks executed headless (no GPU needed) and rendered to docs/notebooks/*.html; their run times
 # and exercise checks go to bench/results/notebooks.{json,md}

@@ -331,6 +331,10 @@ def build_strategy(space: SearchSpace, config: SearchConfiguration, constraint: 
         from compileiq_lab.search.surrogate import SurrogateScreen
 
         hooks["screen"] = SurrogateScreen(config.num_objectives, config.seed)
+    elif config.model == "density" and resolved.strategy != "random" and space.n_genes:
+        from compileiq_lab.search.screen import DensityScreen
+
+        hooks["screen"] = DensityScreen(space, config.num_objectives, config.seed)
     return make_strategy(resolved.strategy, space, n_objectives=config.num_objectives,
                          pool_size=resolved.pool_size, seed=config.seed, mutate_rate=resolved.mutate_rate,
                          crossover_rate=config.crossover_rate, seeds=encode_all(space, config.warm_start or []),

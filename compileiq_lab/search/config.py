@@ -13,7 +13,7 @@ from compileiq_lab.exceptions import ConfigurationError
 from compileiq_lab.search.factory import STRATEGIES
 from compileiq_lab.space.objectives import Objective, objectives_from_settings
 
-__all__ = ["MAX_GENERATIONS", "MAX_OBJECTIVES", "MAX_POOL_SIZE", "MAX_WARM_START", "TRAJECTORY_KEYS",
+__all__ = ["MAX_GENERATIONS", "MAX_OBJECTIVES", "MAX_POOL_SIZE", "MAX_WARM_START", "MODELS", "TRAJECTORY_KEYS",
            "ResolvedConfiguration", "SearchConfiguration", "default_pool_size"]
 
 #: The largest pool_size: the strategies hold several arrays of pool_size genomes per generation (4x with the
@@ -30,7 +30,10 @@ MAX_WARM_START = MAX_POOL_SIZE
 _DIRECTIONS = ("min", "max")
 # settings that change which candidates the strategy asks for: a resumed run must keep them
 TRAJECTORY_KEYS = ("pool_size", "problem_type", "num_objectives", "seed", "mutate_rate",
-                   "crossover_rate", "strategy", "baseline", "warm_start", "surrogate", "normalize", "asynchronous")
+                   "crossover_rate", "strategy", "baseline", "warm_start", "surrogate", "normalize", "asynchronous",
+                   "model")
+#: The offspring screens of GA/NSGA-II runs: "density" (the default) or "none".
+MODELS = ("density", "none")
 #: CompileIQ 1.1 settings that have no effect there either: accepted (with a warning naming what does the job here).
 RETIRED = {
     "cull_size": "the GA keeps the pool_size best of parents and offspring (elitist survival); set pool_size",
@@ -81,6 +84,13 @@ class SearchConfiguration:
         warm_start: Configs (dicts) that open the first generation before prior samples fill it,
             e.g. the front of an earlier run of the same kernel (see ``compileiq_lab.analysis.registry``).
             Configs outside the space are left out; asked configs are never asked again.
+        model: How GA/NSGA-II choose which offspring to evaluate. "density" (the default): more offspring are mated
+            than evaluated, joined by configs drawn from the controls' states that scored well and by one-control
+            neighbours of good configs ("unset" counts as a state of every control); a density ratio of good to bad
+            configs per control (failed compiles count as bad, and control pairs seen failing lower a config's
+            odds) picks most of the generation, a random share the rest (``compileiq_lab.search.screen``; chosen on
+            the tune half of bench/tables, see bench/results/peers.md). "none": pymoo's offspring as they are.
+            Runs stored before this setting existed had "none" and resume with it.
         surrogate: Pre-screen GA/NSGA-II offspring with a random forest fitted on the evaluations so
             far: 4x more offspring are proposed and the most promising (plus a random quarter) are
             evaluated. Needs scikit-learn. See bench/results/surrogate.md for where it pays.
@@ -124,6 +134,7 @@ class SearchConfiguration:
     enable_large_fail_pool: bool | None = None
     max_evaluations: int | None = None
     time_budget_s: float | None = None
+    model: str = "density"
 
     def __post_init__(self) -> None:
         if not _is_int(self.generations) or self.generations < 1:
@@ -187,6 +198,9 @@ class SearchConfiguration:
         if self.time_budget_s is not None and not (_is_num(self.time_budget_s) and self.time_budget_s > 0):
             raise _fail("time_budget_s is None or a finite number > 0", f"time_budget_s={self.time_budget_s!r}",
                         "Pass the run's wall-time limit in seconds (e.g. 600.0), or None for no limit.")
+        if self.model not in MODELS:
+            raise _fail(f"model in {list(MODELS)}", f"model={self.model!r}",
+                        "Use 'density' (the default) or 'none' (pymoo's offspring unscreened).")
         if self.normalize is not None and not isinstance(self.normalize, bool):
             raise _fail("normalize is True or False", f"normalize={self.normalize!r}", "Pass a bool.")
         ignored = [f"{name} ({equivalent})" for name, equivalent in RETIRED.items() if getattr(self, name) is not None]
@@ -227,7 +241,9 @@ class SearchConfiguration:
     @classmethod
     def defaults(cls) -> dict[str, Any]:
         """The value of every setting a stored run may lack (earlier versions did not store every one)."""
-        return {k: f.default for k, f in cls.__dataclass_fields__.items() if k != "generations"}
+        out = {k: f.default for k, f in cls.__dataclass_fields__.items() if k != "generations"}
+        out["model"] = "none"  # runs stored before the setting existed searched without a screen
+        return out
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> SearchConfiguration:

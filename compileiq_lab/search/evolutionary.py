@@ -12,6 +12,7 @@ from pymoo.problems.static import StaticProblem
 
 from compileiq_lab.search.base import Strategy
 from compileiq_lab.search.operators import GeneMutation, GeneUniformCrossover, HistoryDedup, PriorSampling
+from compileiq_lab.search.screen import DensityScreen
 from compileiq_lab.search.surrogate import SurrogateScreen
 
 __all__ = ["GAStrategy", "NSGA2Strategy", "PymooStrategy"]
@@ -21,11 +22,16 @@ class PymooStrategy(Strategy):
     """Shared ask/tell plumbing for pymoo genetic algorithms with compileiq-lab's operators.
 
     Args:
-        screen: Optional surrogate screen (``compileiq_lab.search.surrogate.SurrogateScreen``): more offspring
-            are proposed and it keeps the most promising. Other arguments as for ``Strategy``.
+        screen: Optional offspring screen (``compileiq_lab.search.screen.DensityScreen``, the engine's default, or
+            ``compileiq_lab.search.surrogate.SurrogateScreen``): more offspring are mated than evaluated (a density
+            screen adds configs of its own) and it keeps the most promising. Other arguments as for ``Strategy``.
     """
 
-    def __init__(self, *args: Any, screen: SurrogateScreen | None = None, **kwargs: Any) -> None:
+    #: pymoo's mating rounds per ask (its default), and with a screen (which asks for ``factor`` times more)
+    mating_rounds = 100
+    screened_mating_rounds = 3
+
+    def __init__(self, *args: Any, screen: SurrogateScreen | DensityScreen | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         space = self.space
         self.problem = Problem(n_var=space.n_genes, n_obj=self.n_objectives, n_ieq_constr=1,
@@ -41,7 +47,7 @@ class PymooStrategy(Strategy):
         if space.n_genes:
             self.algorithm.setup(self.problem, termination=NoTermination(), seed=self.seed, verbose=False)
         self._pop: Any = None
-        self.screen = screen
+        self.screen: SurrogateScreen | DensityScreen | None = screen
         # steady-state use (propose/observe): pymoo's initial pool, handed out first, and the results that
         # arrive before all of it is out (pymoo is initialised with them in one go)
         self._initial: list[np.ndarray] | None = None
@@ -54,14 +60,21 @@ class PymooStrategy(Strategy):
     def _ask(self) -> np.ndarray:
         screen = self.screen if self.screen is not None and self.screen.ready and self.algorithm.pop is not None \
             else None
-        if screen is not None:  # propose more offspring than we evaluate; the surrogate keeps the promising ones
+        mating = self.algorithm.mating
+        if screen is not None:  # propose more offspring than we evaluate; the screen keeps the promising ones
             self.algorithm.n_offsprings = self.pool_size * screen.factor
+            # in a crowded space pymoo would mate up to 100 times for unseen offspring: a few rounds give enough
+            # to screen, and unseen prior samples fill any shortfall below
+            mating.n_max_iterations = self.screened_mating_rounds
         try:
             pop = self.algorithm.ask()
         finally:
             self.algorithm.n_offsprings = self.pool_size
+            mating.n_max_iterations = self.mating_rounds
         if pop is None:
             pop = Population.empty()
+        if isinstance(screen, DensityScreen):
+            pop = self._with_proposals(pop, screen)
         if screen is not None and len(pop) > self.pool_size:
             pop = pop[screen.select(np.asarray(pop.get("X")), self.pool_size)]
         if len(pop) < self.pool_size:
@@ -76,6 +89,22 @@ class PymooStrategy(Strategy):
             return np.zeros((0, self.space.n_genes), dtype=np.int64)
         self._pop = pop
         return np.asarray(pop.get("X"), dtype=np.int64)
+
+    def _with_proposals(self, pop: Any, screen: DensityScreen) -> Any:
+        """The offspring plus the screen's own proposals that are new (neither asked nor among the offspring)."""
+        extra = screen.propose(round(self.pool_size * screen.proposals))
+        if not len(extra):
+            return pop
+        taken = set(self.space.keys(pop.get("X"))) if len(pop) else set()
+        rows = []
+        for x, k in zip(extra, self.space.keys(extra)):
+            if k not in taken and not self.known(k, x):
+                taken.add(k)
+                rows.append(x)
+        if not rows:
+            return pop
+        new = Population.new("X", np.array(rows, dtype=np.int64))
+        return Population.merge(pop, new) if len(pop) else new
 
     def _tell(self, X: np.ndarray, F: np.ndarray, feasible: np.ndarray) -> None:
         if self.screen is not None:

@@ -81,7 +81,7 @@ def test_every_conflict_the_catalog_knows_is_a_config_ptxas_rejected(table: Tabl
     assert rejected, "the conflicting control set hits the catalog's conflicts"
     assert all(table.rows[k]["status"] == "compile_error" for k in rejected)
     failed = sum(r["status"] != "ok" for r in table.rows.values())
-    assert len(rejected) <= failed
+    assert len(rejected) == failed  # and on this table they are all of its rejections
 
 
 def _config(table: Table, key: tuple[str, ...]) -> dict[str, object]:
@@ -123,3 +123,36 @@ def test_a_default_search_over_a_table_is_deterministic_and_counts_its_failures(
     assert len(set(a)) == len(a)
     if way == "catalog":  # the known conflicts are never asked
         assert all(table.constraint(_config(table, k)) is None for k in a)
+
+
+def _bench_peers():  # the peers bench (bench/bench_peers.py), imported as `make bench-peers` runs it
+    import sys
+
+    sys.path.insert(0, str(ROOT / "bench"))
+    import bench_peers
+
+    return bench_peers
+
+
+def test_the_peers_bench_counts_calls_to_the_front_repeats_and_failures():
+    bp = _bench_peers()
+    p = bp.Problem("t", "plain", {}, lambda c: None, lambda c: (), 2, np.array([[1.0, 3.0], [2.0, 1.0]]),
+                   np.array([5.0, 5.0]))
+    trace = [(("a",), (2.0, 1.0)), (("b",), None), (("a",), (2.0, 1.0)), (("c",), (3.0, 3.0)), (("d",), (1.0, 3.0))]
+    m = bp.metrics(p, trace, 200)
+    assert (m["calls_to_best"], m["repeats"], m["infeasible"]) == (5, 1, 1)  # the whole front once the 5th call
+    assert m["hv@50"] == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("method", ["random", "lab"])
+def test_the_peers_bench_runs_a_method_over_seeds_on_a_table(method: str):
+    bp = _bench_peers()
+    cell = bp.run_cell((CONFLICTING, "catalog" if method == "lab" else "plain", method, [0, 1], 60))
+    assert [s["seed"] for s in cell["seeds"]] == [0, 1]
+    for s in cell["seeds"]:
+        assert s["calls"] == 60 and s["repeats"] == 0
+        assert 1 <= s["calls_to_best"] <= 61
+    if method == "lab":  # the catalog's conflicts are its constraints, and they are all this table's rejections
+        assert all(s["infeasible"] == 0 for s in cell["seeds"])
+    else:
+        assert sum(s["infeasible"] for s in cell["seeds"]) > 0

@@ -1,0 +1,253 @@
+"""Offspring screening by per-control densities of good and bad configs, with failures learned from control pairs."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from compileiq_lab.search.pareto import pareto_mask
+from compileiq_lab.space.space import SearchSpace
+
+__all__ = ["DensityScreen", "states_of"]
+
+
+def states_of(space: SearchSpace, X: np.ndarray) -> np.ndarray:
+    """Per parameter, the state of each genome: 0 for "absent" (knocked out), else 1 + value index
+    (parameters that cannot be knocked out: the value index). Equal configs have equal states."""
+    X = np.asarray(X, dtype=np.int64).reshape(-1, space.n_genes)
+    S = np.zeros((len(X), len(space.params)), dtype=np.int64)
+    for i in range(len(space.params)):
+        vg, kg = int(space.value_gene[i]), int(space.knock_gene[i])
+        v = X[:, vg] if vg >= 0 else np.zeros(len(X), dtype=np.int64)
+        S[:, i] = np.where(X[:, kg] == 0, 0, v + 1) if kg >= 0 else v
+    return S
+
+
+def _n_states(space: SearchSpace) -> np.ndarray:
+    return np.array([p.n_values + (1 if p.can_knockout else 0) for _, p in space.params], dtype=np.int64)
+
+
+def _genomes(space: SearchSpace, S: np.ndarray) -> np.ndarray:
+    """Genomes of states (the inverse of ``states_of``; an absent parameter's value gene is 0)."""
+    X = np.zeros((len(S), space.n_genes), dtype=np.int64)
+    for i in range(len(space.params)):
+        vg, kg = int(space.value_gene[i]), int(space.knock_gene[i])
+        if kg >= 0:
+            X[:, kg] = S[:, i] > 0
+            if vg >= 0:
+                X[:, vg] = np.maximum(S[:, i] - 1, 0)
+        elif vg >= 0:
+            X[:, vg] = S[:, i]
+    return X
+
+
+class DensityScreen:
+    """Which of many proposed genomes to evaluate: a density ratio of good to bad configs per control.
+
+    The evaluations so far are split into good ones (the best ``gamma`` share; for several objectives, the first
+    non-domination levels) and the rest, failures among the rest. Each control's state (absent, or one of its
+    values) gets a smoothed frequency among the good, ``l``, and among the rest, ``g``; a genome's score is the
+    sum of ``log l - log g`` over its controls (the ratio a tree-structured Parzen estimator ranks by), so
+    categorical compiler controls and plateaus of equal scores need no distance. Failures are also learned per
+    pair of control states: a pair seen failing and never compiling lowers a genome's score by the log of its
+    estimated odds of compiling, a learned constraint that never forbids outright. A generation is picked one
+    genome at a time, each pick counted as a bad result until its score is known, so that it is not made of one
+    config's near copies; a share ``explore`` is drawn uniformly from the whole space.
+
+    It also proposes genomes of its own (``propose``): draws from the good frequencies and one-control neighbours
+    of good configs, which join the offspring before the screen.
+
+    Args:
+        space: The encoded space.
+        n_objectives: Scores per genome (minimisation).
+        seed: For the random share and the proposals.
+        factor: How many more offspring are proposed than evaluated.
+        explore: Share of each generation drawn at random from the whole space (uniformly over every control's
+            states, not from the offspring), so that a misleading model cannot lock the search in.
+        gamma: Share of the feasible evaluations counted as good.
+        min_history: Feasible evaluations needed before screening starts.
+        window: Only the latest evaluations are modelled (bounded cost however long the run).
+        proposals: How many genomes of its own it proposes per generation, in pool sizes.
+        local: Share of those that are one-control neighbours of good configs (the rest: drawn from the densities).
+    """
+
+    #: Failure pairs are counted for at most this many pairs of controls, with at most this many states per control.
+    MAX_PAIRS = 4096
+    PAIR_STATES = 16
+
+    def __init__(self, space: SearchSpace, n_objectives: int, seed: int, factor: int = 4, explore: float = 0.25,
+                 gamma: float = 0.1, min_history: int = 4, window: int = 2000, proposals: float = 4.0,
+                 local: float = 0.5) -> None:
+        self.space, self.n_objectives = space, n_objectives
+        self.factor, self.explore, self.gamma = factor, explore, gamma
+        self.min_history, self.window, self.proposals, self.local = min_history, window, proposals, local
+        self.n_uniform = 16
+        self._uniform: set[bytes] = set()
+        self.rng = np.random.default_rng([seed, 0x5C2EE7])
+        self.k = _n_states(space)
+        self.S = np.zeros((0, len(space.params)), dtype=np.int64)
+        self.F = np.zeros((0, n_objectives))
+        self.ok = np.zeros(0, dtype=bool)
+        # pair counts over every evaluation (not windowed: a conflict stays a conflict), in one flat array: each pair
+        # of controls gets a block of (states x states), a control with many values its states in PAIR_STATES buckets,
+        # and a space with more than MAX_PAIRS pairs a fixed random subset of them (bounded memory and time)
+        i, j = np.triu_indices(len(self.k), 1)
+        if len(i) > self.MAX_PAIRS:
+            keep = np.sort(self.rng.choice(len(i), self.MAX_PAIRS, replace=False))
+            i, j = i[keep], j[keep]
+        self._iu = (i, j)
+        self._kp = np.minimum(self.k, self.PAIR_STATES)
+        sizes = self._kp[i] * self._kp[j]
+        self._offset = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+        self._pair_fail = np.zeros(int(sizes.sum()), dtype=np.int32)
+        self._pair_ok = np.zeros(int(sizes.sum()), dtype=np.int32)
+        self._n_fail = 0
+        self._n_all = 0
+
+    def _pair_index(self, S: np.ndarray) -> np.ndarray:
+        """Per genome and pair of controls, the slot of its two states in the flat pair counts."""
+        i, j = self._iu
+        B = (S * self._kp) // self.k  # bucketed states (the identity where a control has few)
+        return np.asarray(self._offset[None, :] + B[:, i] * self._kp[j] + B[:, j])
+
+    @property
+    def ready(self) -> bool:
+        """Enough feasible evaluations to screen."""
+        return int(self.ok.sum()) >= self.min_history
+
+    def observe(self, X: np.ndarray, F: np.ndarray, feasible: np.ndarray) -> None:
+        """Add evaluated genomes and their (minimisation) scores."""
+        S = states_of(self.space, X)
+        ok = np.asarray(feasible, dtype=bool).reshape(len(S))
+        self.S = np.vstack([self.S, S])[-self.window:]
+        self.F = np.vstack([self.F, np.asarray(F, dtype=float).reshape(len(S), self.n_objectives)])[-self.window:]
+        self.ok = np.concatenate([self.ok, ok])[-self.window:]
+        flat = self._pair_index(S)
+        np.add.at(self._pair_ok, flat[ok].ravel(), 1)
+        np.add.at(self._pair_fail, flat[~ok].ravel(), 1)
+        self._n_fail += int((~ok).sum())
+        self._n_all += len(ok)
+
+    def _good(self) -> np.ndarray:
+        """Weight of each evaluation in the good set (0: not good). One objective: the best ``gamma`` share of the
+        feasible configs (ties at the cut included), each weighing 1. Several: whole non-domination levels of the
+        distinct score vectors up to a ``gamma`` share of them, each config weighing 1 / sqrt(the number of configs
+        with its vector), so that a plateau of equal scores (many configs that compile to the same code, e.g. the
+        compiler defaults' neighbours) does not drown the rest of the front."""
+        idx = np.flatnonzero(self.ok)
+        weight = np.zeros(len(self.ok))
+        if not len(idx):
+            return weight
+        F = self.F[idx]
+        if self.n_objectives == 1:  # the best gamma share of the configs, ties at the cut included, each weighing 1
+            cut = np.sort(F[:, 0])[max(1, math.ceil(self.gamma * len(idx))) - 1]
+            weight[idx[F[:, 0] <= cut]] = 1.0
+            return weight
+        vectors, inverse, counts = np.unique(F, axis=0, return_inverse=True, return_counts=True)
+        inverse = inverse.reshape(-1)
+        n_good = max(1, math.ceil(self.gamma * len(vectors)))
+        chosen = np.zeros(len(vectors), dtype=bool)
+        left = np.arange(len(vectors))
+        while left.size and chosen.sum() < n_good:
+            mask = pareto_mask(vectors[left])
+            chosen[left[mask]] = True
+            left = left[~mask]
+        good = chosen[inverse]
+        weight[idx[good]] = 1.0 / np.sqrt(counts[inverse[good]])
+        return weight
+
+    def _counts(self) -> tuple[list[np.ndarray], float, list[np.ndarray], float]:
+        """Per control, the (weighted) counts of each state among the good and among the rest, and their totals."""
+        w = self._good()
+        good = w > 0
+        bad = ~good
+        cl = [np.bincount(self.S[good, i], weights=w[good], minlength=k) for i, k in enumerate(self.k)]
+        cg = [np.bincount(self.S[bad, i], minlength=k).astype(float) for i, k in enumerate(self.k)]
+        return cl, float(w.sum()), cg, float(bad.sum())
+
+    def _densities(self) -> tuple[list[np.ndarray], list[np.ndarray]]:
+        cl, nl, cg, ng = self._counts()
+        return ([np.log((c + 1.0 / len(c)) / (nl + 1.0)) for c in cl],
+                [np.log((c + 1.0 / len(c)) / (ng + 1.0)) for c in cg])
+
+    @staticmethod
+    def _ratio(S: np.ndarray, cl: list[np.ndarray], nl: float, cg: list[np.ndarray], ng: float) -> np.ndarray:
+        score = np.zeros(len(S))
+        for i, (a, b) in enumerate(zip(cl, cg)):
+            prior = 1.0 / len(a)
+            score += np.log((a[S[:, i]] + prior) / (nl + 1.0)) - np.log((b[S[:, i]] + prior) / (ng + 1.0))
+        return score
+
+    def scores(self, X: np.ndarray) -> np.ndarray:
+        """The screen's score of each genome (higher: more promising)."""
+        S = states_of(self.space, X)
+        return np.asarray(self._ratio(S, *self._counts()) + np.log(self._p_compiles(S)))
+
+    def _p_compiles(self, S: np.ndarray) -> np.ndarray:
+        """Estimated chance that each config compiles: the worst of its control pairs, each a failure rate
+        shrunk towards the run's overall rate."""
+        if self._n_fail == 0 or S.shape[1] < 2:
+            return np.ones(len(S))
+        rate = self._n_fail / max(1, self._n_all)
+        flat = self._pair_index(S)
+        fail = self._pair_fail[flat]
+        ok = self._pair_ok[flat]
+        m = 2.0
+        p_fail = (fail + rate * m) / (fail + ok + m)
+        return np.asarray(np.clip(1.0 - p_fail.max(axis=1), 1e-3, 1.0))
+
+    def propose(self, n: int) -> np.ndarray:
+        """``n`` genomes drawn control by control from the good frequencies, of which a share ``local`` are instead
+        good configs with one control moved to another state (absent, the compiler's default, counts as a state of
+        every control); then ``n_uniform`` more drawn uniformly over every control's states, from which ``select``
+        takes the generation's random share."""
+        if n < 1 or not self.ready:
+            return np.zeros((0, self.space.n_genes), dtype=np.int64)
+        n_local = round(n * self.local)
+        # uniform draws over every control's states, for the random share of each generation (see select)
+        U = np.column_stack([self.rng.integers(0, k, size=self.n_uniform) for k in self.k])
+        self._uniform = {s.tobytes() for s in U}
+        logs_l, _ = self._densities()
+        S = np.zeros((n - n_local, len(self.k)), dtype=np.int64)
+        for i, lg in enumerate(logs_l):
+            p = np.exp(lg)
+            S[:, i] = self.rng.choice(len(p), size=len(S), p=p / p.sum())
+        good = self.S[self._good() > 0]
+        if n_local and len(good):
+            L = good[self.rng.integers(0, len(good), size=n_local)].copy()
+            movable = np.flatnonzero(self.k > 1)
+            j = self.rng.choice(movable, size=n_local)
+            shift = 1 + (self.rng.random(n_local) * (self.k[j] - 1)).astype(np.int64)
+            L[np.arange(n_local), j] = (L[np.arange(n_local), j] + shift) % self.k[j]
+            S = np.vstack([S, L])
+        return _genomes(self.space, np.vstack([S, U]))
+
+    def select(self, candidates: np.ndarray, k: int) -> np.ndarray:
+        """Indices of the ``k`` candidates to evaluate (all of them if there are at most ``k``)."""
+        n = len(candidates)
+        if n <= k or not self.ready:
+            return np.arange(min(n, k))
+        S = states_of(self.space, candidates)
+        cl, nl, cg, ng = self._counts()
+        cg = [c.copy() for c in cg]
+        feasible = np.log(self._p_compiles(S))
+        tie = 1e-9 * self.rng.random(n)
+        n_model = max(1, round(k * (1 - self.explore)))
+        chosen: list[int] = []
+        free = np.ones(n, dtype=bool)
+        for _ in range(n_model):
+            # a batch is picked one by one, each pick counted as a bad result until its score is known (a
+            # "constant liar"): the next pick leaves the states just taken, so a generation is not one config's copies
+            score = np.where(free, self._ratio(S, cl, nl, cg, ng) + feasible + tie, -np.inf)
+            j = int(np.argmax(score))
+            chosen.append(j)
+            free[j] = False
+            for i, c in enumerate(cg):
+                c[S[j, i]] += 1.0
+            ng += 1.0
+        rest = np.flatnonzero(free)
+        uniform = [j for j in rest if S[j].tobytes() in self._uniform]  # the random share: drawn from the whole
+        pool = np.array(uniform if len(uniform) >= k - n_model else rest)  # space, not from the offspring
+        chosen += list(self.rng.choice(pool, size=min(k - n_model, len(pool)), replace=False))
+        return np.asarray(chosen, dtype=int)

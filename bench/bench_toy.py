@@ -1,4 +1,5 @@
-"""Calls to the optimum on the quickstart example (generations=15, seeds 0-9), GA vs random."""
+"""Calls to the optimum on the quickstart example (generations=15, seeds 0-9): the GA with its default offspring
+screen and without it (model="none"), and random."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from compileiq_lab.space import SearchSpace
 from compileiq_lab.testing import toy_objective, toy_space
 
 
-def calls_to_optimum(strategy: str, seed: int) -> tuple[float, int]:
+def calls_to_optimum(strategy: str, seed: int, model: str = "density") -> tuple[float, int]:
     """Objective calls until the first 2.0, and the calls of the whole run."""
     calls = {"n": 0, "hit": math.inf}
 
@@ -26,7 +27,8 @@ def calls_to_optimum(strategy: str, seed: int) -> tuple[float, int]:
             calls["hit"] = calls["n"]
         return v
 
-    cfg = SearchConfiguration(generations=15, problem_type="min", num_objectives=1, seed=seed, strategy=strategy)
+    cfg = SearchConfiguration(generations=15, problem_type="min", num_objectives=1, seed=seed, strategy=strategy,
+                              model=model)
     Search(f, toy_space(), cfg, store=":memory:").start()
     return calls["hit"], calls["n"]
 
@@ -40,14 +42,15 @@ def main() -> None:
     n_opt = 2  # x=1.0, y=1, with z present or absent
     expected_random = (size + 1) / (n_opt + 1)  # sampling without replacement
     rows, data = [], {}
-    for strategy in ("ga", "random"):
-        results = [calls_to_optimum(strategy, s) for s in range(args.seeds)]
+    for label, strategy, model in (("ga", "ga", "density"), ("ga, model='none'", "ga", "none"),
+                                   ("random", "random", "density")):
+        results = [calls_to_optimum(strategy, s, model) for s in range(args.seeds)]
         hits = [h for h, _ in results]
         found = sum(math.isfinite(h) for h in hits)
         mean = statistics.mean(hits) if found == len(hits) else math.inf
-        data[strategy] = {"calls_to_optimum": hits, "calls_per_run": [n for _, n in results],
+        data[label] = {"calls_to_optimum": hits, "calls_per_run": [n for _, n in results],
                           "found": found, "mean": mean}
-        rows.append([strategy, f"{found}/{len(hits)}", mean, statistics.median(hits),
+        rows.append([label, f"{found}/{len(hits)}", mean, statistics.median(hits),
                      max(hits), statistics.mean(n for _, n in results)])
     rows.append(["random sampling without replacement (expected)", "-", expected_random, "-", "-", "-"])
     data["expected_random_without_replacement"] = expected_random

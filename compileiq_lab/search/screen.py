@@ -214,9 +214,9 @@ class DensityScreen:
             p = np.exp(lg)
             S[:, i] = self.rng.choice(len(p), size=len(S), p=p / p.sum())
         good = self.S[self._good() > 0]
-        if n_local and len(good):
+        movable = np.flatnonzero(self.k > 1)
+        if n_local and len(good) and len(movable):
             L = good[self.rng.integers(0, len(good), size=n_local)].copy()
-            movable = np.flatnonzero(self.k > 1)
             j = self.rng.choice(movable, size=n_local)
             shift = 1 + (self.rng.random(n_local) * (self.k[j] - 1)).astype(np.int64)
             L[np.arange(n_local), j] = (L[np.arange(n_local), j] + shift) % self.k[j]

@@ -127,3 +127,14 @@ def test_failure_pairs_stay_bounded_on_a_space_of_many_wide_controls():
     screen.observe(X, rng.random((64, 1)), rng.random(64) < 0.7)
     keep = screen.select(np.vstack([X, space.sample(rng, 64)]), 16)
     assert len(set(keep)) == 16
+
+
+def test_a_space_with_fixed_parameters_screens_and_proposes():
+    space = SearchSpace({"fixed": ss.literal("-O3"), "a": ss.choice([1, 2, 3])})
+    screen = DensityScreen(space, 1, seed=0)
+    X = np.array([[0], [1], [2]] * 3)
+    screen.observe(X, np.array([[3.0], [1.0], [2.0]] * 3), np.ones(9, dtype=bool))
+    P = screen.propose(8)
+    assert len(P) and ((P >= space.xl) & (P <= space.xu)).all()
+    only_fixed = DensityScreen(SearchSpace({"fixed": ss.literal("-O3"), "b": ss.literal(1)}), 1, seed=0)
+    assert only_fixed.propose(4).shape[1] == 0

@@ -290,7 +290,6 @@ def metrics(p: Problem, trace: Trace, budget: int) -> dict[str, Any]:
 
 def run_cell(args: tuple[str, str, str, list[int], int]) -> dict[str, Any]:
     """One (table, way, method) over all seeds."""
-    logging.getLogger("compileiq_lab").setLevel(logging.ERROR)  # e.g. "no baseline row" once per plain-space run
     name, way, method, seeds, budget = args
     p = toy_problem() if name == "toy" else table_problem(name, way)
     per_seed: list[dict[str, Any]] = []
@@ -336,6 +335,7 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--out", default="peers", help="result name under bench/results/")
     args = ap.parse_args()
+    logging.getLogger("compileiq_lab").setLevel(logging.ERROR)  # e.g. "no baseline row" once per plain-space run
     split = json.loads((TABLES / "split.json").read_text())
     names = args.tables or ([*split["tune"], *split["held_out"]] if args.half == "all" else split[args.half])
     if not args.tables:

@@ -33,7 +33,9 @@ def flaky_space() -> dict[str, Any]:
 
 
 def flaky_run(store: str) -> Results:
-    return Search(flaky, flaky_space(), SearchConfiguration(generations=4, pool_size=12, seed=3), store=store).start()
+    # model="none" (pymoo's offspring unscreened): the run whose failure patterns these tests were written on
+    return Search(flaky, flaky_space(), SearchConfiguration(generations=4, pool_size=12, seed=3, model="none"),
+                  store=store).start()
 
 
 def shares(results: Results, status: str, name: str, value: Any) -> tuple[int, int, int, int]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import numpy as np
 
@@ -168,18 +168,23 @@ class Strategy(ABC):
         self.seeds = np.array(keep, dtype=np.int64).reshape(len(keep), self.space.n_genes)
         return np.array(rows, dtype=np.int64).reshape(len(rows), self.space.n_genes)
 
+    def fresh(self, X: np.ndarray, taken: set[bytes]) -> Iterator[np.ndarray]:
+        """The rows of ``X`` whose configs were never asked, are not rejected and are not in ``taken``, in order;
+        each one given is added to ``taken``."""
+        for x, k in zip(X, self.space.keys(X)):
+            if k not in taken and not self.known(k, x):
+                taken.add(k)
+                yield x
+
     def draw_unseen(self, rng: np.random.Generator, n: int, exclude: set[bytes] | None = None) -> np.ndarray:
         """Up to ``n`` prior samples whose configs were never asked (nor are in ``exclude``)."""
         rows: list[np.ndarray] = []
         keys = set(exclude or ())
         for _ in range(self.max_draw_rounds):
-            X = self.space.sample(rng, max(n, 8))
-            for x, k in zip(X, self.space.keys(X)):
-                if k not in keys and not self.known(k, x):
-                    keys.add(k)
-                    rows.append(x)
-                    if len(rows) == n:
-                        return np.array(rows)
+            for x in self.fresh(self.space.sample(rng, max(n, 8)), keys):
+                rows.append(x)
+                if len(rows) == n:
+                    return np.array(rows)
         return np.array(rows, dtype=np.int64).reshape(len(rows), self.space.n_genes)
 
     @abstractmethod

@@ -96,11 +96,7 @@ class PymooStrategy(Strategy):
         if not len(extra):
             return pop
         taken = set(self.space.keys(pop.get("X"))) if len(pop) else set()
-        rows = []
-        for x, k in zip(extra, self.space.keys(extra)):
-            if k not in taken and not self.known(k, x):
-                taken.add(k)
-                rows.append(x)
+        rows = list(self.fresh(extra, taken))
         if not rows:
             return pop
         new = Population.new("X", np.array(rows, dtype=np.int64))

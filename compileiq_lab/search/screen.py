@@ -104,6 +104,7 @@ class DensityScreen:
         self._pair_ok = np.zeros(int(sizes.sum()), dtype=np.int32)
         self._n_fail = 0
         self._n_all = 0
+        self._model: tuple[np.ndarray, list[np.ndarray], float, list[np.ndarray], float] | None = None
 
     def _pair_index(self, S: np.ndarray) -> np.ndarray:
         """Per genome and pair of controls, the slot of its two states in the flat pair counts."""
@@ -128,6 +129,7 @@ class DensityScreen:
         np.add.at(self._pair_fail, flat[~ok].ravel(), 1)
         self._n_fail += int((~ok).sum())
         self._n_all += len(ok)
+        self._model = None  # the good set and the counts are refitted once, at the next use
 
     def _good(self) -> np.ndarray:
         """Weight of each evaluation in the good set (0: not good). One objective: the best ``gamma`` share of the
@@ -157,32 +159,35 @@ class DensityScreen:
         weight[idx[good]] = 1.0 / np.sqrt(counts[inverse[good]])
         return weight
 
-    def _counts(self) -> tuple[list[np.ndarray], float, list[np.ndarray], float]:
-        """Per control, the (weighted) counts of each state among the good and among the rest, and their totals."""
-        w = self._good()
-        good = w > 0
-        bad = ~good
-        cl = [np.bincount(self.S[good, i], weights=w[good], minlength=k) for i, k in enumerate(self.k)]
-        cg = [np.bincount(self.S[bad, i], minlength=k).astype(float) for i, k in enumerate(self.k)]
-        return cl, float(w.sum()), cg, float(bad.sum())
-
-    def _densities(self) -> tuple[list[np.ndarray], list[np.ndarray]]:
-        cl, nl, cg, ng = self._counts()
-        return ([np.log((c + 1.0 / len(c)) / (nl + 1.0)) for c in cl],
-                [np.log((c + 1.0 / len(c)) / (ng + 1.0)) for c in cg])
+    def _fit(self) -> tuple[np.ndarray, list[np.ndarray], float, list[np.ndarray], float]:
+        """The good set's weights and, per control, the (weighted) counts of each state among the good and among the
+        rest with their totals; fitted once per batch of observations."""
+        if self._model is None:
+            w = self._good()
+            good = w > 0
+            bad = ~good
+            cl = [np.bincount(self.S[good, i], weights=w[good], minlength=k) for i, k in enumerate(self.k)]
+            cg = [np.bincount(self.S[bad, i], minlength=k).astype(float) for i, k in enumerate(self.k)]
+            self._model = (w, cl, float(w.sum()), cg, float(bad.sum()))
+        return self._model
 
     @staticmethod
-    def _ratio(S: np.ndarray, cl: list[np.ndarray], nl: float, cg: list[np.ndarray], ng: float) -> np.ndarray:
+    def _log_density(counts: np.ndarray, total: float) -> np.ndarray:
+        """Log frequency of each state, smoothed by one pseudo-count spread evenly over the states."""
+        return np.asarray(np.log((counts + 1.0 / len(counts)) / (total + 1.0)))
+
+    @classmethod
+    def _ratio(cls, S: np.ndarray, cl: list[np.ndarray], nl: float, cg: list[np.ndarray], ng: float) -> np.ndarray:
         score = np.zeros(len(S))
         for i, (a, b) in enumerate(zip(cl, cg)):
-            prior = 1.0 / len(a)
-            score += np.log((a[S[:, i]] + prior) / (nl + 1.0)) - np.log((b[S[:, i]] + prior) / (ng + 1.0))
+            score += cls._log_density(a, nl)[S[:, i]] - cls._log_density(b, ng)[S[:, i]]
         return score
 
     def scores(self, X: np.ndarray) -> np.ndarray:
         """The screen's score of each genome (higher: more promising)."""
         S = states_of(self.space, X)
-        return np.asarray(self._ratio(S, *self._counts()) + np.log(self._p_compiles(S)))
+        _, cl, nl, cg, ng = self._fit()
+        return np.asarray(self._ratio(S, cl, nl, cg, ng) + np.log(self._p_compiles(S)))
 
     def _p_compiles(self, S: np.ndarray) -> np.ndarray:
         """Estimated chance that each config compiles: the worst of its control pairs, each a failure rate
@@ -208,12 +213,12 @@ class DensityScreen:
         # uniform draws over every control's states, for the random share of each generation (see select)
         U = np.column_stack([self.rng.integers(0, k, size=self.n_uniform) for k in self.k])
         self._uniform = {s.tobytes() for s in U}
-        logs_l, _ = self._densities()
+        w, cl, nl, _, _ = self._fit()
         S = np.zeros((n - n_local, len(self.k)), dtype=np.int64)
-        for i, lg in enumerate(logs_l):
-            p = np.exp(lg)
+        for i, c in enumerate(cl):
+            p = np.exp(self._log_density(c, nl))
             S[:, i] = self.rng.choice(len(p), size=len(S), p=p / p.sum())
-        good = self.S[self._good() > 0]
+        good = self.S[w > 0]
         movable = np.flatnonzero(self.k > 1)
         if n_local and len(good) and len(movable):
             L = good[self.rng.integers(0, len(good), size=n_local)].copy()
@@ -229,8 +234,8 @@ class DensityScreen:
         if n <= k or not self.ready:
             return np.arange(min(n, k))
         S = states_of(self.space, candidates)
-        cl, nl, cg, ng = self._counts()
-        cg = [c.copy() for c in cg]
+        _, cl, nl, cg, ng = self._fit()
+        cg = [c.copy() for c in cg]  # the liar's counts are this pick's own
         feasible = np.log(self._p_compiles(S))
         tie = 1e-9 * self.rng.random(n)
         n_model = max(1, round(k * (1 - self.explore)))

@@ -273,7 +273,6 @@ def metrics(p: Problem, trace: Trace, budget: int) -> dict[str, Any]:
                 hit = i + 1
                 break
     out["calls_to_best"] = hit
-    feas = [np.array(v, dtype=float) for _, v in trace if v is not None]
     for b in BUDGETS:
         if b > budget:
             continue
@@ -284,7 +283,6 @@ def metrics(p: Problem, trace: Trace, budget: int) -> dict[str, Any]:
         else:
             true_hv = hypervolume(p.best, p.ref)
             out[f"hv@{b}"] = hypervolume(F, p.ref) / true_hv if len(F) else 0.0
-    del feas
     return out
 
 

@@ -34,7 +34,7 @@ from compileiq_lab.measure.ignored import ignored_options
 from compileiq_lab.measure.nvcc import parse_ptxas_verbose
 from compileiq_lab.space import Param
 from compileiq_lab.space.catalogs import get_catalog
-from compileiq_lab.testing.tables import METRIC_COLUMNS, add_derived, table_best
+from compileiq_lab.testing.tables import METRIC_COLUMNS, read_rows, table_best
 from compileiq_lab.toolchain.tools import find_tool
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -271,21 +271,9 @@ def make_table(spec: TableSpec, workers: int) -> dict[str, Any]:
     return write_manifest(spec, elapsed, _toolchain(spec))
 
 
-def read_rows(spec: TableSpec) -> list[dict[str, Any]]:
-    """The rows of a made table (metrics as numbers)."""
-    with gzip.open(TABLES / f"{spec.name}.csv.gz", "rt", newline="") as fh:
-        rows = list(csv.DictReader(fh))
-    for r in rows:
-        for m in METRIC_COLUMNS:
-            if r.get(m):
-                r[m] = float(r[m])
-        add_derived(r)
-    return rows
-
-
 def write_manifest(spec: TableSpec, seconds: float, toolchain: dict[str, str]) -> dict[str, Any]:
     """``<name>.json`` from the table's CSV and the spec (its objectives may change without recompiling)."""
-    rows = read_rows(spec)
+    rows = read_rows(TABLES / f"{spec.name}.csv.gz")
     ok = [r for r in rows if r["status"] == "ok"]
     manifest: dict[str, Any] = {
         "name": spec.name, "catalog": spec.catalog, "source": spec.source, "origin": spec.origin,

@@ -19,7 +19,7 @@ from compileiq_lab.space import Param, param_from_spec
 from compileiq_lab.space.catalogs import get_catalog
 
 __all__ = ["DERIVED", "METRIC_COLUMNS", "OBJECTIVES", "UNSET_VALUE", "Table", "TableCompileError", "TableObjective",
-           "add_derived", "front_of", "table_best"]
+           "add_derived", "front_of", "read_rows", "table_best"]
 
 #: The metrics a table may hold, each minimised.
 METRIC_COLUMNS = ("sass_instructions", "registers", "spill_bytes", "stack_bytes", "text_bytes", "instructions")
@@ -49,6 +49,21 @@ def add_derived(row: dict[str, Any]) -> dict[str, Any]:
             except KeyError:
                 pass
     return row
+
+
+def read_rows(path: str | Path) -> list[dict[str, Any]]:
+    """The rows of a table's CSV as written (control columns as JSON text, "" for unset), with its metrics as numbers
+    and the derived objectives added."""
+    with gzip.open(path, "rt", newline="") as fh:
+        rows: list[dict[str, Any]] = list(csv.DictReader(fh))
+    for r in rows:
+        for m in METRIC_COLUMNS:
+            if r.get(m):
+                r[m] = float(r[m])
+            else:  # a failed compile has no metrics
+                r.pop(m, None)
+        add_derived(r)
+    return rows
 
 
 def front_of(F: np.ndarray) -> np.ndarray:
@@ -104,16 +119,8 @@ class Table:
         manifest = json.loads(mpath.read_text())
         controls = {n: param_from_spec(s) for n, s in manifest["controls"].items()}
         names = list(controls)
-        rows: dict[tuple[str, ...], dict[str, Any]] = {}
-        with gzip.open(cpath, "rt", newline="") as fh:
-            for rec in csv.DictReader(fh):
-                key = tuple(rec[n] for n in names)
-                row: dict[str, Any] = {"status": rec["status"], "message": rec["message"]}
-                for m in METRIC_COLUMNS:
-                    if rec.get(m):
-                        row[m] = float(rec[m])
-                add_derived(row)
-                rows[key] = row
+        keep = ("status", "message", *OBJECTIVES)
+        rows = {tuple(rec[n] for n in names): {k: rec[k] for k in keep if k in rec} for rec in read_rows(cpath)}
         return cls(stem, manifest["catalog"], controls, list(manifest["objectives"]), manifest, rows)
 
     @property

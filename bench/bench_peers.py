@@ -30,7 +30,9 @@ import numpy as np
 from _common import RESULTS, markdown_table, write
 
 from compileiq_lab import Search, SearchConfiguration
+from compileiq_lab.search.config import default_pool_size
 from compileiq_lab.search.pareto import hypervolume
+from compileiq_lab.space import SearchSpace
 from compileiq_lab.testing import toy_objective, toy_space
 from compileiq_lab.testing.tables import UNSET_VALUE, Table, TableCompileError
 
@@ -127,8 +129,6 @@ def lab(p: Problem, seed: int, budget: int, **settings: Any) -> tuple[Trace, flo
         return v[0] if p.n_obj == 1 else v
 
     pool = settings.get("pool_size")
-    from compileiq_lab.search.config import default_pool_size
-    from compileiq_lab.space import SearchSpace
     pool = pool or default_pool_size(SearchSpace(p.space).n_genes)
     cfg = SearchConfiguration(generations=math.ceil(budget / pool) + 1, seed=seed, num_objectives=p.n_obj,
                               **settings)

@@ -1,4 +1,4 @@
-"""Offspring screening by per-control densities of good and bad configs, with failures learned from control pairs."""
+"""Offspring screening by per-control densities of good and bad configs, with failures and twins learned."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import math
 import numpy as np
 
 from compileiq_lab.search.pareto import pareto_mask
+from compileiq_lab.search.twins import TwinModel
 from compileiq_lab.space.space import SearchSpace
 
 __all__ = ["DensityScreen", "states_of"]
@@ -51,7 +52,10 @@ class DensityScreen:
     sum of ``log l - log g`` over its controls (the ratio a tree-structured Parzen estimator ranks by), so
     categorical compiler controls and plateaus of equal scores need no distance. Failures are also learned per
     pair of control states: a pair seen failing and never compiling lowers a genome's score by the log of its
-    estimated odds of compiling, a learned constraint that never forbids outright. A generation is picked one
+    estimated odds of compiling, a learned constraint that never forbids outright. Twins are learned too
+    (``compileiq_lab.search.twins.TwinModel``): a config likely to score exactly as one already evaluated (or
+    already picked for this generation) has its score lowered by ``twin_weight`` times the log of its chance of
+    being new, since its evaluation would teach nothing. A generation is picked one
     genome at a time, each pick counted as a bad result until its score is known, so that it is not made of one
     config's near copies; a share ``explore`` is drawn uniformly from the whole space.
 
@@ -70,15 +74,18 @@ class DensityScreen:
         window: Only the latest evaluations are modelled (bounded cost however long the run).
         proposals: How many genomes of its own it proposes per generation, in pool sizes.
         local: Share of those that are one-control neighbours of good configs (the rest: drawn from the densities).
+        twin_weight: Weight of the twin penalty (0: twins are not learned).
     """
 
     #: Failure pairs are counted for at most this many pairs of controls, with at most this many states per control.
     MAX_PAIRS = 4096
     PAIR_STATES = 16
+    #: Twins are sought among this many of the latest feasible evaluations (what they learned stays counted).
+    TWIN_WINDOW = 512
 
     def __init__(self, space: SearchSpace, n_objectives: int, seed: int, factor: int = 4, explore: float = 0.25,
                  gamma: float = 0.1, min_history: int = 4, window: int = 2000, proposals: float = 4.0,
-                 local: float = 0.5) -> None:
+                 local: float = 0.5, twin_weight: float = 3.0) -> None:
         self.space, self.n_objectives = space, n_objectives
         self.factor, self.explore, self.gamma = factor, explore, gamma
         self.min_history, self.window, self.proposals, self.local = min_history, window, proposals, local
@@ -104,6 +111,8 @@ class DensityScreen:
         self._pair_ok = np.zeros(int(sizes.sum()), dtype=np.int32)
         self._n_fail = 0
         self._n_all = 0
+        self.twin_weight = twin_weight
+        self.twins = TwinModel(self.k, n_objectives, window=min(window, self.TWIN_WINDOW))
         self._model: tuple[np.ndarray, list[np.ndarray], float, list[np.ndarray], float] | None = None
 
     def _pair_index(self, S: np.ndarray) -> np.ndarray:
@@ -129,6 +138,8 @@ class DensityScreen:
         np.add.at(self._pair_fail, flat[~ok].ravel(), 1)
         self._n_fail += int((~ok).sum())
         self._n_all += len(ok)
+        if self.twin_weight:
+            self.twins.observe(S, F, ok)
         self._model = None  # the good set and the counts are refitted once, at the next use
 
     def _good(self) -> np.ndarray:
@@ -187,7 +198,13 @@ class DensityScreen:
         """The screen's score of each genome (higher: more promising)."""
         S = states_of(self.space, X)
         _, cl, nl, cg, ng = self._fit()
-        return np.asarray(self._ratio(S, cl, nl, cg, ng) + np.log(self._p_compiles(S)))
+        return np.asarray(self._ratio(S, cl, nl, cg, ng) + np.log(self._p_compiles(S)) + self._novelty(S))
+
+    def _novelty(self, S: np.ndarray, reference: np.ndarray | None = None) -> np.ndarray:
+        """The twin penalty of each config (0 when twins are not learned)."""
+        if not self.twin_weight:
+            return np.zeros(len(S))
+        return self.twin_weight * self.twins.log_novel(self.twins.log_twin(S, reference))
 
     def _p_compiles(self, S: np.ndarray) -> np.ndarray:
         """Estimated chance that each config compiles: the worst of its control pairs, each a failure rate
@@ -237,6 +254,7 @@ class DensityScreen:
         _, cl, nl, cg, ng = self._fit()
         cg = [c.copy() for c in cg]  # the liar's counts are this pick's own
         feasible = np.log(self._p_compiles(S))
+        novel = self._novelty(S)
         tie = 1e-9 * self.rng.random(n)
         n_model = max(1, round(k * (1 - self.explore)))
         chosen: list[int] = []
@@ -244,13 +262,14 @@ class DensityScreen:
         for _ in range(n_model):
             # a batch is picked one by one, each pick counted as a bad result until its score is known (a
             # "constant liar"): the next pick leaves the states just taken, so a generation is not one config's copies
-            score = np.where(free, self._ratio(S, cl, nl, cg, ng) + feasible + tie, -np.inf)
+            score = np.where(free, self._ratio(S, cl, nl, cg, ng) + feasible + novel + tie, -np.inf)
             j = int(np.argmax(score))
             chosen.append(j)
             free[j] = False
             for i, c in enumerate(cg):
                 c[S[j, i]] += 1.0
             ng += 1.0
+            novel = np.minimum(novel, self._novelty(S, S[j:j + 1]))  # a twin of a pick teaches nothing either
         rest = np.flatnonzero(free)
         uniform = [j for j in rest if S[j].tobytes() in self._uniform]  # the random share: drawn from the whole
         pool = np.array(uniform if len(uniform) >= k - n_model else rest)  # space, not from the offspring

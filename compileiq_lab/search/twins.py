@@ -1,0 +1,105 @@
+"""Which untried configs would score exactly as one already evaluated: control moves learned as neutral or not."""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["TwinModel"]
+
+
+class TwinModel:
+    """Learns which moves of a control leave a config's scores unchanged, and so which configs are twins.
+
+    Compilers ignore many controls in many contexts (a flag that only matters at ``-O3``, ``--maxrregcount``
+    above what the kernel uses, "unset" and the value that is the default), so many configs compile to the same
+    code and score exactly alike. Evaluating a config whose scores are already known teaches nothing: on the
+    project's exhaustive compiler tables 40-90 % of a search's calls before it found the optimum returned a score
+    vector it had already seen.
+
+    Every pair of evaluated feasible configs that differ in at most ``max_distance`` controls is evidence on the
+    moves between their states: equal score vectors count each of its moves as neutral, unequal ones (for a
+    single differing control) count the move as effective. A move's chance of being neutral is its smoothed
+    share of neutral evidence, shrunk towards its control's share, which is shrunk towards the run's overall
+    share (and that towards ``prior``). A candidate's chance of being the twin of an evaluated config is the
+    product of those chances over the controls where they differ; its twin chance is the highest over the
+    evaluated configs.
+
+    Scores that are never exactly equal (timings with noise) teach only "effective" and leave every twin chance
+    small, so the model then changes nothing.
+
+    Args:
+        n_states: Per control, its number of states (see ``compileiq_lab.search.screen.states_of``).
+        n_objectives: Scores per config.
+        window: Only the latest evaluations are compared (bounded cost however long the run).
+        max_distance: Pairs differing in more controls than this are not evidence.
+        prior: Chance that a move is neutral before anything is known.
+        strength: Pseudo-counts of each shrinkage step.
+    """
+
+    #: States of a control beyond this are bucketed (bounded memory for wide ranges).
+    MAX_STATES = 64
+
+    def __init__(self, n_states: np.ndarray, n_objectives: int, window: int = 2000, max_distance: int = 2,
+                 prior: float = 0.5, strength: float = 2.0) -> None:
+        self.k = np.asarray(n_states, dtype=np.int64)
+        self.kb = np.minimum(self.k, self.MAX_STATES)
+        self.window, self.max_distance, self.prior, self.strength = window, max_distance, prior, strength
+        self._neutral = [np.zeros((b, b)) for b in self.kb]
+        self._effective = [np.zeros((b, b)) for b in self.kb]
+        self.S = np.zeros((0, len(self.k)), dtype=np.int64)
+        self.F = np.zeros((0, n_objectives))
+        self._log_p: list[np.ndarray] | None = None
+
+    def _bucket(self, S: np.ndarray) -> np.ndarray:
+        return np.asarray((np.asarray(S, dtype=np.int64) * self.kb) // self.k)
+
+    def observe(self, S: np.ndarray, F: np.ndarray, feasible: np.ndarray) -> None:
+        """Add evaluated configs (their control states), their scores and whether they compiled."""
+        B = self._bucket(S).reshape(-1, len(self.k))
+        F = np.asarray(F, dtype=float).reshape(len(B), self.F.shape[1])
+        for s, f in zip(B[np.asarray(feasible, dtype=bool)], F[np.asarray(feasible, dtype=bool)]):
+            D = self.S != s
+            distance = D.sum(axis=1)
+            near = (distance >= 1) & (distance <= self.max_distance)
+            same = (self.F == f).all(axis=1)
+            for kind, rows in ((self._neutral, near & same), (self._effective, near & ~same & (distance == 1))):
+                r, i = np.nonzero(D & rows[:, None])
+                for c in np.unique(i):
+                    b = self.S[r[i == c], c]
+                    np.add.at(kind[c], (np.full(len(b), s[c]), b), 1.0)
+                    np.add.at(kind[c], (b, np.full(len(b), s[c])), 1.0)
+            self.S = np.vstack([self.S, s[None, :]])[-self.window:]
+            self.F = np.vstack([self.F, f[None, :]])[-self.window:]
+        self._log_p = None
+
+    def _fit(self) -> list[np.ndarray]:
+        """Per control, the log chance that a move between two of its states is neutral (0 on the diagonal)."""
+        if self._log_p is None:
+            m = self.strength
+            neutral = sum(float(n.sum()) for n in self._neutral)
+            total = neutral + sum(float(e.sum()) for e in self._effective)
+            overall = (neutral + self.prior * m) / (total + m)
+            self._log_p = []
+            for n, e in zip(self._neutral, self._effective):
+                control = (n.sum() + overall * m) / (n.sum() + e.sum() + m)
+                p = (n + control * m) / (n + e + m)
+                np.fill_diagonal(p, 1.0)
+                self._log_p.append(np.log(np.clip(p, 1e-6, 1.0)))
+        return self._log_p
+
+    def log_twin(self, S: np.ndarray, reference: np.ndarray | None = None) -> np.ndarray:
+        """Per config of ``S``, the log of its highest chance of scoring exactly as a config of ``reference``
+        (default: the evaluated ones); -inf where there is none."""
+        B = self._bucket(S).reshape(-1, len(self.k))
+        R = self.S if reference is None else self._bucket(reference).reshape(-1, len(self.k))
+        if not len(R) or not len(B):
+            return np.full(len(B), -np.inf)
+        L = np.zeros((len(B), len(R)))
+        for i, log_p in enumerate(self._fit()):
+            L += log_p[B[:, i][:, None], R[:, i][None, :]]
+        return np.asarray(L.max(axis=1))
+
+    @staticmethod
+    def log_novel(log_twin: np.ndarray) -> np.ndarray:
+        """Log chance of not being a twin, from ``log_twin``."""
+        return np.asarray(np.log1p(-np.minimum(np.exp(log_twin), 1.0 - 1e-6)))

@@ -51,13 +51,13 @@ class DensityScreen:
     values) gets a smoothed frequency among the good, ``l``, and among the rest, ``g``; a genome's score is the
     sum of ``log l - log g`` over its controls (the ratio a tree-structured Parzen estimator ranks by), so
     categorical compiler controls and plateaus of equal scores need no distance. Failures are also learned per
-    pair of control states: a pair seen failing and never compiling lowers a genome's score by the log of its
-    estimated odds of compiling, a learned constraint that never forbids outright. Twins are learned too
-    (``compileiq_lab.search.twins.TwinModel``): a config likely to score exactly as one already evaluated (or
-    already picked for this generation) has its score lowered by ``twin_weight`` times the log of its chance of
-    being new, since its evaluation would teach nothing. A generation is picked one
-    genome at a time, each pick counted as a bad result until its score is known, so that it is not made of one
-    config's near copies; a share ``explore`` is drawn uniformly from the whole space.
+    pair of control states: a pair seen failing and never compiling lowers a genome's score by ``failure_weight``
+    times the log of its estimated odds of compiling, a learned constraint that never forbids outright. Twins are
+    learned too (``compileiq_lab.search.twins.TwinModel``): a config likely to score exactly as one already
+    evaluated, or to fail as one did (or as one already picked for this generation would), has its score lowered
+    by ``twin_weight`` times the log of its chance of a new outcome, since its evaluation would teach nothing. A
+    generation is picked one genome at a time, each pick counted as a bad result until its score is known, so
+    that it is not made of one config's near copies; a share ``explore`` is drawn uniformly from the whole space.
 
     It also proposes genomes of its own (``propose``): draws from the good frequencies and one-control neighbours
     of good configs, which join the offspring before the screen.
@@ -75,6 +75,7 @@ class DensityScreen:
         proposals: How many genomes of its own it proposes per generation, in pool sizes.
         local: Share of those that are one-control neighbours of good configs (the rest: drawn from the densities).
         twin_weight: Weight of the twin penalty (0: twins are not learned).
+        failure_weight: Weight of the log odds of compiling.
     """
 
     #: Failure pairs are counted for at most this many pairs of controls, with at most this many states per control.
@@ -85,7 +86,7 @@ class DensityScreen:
 
     def __init__(self, space: SearchSpace, n_objectives: int, seed: int, factor: int = 4, explore: float = 0.25,
                  gamma: float = 0.1, min_history: int = 4, window: int = 2000, proposals: float = 4.0,
-                 local: float = 0.5, twin_weight: float = 3.0) -> None:
+                 local: float = 0.5, twin_weight: float = 3.0, failure_weight: float = 5.0) -> None:
         self.space, self.n_objectives = space, n_objectives
         self.factor, self.explore, self.gamma = factor, explore, gamma
         self.min_history, self.window, self.proposals, self.local = min_history, window, proposals, local
@@ -111,7 +112,7 @@ class DensityScreen:
         self._pair_ok = np.zeros(int(sizes.sum()), dtype=np.int32)
         self._n_fail = 0
         self._n_all = 0
-        self.twin_weight = twin_weight
+        self.twin_weight, self.failure_weight = twin_weight, failure_weight
         self.twins = TwinModel(self.k, n_objectives, window=min(window, self.TWIN_WINDOW))
         self._model: tuple[np.ndarray, list[np.ndarray], float, list[np.ndarray], float] | None = None
 
@@ -198,7 +199,11 @@ class DensityScreen:
         """The screen's score of each genome (higher: more promising)."""
         S = states_of(self.space, X)
         _, cl, nl, cg, ng = self._fit()
-        return np.asarray(self._ratio(S, cl, nl, cg, ng) + np.log(self._p_compiles(S)) + self._novelty(S))
+        return np.asarray(self._ratio(S, cl, nl, cg, ng) + self._compiles(S) + self._novelty(S))
+
+    def _compiles(self, S: np.ndarray) -> np.ndarray:
+        """The failure penalty of each config: ``failure_weight`` times its log odds of compiling."""
+        return np.asarray(self.failure_weight * np.log(self._p_compiles(S)))
 
     def _novelty(self, S: np.ndarray, reference: np.ndarray | None = None) -> np.ndarray:
         """The twin penalty of each config (0 when twins are not learned)."""
@@ -253,7 +258,7 @@ class DensityScreen:
         S = states_of(self.space, candidates)
         _, cl, nl, cg, ng = self._fit()
         cg = [c.copy() for c in cg]  # the liar's counts are this pick's own
-        feasible = np.log(self._p_compiles(S))
+        feasible = self._compiles(S)
         novel = self._novelty(S)
         tie = 1e-9 * self.rng.random(n)
         n_model = max(1, round(k * (1 - self.explore)))

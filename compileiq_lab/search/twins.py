@@ -1,4 +1,5 @@
-"""Which untried configs would score exactly as one already evaluated: control moves learned as neutral or not."""
+"""Which untried configs would score exactly as (or fail like) one already evaluated: control moves learned as
+neutral or not."""
 
 from __future__ import annotations
 
@@ -16,9 +17,13 @@ class TwinModel:
     project's exhaustive compiler tables 40-90 % of a search's calls before it found the optimum returned a score
     vector it had already seen.
 
-    Every pair of evaluated feasible configs that differ in at most ``max_distance`` controls is evidence on the
-    moves between their states: equal score vectors count each of its moves as neutral, unequal ones (for a
-    single differing control) count the move as effective. A move's chance of being neutral is its smoothed
+    A failed compile is an outcome like a score vector (two failures count as alike), so the same evidence teaches
+    which moves keep a config failing or compiling, and a config likely to fail as an evaluated one did is a twin
+    of it: one mechanism learns both the controls the compiler ignores and the combinations it rejects.
+
+    Every pair of evaluated configs that differ in at most ``max_distance`` controls is evidence on the
+    moves between their states: equal outcomes count each of its moves as neutral, unequal ones (for a single
+    differing control) count the move as effective. A move's chance of being neutral is its smoothed
     share of neutral evidence, shrunk towards its control's share, which is shrunk towards the run's overall
     share (and that towards ``prior``). A candidate's chance of being the twin of an evaluated config is the
     product of those chances over the controls where they differ; its twin chance is the highest over the
@@ -48,20 +53,23 @@ class TwinModel:
         self._effective = [np.zeros((b, b)) for b in self.kb]
         self.S = np.zeros((0, len(self.k)), dtype=np.int64)
         self.F = np.zeros((0, n_objectives))
+        self.ok = np.zeros(0, dtype=bool)
         self._log_p: list[np.ndarray] | None = None
 
     def _bucket(self, S: np.ndarray) -> np.ndarray:
         return np.asarray((np.asarray(S, dtype=np.int64) * self.kb) // self.k)
 
     def observe(self, S: np.ndarray, F: np.ndarray, feasible: np.ndarray) -> None:
-        """Add evaluated configs (their control states), their scores and whether they compiled."""
+        """Add evaluated configs (their control states), their scores and whether they compiled (a failure is an
+        outcome like a score: two failed configs count as alike)."""
         B = self._bucket(S).reshape(-1, len(self.k))
-        F = np.asarray(F, dtype=float).reshape(len(B), self.F.shape[1])
-        for s, f in zip(B[np.asarray(feasible, dtype=bool)], F[np.asarray(feasible, dtype=bool)]):
+        ok = np.asarray(feasible, dtype=bool).reshape(len(B))
+        F = np.where(ok[:, None], np.asarray(F, dtype=float).reshape(len(B), self.F.shape[1]), 0.0)
+        for s, f, o in zip(B, F, ok):
             D = self.S != s
             distance = D.sum(axis=1)
             near = (distance >= 1) & (distance <= self.max_distance)
-            same = (self.F == f).all(axis=1)
+            same = (self.ok == o) & (~o | (self.F == f).all(axis=1))
             for kind, rows in ((self._neutral, near & same), (self._effective, near & ~same & (distance == 1))):
                 r, i = np.nonzero(D & rows[:, None])
                 for c in np.unique(i):
@@ -70,6 +78,7 @@ class TwinModel:
                     np.add.at(kind[c], (b, np.full(len(b), s[c])), 1.0)
             self.S = np.vstack([self.S, s[None, :]])[-self.window:]
             self.F = np.vstack([self.F, f[None, :]])[-self.window:]
+            self.ok = np.append(self.ok, o)[-self.window:]
         self._log_p = None
 
     def _fit(self) -> list[np.ndarray]:
@@ -88,8 +97,8 @@ class TwinModel:
         return self._log_p
 
     def log_twin(self, S: np.ndarray, reference: np.ndarray | None = None) -> np.ndarray:
-        """Per config of ``S``, the log of its highest chance of scoring exactly as a config of ``reference``
-        (default: the evaluated ones); -inf where there is none."""
+        """Per config of ``S``, the log of its highest chance of the same outcome as a config of ``reference``
+        (default: the evaluated ones, failed ones included); -inf where there is none."""
         B = self._bucket(S).reshape(-1, len(self.k))
         R = self.S if reference is None else self._bucket(reference).reshape(-1, len(self.k))
         if not len(R) or not len(B):

@@ -127,3 +127,19 @@ def test_the_default_search_asks_fewer_configs_whose_score_it_knew():
     without = [_repeats(0.0, s) for s in range(8)]
     assert sum(r for _, r in with_twins) < 0.6 * sum(r for _, r in without)  # measured: 244 vs 649
     assert sum(c for c, _ in with_twins) < sum(c for c, _ in without)  # and it reaches the optimum sooner
+
+
+def test_a_failure_is_an_outcome_its_twins_share():
+    space = _space()
+    X = _all(space)
+    configs = [space.decode(x) for x in X]
+    fails = np.array([c.get("o") == 0 and c["c"] >= 3 for c in configs])  # a rejected combination
+    rng = np.random.default_rng(4)
+    sub = rng.choice(len(X), 45, replace=False)
+    model = TwinModel(np.array([p.n_values + p.can_knockout for _, p in space.params]), 1)
+    model.observe(states_of(space, X[sub]), np.array([[_score(configs[i])] for i in sub]), ~fails[sub])
+    failed = X[sub][fails[sub]]
+    assert len(failed)
+    rest = np.setdiff1d(np.arange(len(X)), sub)
+    p = np.exp(model.log_twin(states_of(space, X[rest]), states_of(space, failed)))
+    assert p[fails[rest]].mean() > 3 * p[~fails[rest]].mean()  # the untried failures look like the seen ones

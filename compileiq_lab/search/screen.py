@@ -81,7 +81,7 @@ class DensityScreen:
     #: Failure pairs are counted for at most this many pairs of controls, with at most this many states per control.
     MAX_PAIRS = 4096
     PAIR_STATES = 16
-    #: Twins are sought among this many of the latest feasible evaluations (what they learned stays counted).
+    #: Twins are sought among this many of the latest evaluations, failed ones included (what they taught stays).
     TWIN_WINDOW = 512
 
     def __init__(self, space: SearchSpace, n_objectives: int, seed: int, factor: int = 4, explore: float = 0.25,

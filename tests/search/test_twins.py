@@ -30,8 +30,12 @@ def _all(space: SearchSpace) -> np.ndarray:
     return np.array(list(rows.values()))
 
 
+def _empty(space: SearchSpace, **kwargs: int) -> TwinModel:
+    return TwinModel(np.array([p.n_values + p.can_knockout for _, p in space.params]), 1, **kwargs)
+
+
 def _model(space: SearchSpace, X: np.ndarray, F: np.ndarray) -> TwinModel:
-    model = TwinModel(np.array([p.n_values + p.can_knockout for _, p in space.params]), 1)
+    model = _empty(space)
     model.observe(states_of(space, X), F, np.ones(len(X), dtype=bool))
     return model
 
@@ -66,7 +70,7 @@ def test_scores_that_are_never_equal_teach_no_twins():
 
 def test_the_twin_model_stays_bounded():
     space = SearchSpace({f"p{i}": ss.range(0, 999, knockout_prob=0.5) for i in range(6)})
-    model = TwinModel(np.array([p.n_values + p.can_knockout for _, p in space.params]), 1, window=50)
+    model = _empty(space, window=50)
     X = space.sample(np.random.default_rng(2), 200)
     model.observe(states_of(space, X), np.zeros((200, 1)), np.ones(200, dtype=bool))
     assert len(model.S) == 50
@@ -136,7 +140,7 @@ def test_a_failure_is_an_outcome_its_twins_share():
     fails = np.array([c.get("o") == 0 and c["c"] >= 3 for c in configs])  # a rejected combination
     rng = np.random.default_rng(4)
     sub = rng.choice(len(X), 45, replace=False)
-    model = TwinModel(np.array([p.n_values + p.can_knockout for _, p in space.params]), 1)
+    model = _empty(space)
     model.observe(states_of(space, X[sub]), np.array([[_score(configs[i])] for i in sub]), ~fails[sub])
     failed = X[sub][fails[sub]]
     assert len(failed)

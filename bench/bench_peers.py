@@ -129,7 +129,7 @@ def lab(p: Problem, seed: int, budget: int, **settings: Any) -> tuple[Trace, flo
         return v[0] if p.n_obj == 1 else v
 
     pool = settings.get("pool_size")
-    pool = pool or default_pool_size(SearchSpace(p.space).n_genes)
+    pool = pool or default_pool_size(SearchSpace(p.space).n_genes, p.n_obj)
     cfg = SearchConfiguration(generations=math.ceil(budget / pool) + 1, seed=seed, num_objectives=p.n_obj,
                               **settings)
     t0 = time.perf_counter()

@@ -38,7 +38,7 @@ def trace(f: Callable[[dict[str, Any]], Any], space: dict[str, Any], seed: int, 
         vals.append(v)
         return v if all(map(math.isfinite, v)) else float("nan")
 
-    gens = math.ceil(budget / default_pool_size(SearchSpace(space).n_genes))
+    gens = math.ceil(budget / default_pool_size(SearchSpace(space).n_genes, k))
     cfg = SearchConfiguration(generations=gens, seed=seed, surrogate=surrogate, num_objectives=k,
                               problem_type=directions or "min")
     Search(g, space, cfg, store=":memory:").start()

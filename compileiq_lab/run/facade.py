@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import sqlite3
@@ -109,11 +110,15 @@ class Search:
         # before anything in it changes, and two creators of one new file cannot replace each other
         self.store = RunStore(new_store_path() if store is None else store, header=header)
         try:
-            prepare_store(self.store, header)
+            resolved = prepare_store(self.store, header)
             self.store.release()
         except BaseException:
             self.store.close()
             raise
+        stored_pool = resolved.get("pool_size")
+        if self.config.pool_size is None and stored_pool and stored_pool != header.resolved["pool_size"]:
+            # stored with the default pool of an earlier version: the run continues with the pool it was made with
+            self.config = dataclasses.replace(self.config, pool_size=int(stored_pool))
         check = baseline_check if baseline_check is not None else getattr(objective_function, "baseline_verdict", None)
         self._constraint, self._check = constraint, check if callable(check) else None
         self.executor = executor

@@ -44,8 +44,12 @@ def new_header(space: SearchSpace, config: SearchConfiguration, objective: str,
                      metadata=dict(metadata) if metadata else {})
 
 
-def prepare_store(store: RunStore, new: RunHeader) -> None:
+def prepare_store(store: RunStore, new: RunHeader) -> dict[str, Any]:
     """Write a new store's header, or check that the stored run matches ``new`` and may continue.
+
+    Returns:
+        The automatic settings the run searches with: the stored run's (``RunHeader.resolved``, so that a run
+        keeps the pool it was stored with when a later version picks another default), else ``new``'s.
 
     Raises:
         StoreMismatchError: If the stored run has another space, trajectory settings or setup.
@@ -53,7 +57,7 @@ def prepare_store(store: RunStore, new: RunHeader) -> None:
     h = store.header()
     if h is None:
         store.write_header(new)
-        return
+        return dict(new.resolved)
     stored_space, space = SearchSpace.from_spec(h.space), SearchSpace.from_spec(new.space)
     if stored_space != space:
         raise StoreMismatchError(
@@ -78,3 +82,4 @@ def prepare_store(store: RunStore, new: RunHeader) -> None:
             "Use a new store path.")
     # the stored status stays until the run starts (opened to look at, a finished run still reads finished)
     store.write_header(h.replace(config=new.config))
+    return {**new.resolved, **h.resolved}

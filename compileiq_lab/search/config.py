@@ -45,13 +45,24 @@ RETIRED = {
 _OPTIONAL = ("normalize", "max_evaluations", "time_budget_s", *RETIRED)
 
 
-def default_pool_size(n_genes: int) -> int:
-    """Pool size used when none is given: ``min(16, max(8, 4 + n_genes // 3))``.
+#: Spaces of at most this many genes (about six compiler controls with their knock-outs) are small: with one
+#: objective they get SMALL_POOL_SIZE candidates per generation.
+SMALL_SPACE_GENES = 12
+SMALL_POOL_SIZE = 5
 
-    Chosen by measurement (bench/bench_defaults.py, 20 seeds): small pools reach good configs in
-    fewer calls (quickstart example: 24 calls to the optimum at pool 4, 34 at 8, 42 at 16), while
-    flag spaces of 18-32 genes keep improving past 200 calls only with pools of 10-16.
+
+def default_pool_size(n_genes: int, n_objectives: int = 1) -> int:
+    """Pool size used when none is given: ``min(16, max(8, 4 + n_genes // 3))``, and for one objective on a small
+    space (at most ``SMALL_SPACE_GENES`` genes) ``SMALL_POOL_SIZE``.
+
+    Chosen by measurement. Small pools refit the offspring screen more often: on the tune half of the real-compiler
+    tables (bench/tables, one objective, 80 seeds) the default pool of 8 needed 107 / 105 calls to the optimum in
+    sum (catalog / plain space), a pool of 5 97 / 97 and of 4 95 / 103, the seed toy 28 calls at 8 and 20 at 5.
+    A front needs a population: the multi-objective tables lost hypervolume at a pool of 4. Flag spaces of 18-32
+    genes keep improving past 200 calls only with pools of 10-16 (bench/bench_defaults.py).
     """
+    if n_objectives == 1 and n_genes <= SMALL_SPACE_GENES:
+        return SMALL_POOL_SIZE
     return int(min(16, max(8, 4 + n_genes // 3)))
 
 
@@ -69,7 +80,8 @@ class SearchConfiguration:
 
     Args:
         generations: Number of generations (the baseline call comes before generation 1).
-        pool_size: Candidates per generation; None picks a measured default from the space size.
+        pool_size: Candidates per generation; None picks a measured default from the space size and the number of
+            objectives (``default_pool_size``; a run stored with None resumes with the pool it was stored with).
         problem_type: "min" or "max", or one per objective.
         num_objectives: Number of values the objective returns.
         seed: Seed of the search; the same seed and scores give the same candidates.
@@ -260,7 +272,7 @@ class SearchConfiguration:
         if strategy == "auto":
             strategy = "ga" if self.num_objectives == 1 else "nsga2"
         return ResolvedConfiguration(
-            pool_size=self.pool_size or default_pool_size(n_genes),
+            pool_size=self.pool_size or default_pool_size(n_genes, self.num_objectives),
             mutate_rate=self.mutate_rate if self.mutate_rate is not None else 1.0 / max(1, n_genes),
             strategy=strategy,
         )

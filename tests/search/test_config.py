@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from compileiq_lab.exceptions import CompileIQLabError, ConfigurationError
-from compileiq_lab.search.config import SearchConfiguration, default_pool_size
+from compileiq_lab.search.config import SMALL_POOL_SIZE, SMALL_SPACE_GENES, SearchConfiguration, default_pool_size
 
 
 def test_configuration_error_is_value_error() -> None:
@@ -78,18 +80,40 @@ def test_resolve_keeps_explicit_mutate_rate_and_pool_size() -> None:
     assert (r.mutate_rate, r.pool_size) == (0.3, 5)
 
 
-@pytest.mark.parametrize("n_genes", [1, 4, 5, 10, 16, 17, 100])
-def test_resolve_default_pool_size(n_genes: int) -> None:
-    r = SearchConfiguration(generations=1).resolve(n_genes)
-    assert r.pool_size == default_pool_size(n_genes)
-    assert 8 <= r.pool_size <= 16
+@pytest.mark.parametrize("n_genes", [1, 4, 5, 10, 12, 13, 16, 17, 100])
+@pytest.mark.parametrize("n_objectives", [1, 2])
+def test_resolve_default_pool_size(n_genes: int, n_objectives: int) -> None:
+    r = SearchConfiguration(generations=1, num_objectives=n_objectives).resolve(n_genes)
+    assert r.pool_size == default_pool_size(n_genes, n_objectives)
+    small = n_objectives == 1 and n_genes <= SMALL_SPACE_GENES
+    assert r.pool_size == SMALL_POOL_SIZE if small else 8 <= r.pool_size <= 16
 
 
 def test_default_pool_size_grows_and_caps() -> None:
-    sizes = [default_pool_size(n) for n in range(1, 60)]
-    assert sizes == sorted(sizes)
-    assert sizes[0] == 8 and sizes[-1] == 16
-    assert default_pool_size(18) == 10 and default_pool_size(32) == 14
+    for k in (1, 2):
+        sizes = [default_pool_size(n, k) for n in range(1, 60)]
+        assert sizes == sorted(sizes)
+        assert sizes[-1] == 16
+        assert default_pool_size(18, k) == 10 and default_pool_size(32, k) == 14
+    # one objective on a small space refits its screen every few calls; a front keeps a population of 8
+    assert default_pool_size(1) == default_pool_size(12) == SMALL_POOL_SIZE < default_pool_size(13) == 8
+    assert default_pool_size(1, 3) == default_pool_size(12, 3) == 8
+
+
+def test_a_run_stored_with_an_earlier_default_pool_resumes_with_it(tmp_path: Any, monkeypatch: Any) -> None:
+    import compileiq_lab.search.config as config_module
+    from compileiq_lab import Search
+    from compileiq_lab import space as ss
+
+    space = {"a": ss.choice([0, 1, 2, 3], knockout_prob=0.5), "b": ss.range(0, 9)}
+    path = tmp_path / "run.sqlite"
+    with monkeypatch.context() as m:  # what an earlier version picked for this space
+        m.setattr(config_module, "default_pool_size", lambda n_genes, n_objectives=1: 7)
+        Search(lambda c: float(c["b"]), space, SearchConfiguration(generations=2, seed=3), store=path).start()
+    assert SearchConfiguration(generations=1).resolve(3).pool_size == SMALL_POOL_SIZE  # today's default differs
+    rows = Search.resume(path, lambda c: float(c["b"]), generations=4).get_results()
+    searched = rows[rows["generation"] > 0]
+    assert searched.groupby("generation").size().tolist() == [7, 7, 7, 7]
 
 
 @pytest.mark.parametrize("cfg", [

@@ -24,10 +24,12 @@ class TwinModel:
     Every pair of evaluated configs that differ in at most ``max_distance`` controls is evidence on the
     moves between their states: equal outcomes count each of its moves as neutral, unequal ones (for a single
     differing control) count the move as effective. A move's chance of being neutral is its smoothed
-    share of neutral evidence, shrunk towards its control's share, which is shrunk towards the run's overall
-    share (and that towards ``prior``). A candidate's chance of being the twin of an evaluated config is the
-    product of those chances over the controls where they differ; its twin chance is the highest over the
-    evaluated configs.
+    share of neutral evidence, shrunk towards ``unseen`` times its control's share, which is shrunk towards the
+    run's overall share (and that towards ``prior``). The control's share is an optimistic guess for a move not
+    yet seen: the moves seen most are the ones a search makes near its good configs, where the compiler ignores
+    most controls, so a move the run has not tried yet starts less likely neutral than they were. A candidate's
+    chance of being the twin of an evaluated config is the product of those chances over the controls where they
+    differ; its twin chance is the highest over the evaluated configs.
 
     Scores that are never exactly equal (timings with noise) teach only "effective" and leave every twin chance
     small, so the model then changes nothing.
@@ -39,16 +41,19 @@ class TwinModel:
         max_distance: Pairs differing in more controls than this are not evidence.
         prior: Chance that a move is neutral before anything is known.
         strength: Pseudo-counts of each shrinkage step.
+        unseen: Share of its control's neutral rate a move starts from, before any evidence on it (chosen on the
+            tune half of bench/tables: 0.75; 1 trusts the control's rate, 0.5 and 0.85 did worse).
     """
 
     #: States of a control beyond this are bucketed (bounded memory for wide ranges).
     MAX_STATES = 64
 
     def __init__(self, n_states: np.ndarray, n_objectives: int, window: int = 2000, max_distance: int = 2,
-                 prior: float = 0.5, strength: float = 2.0) -> None:
+                 prior: float = 0.5, strength: float = 2.0, unseen: float = 0.75) -> None:
         self.k = np.asarray(n_states, dtype=np.int64)
         self.kb = np.minimum(self.k, self.MAX_STATES)
         self.window, self.max_distance, self.prior, self.strength = window, max_distance, prior, strength
+        self.unseen = unseen
         self._neutral = [np.zeros((b, b)) for b in self.kb]
         self._effective = [np.zeros((b, b)) for b in self.kb]
         self.S = np.zeros((0, len(self.k)), dtype=np.int64)
@@ -91,7 +96,7 @@ class TwinModel:
             self._log_p = []
             for n, e in zip(self._neutral, self._effective):
                 control = (n.sum() + overall * m) / (n.sum() + e.sum() + m)
-                p = (n + control * m) / (n + e + m)
+                p = (n + self.unseen * control * m) / (n + e + m)
                 np.fill_diagonal(p, 1.0)
                 self._log_p.append(np.log(np.clip(p, 1e-6, 1.0)))
         return self._log_p

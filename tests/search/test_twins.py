@@ -30,7 +30,7 @@ def _all(space: SearchSpace) -> np.ndarray:
     return np.array(list(rows.values()))
 
 
-def _empty(space: SearchSpace, **kwargs: int) -> TwinModel:
+def _empty(space: SearchSpace, **kwargs: float) -> TwinModel:
     return TwinModel(np.array([p.n_values + p.can_knockout for _, p in space.params]), 1, **kwargs)
 
 
@@ -147,3 +147,18 @@ def test_a_failure_is_an_outcome_its_twins_share():
     rest = np.setdiff1d(np.arange(len(X)), sub)
     p = np.exp(model.log_twin(states_of(space, X[rest]), states_of(space, failed)))
     assert p[fails[rest]].mean() > 3 * p[~fails[rest]].mean()  # the untried failures look like the seen ones
+
+
+def test_a_move_not_yet_seen_is_less_likely_neutral_than_the_moves_seen():
+    # "dead" was only ever moved between "a" and "b", always without effect: a move to "c" is untried
+    space = _space()
+    X = np.array([space.encode({"o": o, "dead": d, "c": c}) for o in (0, 1) for c in (1, 2) for d in ("a", "b")])
+    F = np.array([[_score(space.decode(x))] for x in X])
+    model, trusting = _empty(space), _empty(space, unseen=1.0)  # trusting: the control's rate for untried moves
+    for m in (model, trusting):
+        m.observe(states_of(space, X), F, np.ones(len(X), dtype=bool))
+    base = {"o": 1, "dead": "a", "c": 2}
+    seen = _p(model, space, base, {**base, "dead": "b"})
+    untried = _p(model, space, base, {**base, "dead": "c"})
+    assert seen > 0.8 and untried < seen
+    assert untried < _p(trusting, space, base, {**base, "dead": "c"})

@@ -78,6 +78,23 @@ def _terminate(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
 
+#: Options whose value may start with "-": ``--time-budget -1h`` is read as ``--time-budget=-1h``, so that the
+#: option's own check says what a duration is, not argparse's "expected one argument".
+SIGNED_VALUE_OPTIONS = ("--time-budget", "--timeout")
+
+
+def attach_signed_values(argv: Sequence[str]) -> list[str]:
+    """``argv`` with each of ``SIGNED_VALUE_OPTIONS`` joined to a following value that starts with one "-"."""
+    out: list[str] = []
+    rest = list(argv)
+    while rest:
+        arg = rest.pop(0)
+        if arg in SIGNED_VALUE_OPTIONS and rest and rest[0].startswith("-") and not rest[0].startswith("--"):
+            arg = f"{arg}={rest.pop(0)}"
+        out.append(arg)
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit code."""
     from compileiq_lab.exceptions import CompileIQLabError
@@ -88,7 +105,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         cut = argv.index("--")
         argv, extra = argv[:cut], argv[cut + 1:]
     parser = _parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(attach_signed_values(argv))
     if extra and args.command != "tune":
         parser.error(f"arguments after -- are fixed compiler arguments of `tune`, not of `{args.command}`: {extra}")
     args.extra = extra

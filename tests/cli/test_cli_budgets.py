@@ -50,11 +50,22 @@ def test_tune_help_documents_the_budgets():
 
 @pytest.mark.parametrize("option,value", [("--time-budget", "10x"), ("--time-budget", "0"), ("--time-budget", "-1h"),
                                           ("--max-evals", "0"), ("--max-evals", "many")])
-def test_bad_budgets_are_usage_errors_before_anything_runs(tmp_path, option, value):
-    out = cli("tune", "stencil_c", f"{option}={value}", "--store", "x.db", cwd=tmp_path)
+@pytest.mark.parametrize("joined", [True, False])
+def test_bad_budgets_are_usage_errors_before_anything_runs(tmp_path, option, value, joined):
+    given = [f"{option}={value}"] if joined else [option, value]  # "--time-budget -1h" too: not taken for an option
+    out = cli("tune", "stencil_c", *given, "--store", "x.db", cwd=tmp_path)
     assert out.returncode == 2, out.stderr
     assert option in out.stderr and "must hold" in out.stderr and "Traceback" not in out.stderr
     assert not (tmp_path / "x.db").exists()
+
+
+def test_only_a_value_with_one_dash_is_joined_to_its_option():
+    from compileiq_lab.cli.main import attach_signed_values
+
+    assert attach_signed_values(["tune", "k", "--time-budget", "-1h", "--timeout", "-5", "-v"]) == \
+        ["tune", "k", "--time-budget=-1h", "--timeout=-5", "-v"]
+    assert attach_signed_values(["tune", "k", "--time-budget", "--max-evals", "3"]) == \
+        ["tune", "k", "--time-budget", "--max-evals", "3"]  # a missing value stays argparse's error
 
 
 @needs_gcc

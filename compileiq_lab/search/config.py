@@ -45,21 +45,22 @@ RETIRED = {
 _OPTIONAL = ("normalize", "max_evaluations", "time_budget_s", *RETIRED)
 
 
-#: Spaces of at most this many genes (about six compiler controls with their knock-outs) are small: with one
-#: objective they get SMALL_POOL_SIZE candidates per generation.
-SMALL_SPACE_GENES = 12
+#: With one objective, spaces of up to this many genes (the largest measured) get SMALL_POOL_SIZE candidates per
+#: generation.
+SMALL_SPACE_GENES = 32
 SMALL_POOL_SIZE = 5
 
 
 def default_pool_size(n_genes: int, n_objectives: int = 1) -> int:
-    """Pool size used when none is given: ``min(16, max(8, 4 + n_genes // 3))``, and for one objective on a small
-    space (at most ``SMALL_SPACE_GENES`` genes) ``SMALL_POOL_SIZE``.
+    """Pool size used when none is given: ``SMALL_POOL_SIZE`` for one objective on a space of at most
+    ``SMALL_SPACE_GENES`` genes, else ``min(16, max(8, 4 + n_genes // 3))``.
 
-    Chosen by measurement. Small pools refit the offspring screen more often: on the tune half of the real-compiler
-    tables (bench/tables, one objective, 80 seeds) the default pool of 8 needed 107 / 105 calls to the optimum in
-    sum (catalog / plain space), a pool of 5 97 / 97 and of 4 95 / 103, the seed toy 28 calls at 8 and 20 at 5.
-    A front needs a population: the multi-objective tables lost hypervolume at a pool of 4. Flag spaces of 18-32
-    genes keep improving past 200 calls only with pools of 10-16 (bench/bench_defaults.py).
+    Chosen by measurement. A small pool refits the offspring screen more often: on the tune half of the
+    real-compiler tables (bench/tables, 5-7 controls, one objective, 80 seeds) a pool of 8 needed 107 / 105 calls
+    to the optimum in sum (catalog / plain space), 5 needed 97 / 97 and 4 95 / 103; the seed toy 28 calls at 8 and
+    20 at 5; on the 18- and 32-gene flag problems of bench/bench_defaults.py (40 seeds) 5 had a lower regret at 100,
+    200 and 400 calls than the earlier default (10 and 14 there). A front needs a population: the multi-objective
+    tables lost hypervolume at a pool of 4, so several objectives keep 8 or more.
     """
     if n_objectives == 1 and n_genes <= SMALL_SPACE_GENES:
         return SMALL_POOL_SIZE

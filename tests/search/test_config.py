@@ -80,7 +80,7 @@ def test_resolve_keeps_explicit_mutate_rate_and_pool_size() -> None:
     assert (r.mutate_rate, r.pool_size) == (0.3, 5)
 
 
-@pytest.mark.parametrize("n_genes", [1, 4, 5, 10, 12, 13, 16, 17, 100])
+@pytest.mark.parametrize("n_genes", [1, 4, 5, 10, 12, 13, 16, 17, 32, 33, 100])
 @pytest.mark.parametrize("n_objectives", [1, 2])
 def test_resolve_default_pool_size(n_genes: int, n_objectives: int) -> None:
     r = SearchConfiguration(generations=1, num_objectives=n_objectives).resolve(n_genes)
@@ -94,9 +94,9 @@ def test_default_pool_size_grows_and_caps() -> None:
         sizes = [default_pool_size(n, k) for n in range(1, 60)]
         assert sizes == sorted(sizes)
         assert sizes[-1] == 16
-        assert default_pool_size(18, k) == 10 and default_pool_size(32, k) == 14
-    # one objective on a small space refits its screen every few calls; a front keeps a population of 8
-    assert default_pool_size(1) == default_pool_size(12) == SMALL_POOL_SIZE < default_pool_size(13) == 8
+    assert default_pool_size(18, 2) == 10 and default_pool_size(32, 2) == 14
+    # one objective refits its screen every few calls (measured up to 32 genes); a front keeps a population of 8
+    assert default_pool_size(1) == default_pool_size(32) == SMALL_POOL_SIZE < default_pool_size(33) == 15
     assert default_pool_size(1, 3) == default_pool_size(12, 3) == 8
 
 

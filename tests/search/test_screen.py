@@ -111,9 +111,11 @@ def test_the_model_setting_is_checked_and_runs_stored_before_it_resume_unscreene
 
 def test_an_unscreened_search_differs_from_the_default_one():
     prob = FlagProblem(n_flags=12, n_levels=3, seed=0)
-    asked = [list(Search(prob, prob.space(), SearchConfiguration(generations=6, seed=1, model=m),
-                         store=":memory:").start().get_results()["params"].map(str)) for m in ("density", "none")]
-    assert asked[0][:9] == asked[1][:9]  # the baseline and the first generation come from the prior either way
+    configs = [SearchConfiguration(generations=6, seed=1, model=m) for m in ("density", "none")]
+    asked = [list(Search(prob, prob.space(), c, store=":memory:").start().get_results()["params"].map(str))
+             for c in configs]
+    first = 1 + configs[0].resolve(SearchSpace(prob.space()).n_genes).pool_size
+    assert asked[0][:first] == asked[1][:first]  # the baseline and the first generation come from the prior alike
     assert asked[0] != asked[1]
 
 

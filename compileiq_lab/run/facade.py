@@ -252,6 +252,11 @@ class Search:
                 executor.shutdown()
             self._close_header("failed", f"{type(exc).__name__}: {exc}"[:2000], header.run_time_s)
             raise
+        pool = self.config.resolve(self.space.n_genes).pool_size
+        if steady is None and executor.slots > pool:
+            log.warning("%d evaluation slots but generations of %d candidates: %d slots wait each generation; "
+                        "set pool_size=%d, or asynchronous=True to keep every slot busy", executor.slots, pool,
+                        executor.slots - pool, executor.slots)
         hooks = RunHooks(self._options, self._stop)
         emit = hooks.wrap(callback or (lambda event: None), lambda: self.results)
         status, reason = "running", ""

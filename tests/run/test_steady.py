@@ -120,3 +120,21 @@ def test_pymoo_starts_from_the_whole_initial_pool_not_from_its_first_result():
     assert len(more) == 4 and not {tuple(x) for x in more} & {tuple(x) for x in first}
     st.observe(first[1:], np.arange(7, dtype=float)[:, None], np.ones(7, bool))
     assert st.algorithm.is_initialized and len(st.algorithm.pop) == 8
+
+
+def test_more_slots_than_a_generation_holds_says_how_to_use_them(caplog):
+    import logging
+
+    from compileiq_lab import Search
+
+    def f(c):
+        return float(sum(c.values()))
+
+    space = {f"x{i}": ss.range(0, 9, default=0) for i in range(3)}
+    with caplog.at_level(logging.WARNING, logger="compileiq_lab"):
+        Search(f, space, SearchConfiguration(generations=2, pool_size=3), store=":memory:").start(workers=5)
+        Search(f, space, SearchConfiguration(generations=2, pool_size=3, asynchronous=True),
+               store=":memory:").start(workers=5)
+    said = [r.getMessage() for r in caplog.records if "slots wait" in r.getMessage()]
+    assert said == ["5 evaluation slots but generations of 3 candidates: 2 slots wait each generation; set "
+                    "pool_size=5, or asynchronous=True to keep every slot busy"]  # the steady run keeps them busy

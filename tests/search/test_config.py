@@ -86,7 +86,7 @@ def test_resolve_default_pool_size(n_genes: int, n_objectives: int) -> None:
     r = SearchConfiguration(generations=1, num_objectives=n_objectives).resolve(n_genes)
     assert r.pool_size == default_pool_size(n_genes, n_objectives)
     small = n_objectives == 1 and n_genes <= SMALL_SPACE_GENES
-    assert r.pool_size == SMALL_POOL_SIZE if small else 8 <= r.pool_size <= 16
+    assert (r.pool_size == SMALL_POOL_SIZE) if small else (8 <= r.pool_size <= 16)
 
 
 def test_default_pool_size_grows_and_caps() -> None:

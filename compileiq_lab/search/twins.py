@@ -56,6 +56,8 @@ class TwinModel:
         self.unseen = unseen
         self._neutral = [np.zeros((b, b)) for b in self.kb]
         self._effective = [np.zeros((b, b)) for b in self.kb]
+        # with one objective: [c][a, b] counts the effective moves of control c from state a to b that improved it
+        self._better = [np.zeros((b, b)) for b in self.kb]
         self.S = np.zeros((0, len(self.k)), dtype=np.int64)
         self.F = np.zeros((0, n_objectives))
         self.ok = np.zeros(0, dtype=bool)
@@ -75,12 +77,19 @@ class TwinModel:
             distance = D.sum(axis=1)
             near = (distance >= 1) & (distance <= self.max_distance)
             same = (self.ok == o) & (~o | (self.F == f).all(axis=1))
-            for kind, rows in ((self._neutral, near & same), (self._effective, near & ~same & (distance == 1))):
+            effective = near & ~same & (distance == 1)
+            for kind, rows in ((self._neutral, near & same), (self._effective, effective)):
                 r, i = np.nonzero(D & rows[:, None])
                 for c in np.unique(i):
                     b = self.S[r[i == c], c]
                     np.add.at(kind[c], (np.full(len(b), s[c]), b), 1.0)
                     np.add.at(kind[c], (b, np.full(len(b), s[c])), 1.0)
+            if self.F.shape[1] == 1:  # which way each effective move went: a failure is worse than any score
+                r, i = np.nonzero(D & effective[:, None])
+                new_better = o & (~self.ok[r] | (f[0] < self.F[r, 0]))
+                b = self.S[r, i]
+                for c, old, up in zip(i, b, new_better):
+                    self._better[c][(old, s[c]) if up else (s[c], old)] += 1.0
             self.S = np.vstack([self.S, s[None, :]])[-self.window:]
             self.F = np.vstack([self.F, f[None, :]])[-self.window:]
             self.ok = np.append(self.ok, o)[-self.window:]
@@ -112,6 +121,20 @@ class TwinModel:
         for i, log_p in enumerate(self._fit()):
             L += log_p[B[:, i][:, None], R[:, i][None, :]]
         return np.asarray(L.max(axis=1))
+
+    def log_better(self, S: np.ndarray, reference: np.ndarray, strength: float = 1.0,
+                   prior: float = 0.5) -> np.ndarray:
+        """Per config of ``S``, the log chance that the moves from its row of ``reference`` to it improve the score
+        (one objective): per moved control, the smoothed share of that move's effective evidence that improved,
+        starting from ``prior``; the product over the moved controls."""
+        B = self._bucket(S).reshape(-1, len(self.k))
+        R = self._bucket(reference).reshape(B.shape)
+        out = np.zeros(len(B))
+        for c, (better, effective) in enumerate(zip(self._better, self._effective)):
+            a, b = R[:, c], B[:, c]
+            p = (better[a, b] + prior * strength) / (effective[a, b] + strength)
+            out += np.where(a != b, np.log(p), 0.0)
+        return out
 
     @staticmethod
     def log_novel(log_twin: np.ndarray) -> np.ndarray:

@@ -65,7 +65,7 @@ def test_proposals_are_points_of_the_space_drawn_from_the_good_states():
     X = _all(space)
     configs = [space.decode(x) for x in X]
     score = np.array([[0.0 if c.get("a") == 2 else 1.0] for c in configs])
-    screen = DensityScreen(space, 1, seed=4, local=0.0)
+    screen = DensityScreen(space, 1, seed=4, local=0.0, hill=0)  # (the best configs' neighbours: test_neighbours)
     screen.observe(X, score, np.ones(len(X), dtype=bool))
     P = screen.propose(200)
     assert ((P >= space.xl) & (P <= space.xu)).all()

@@ -23,9 +23,10 @@ def moves(incumbent: np.ndarray, n_states: np.ndarray, rng: np.random.Generator,
     compiler's default, is a state of every control that can be left out), or a random ``max_single`` of them where
     there are more, then ``n_pairs`` random configs two controls away from a random incumbent."""
     k = np.asarray(n_states, dtype=np.int64)
+    movable = np.flatnonzero(k > 1)
     out = []
     for s in incumbent:
-        for c in np.flatnonzero(k > 1):
+        for c in movable:
             other = np.delete(np.arange(k[c]), s[c])
             block = np.repeat(s[None, :], len(other), axis=0)
             block[:, c] = other
@@ -33,7 +34,6 @@ def moves(incumbent: np.ndarray, n_states: np.ndarray, rng: np.random.Generator,
     if max_single is not None and out and sum(len(b) for b in out) > max_single:
         single = np.vstack(out)
         out = [single[np.sort(rng.choice(len(single), max_single, replace=False))]]
-    movable = np.flatnonzero(k > 1)
     if n_pairs and len(incumbent) and len(movable) >= 2:
         P = incumbent[rng.integers(0, len(incumbent), size=n_pairs)].copy()
         rows = np.arange(n_pairs)

@@ -96,15 +96,15 @@ class DensityScreen:
     PAIR_STATES = 16
     #: Twins are sought among this many of the latest evaluations, failed ones included (what they taught stays).
     TWIN_WINDOW = 512
+    #: The default uses neighbours on spaces of at most this many controls (where trying them is cheap: the real
+    #: tables have 3-7); on the 15- and 28-control flag problems of bench/bench_defaults.py they raised the regret at
+    #: every budget, while on 8 and 12 controls they traded a higher regret at 50 calls for the optimum by 200.
+    HILL_MAX_CONTROLS = 12
     #: Neighbours are taken around at most HILL_INCUMBENTS of the latest configs holding the best score: their
     #: one-control moves (a random HILL_SINGLES of them where there are more) and HILL_PAIRS random two-control moves
     #: (bounded cost per generation: 1.6 ms per candidate on a 12-control space of 32-value ranges, against 7.6 with
     #: 8 / 256 / 100, which did no better on the tables); a model pick whose twin chance is above HILL_TWIN is swapped
     #: for a neighbour.
-    #: The default uses neighbours on spaces of at most this many controls (where trying them is cheap: the real
-    #: tables have 3-7); on the 15- and 28-control flag problems of bench/bench_defaults.py they raised the regret at
-    #: every budget, while on 8 and 12 controls they traded a higher regret at 50 calls for the optimum by 200.
-    HILL_MAX_CONTROLS = 12
     HILL_INCUMBENTS = 4
     HILL_SINGLES = 128
     HILL_PAIRS = 48

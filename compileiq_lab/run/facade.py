@@ -255,8 +255,9 @@ class Search:
         pool = self.config.resolve(self.space.n_genes).pool_size
         if steady is None and executor.slots > pool:
             log.warning("%d evaluation slots but generations of %d candidates: %d slots wait each generation; "
-                        "a new run with pool_size=%d, or asynchronous=True, keeps every slot busy",
-                        executor.slots, pool, executor.slots - pool, executor.slots)
+                        "a new run with pool_size=%d (--pool-size %d in the CLI), or asynchronous=True "
+                        "(--asynchronous), keeps every slot busy",
+                        executor.slots, pool, executor.slots - pool, executor.slots, executor.slots)
         hooks = RunHooks(self._options, self._stop)
         emit = hooks.wrap(callback or (lambda event: None), lambda: self.results)
         status, reason = "running", ""

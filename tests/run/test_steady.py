@@ -137,4 +137,5 @@ def test_more_slots_than_a_generation_holds_says_how_to_use_them(caplog):
                store=":memory:").start(workers=5)
     said = [r.getMessage() for r in caplog.records if "slots wait" in r.getMessage()]
     assert said == ["5 evaluation slots but generations of 3 candidates: 2 slots wait each generation; a new run "
-                    "with pool_size=5, or asynchronous=True, keeps every slot busy"]  # the steady run keeps them busy
+                    "with pool_size=5 (--pool-size 5 in the CLI), or asynchronous=True (--asynchronous), keeps every "
+                    "slot busy"]  # the steady run keeps them busy

@@ -345,26 +345,29 @@ class DensityScreen:
         cg = [c.copy() for c in cg]  # the liar's counts are this pick's own
         feasible = self._compiles(S)
         novel = self._novelty(S) if log_twin is None else self.twin_weight * self.twins.log_novel(log_twin[among])
-        for t in [] if taken is None else taken:  # picks made already count as this generation's too
+
+        def lie(pick: np.ndarray) -> None:
+            # a batch is picked one by one, each pick counted as a bad result until its score is known (a
+            # "constant liar"): the next pick leaves the states just taken, so a generation is not one config's
+            # copies; and a twin of a pick teaches nothing either
+            nonlocal ng, novel
             for i, c in enumerate(cg):
-                c[t[i]] += 1.0
+                c[pick[i]] += 1.0
             ng += 1.0
-            novel = np.minimum(novel, self._novelty(S, t[None, :]))
+            novel = np.minimum(novel, self._novelty(S, pick[None, :]))
+
+        for t in [] if taken is None else taken:  # picks made already count as this generation's too
+            lie(t)
         tie = 1e-9 * self.rng.random(n)
         n_model = max(1, round(k * (1 - self.explore)))
         chosen: list[int] = []
         free = np.ones(n, dtype=bool)
         for _ in range(n_model):
-            # a batch is picked one by one, each pick counted as a bad result until its score is known (a
-            # "constant liar"): the next pick leaves the states just taken, so a generation is not one config's copies
             score = np.where(free, self._ratio(S, cl, nl, cg, ng) + feasible + novel + tie, -np.inf)
             j = int(np.argmax(score))
             chosen.append(j)
             free[j] = False
-            for i, c in enumerate(cg):
-                c[S[j, i]] += 1.0
-            ng += 1.0
-            novel = np.minimum(novel, self._novelty(S, S[j:j + 1]))  # a twin of a pick teaches nothing either
+            lie(S[j])
         rest = np.flatnonzero(free)
         uniform = [j for j in rest if S[j].tobytes() in self._uniform]  # the random share: drawn from the whole
         pool = np.array(uniform if len(uniform) >= k - n_model else rest)  # space, not from the offspring

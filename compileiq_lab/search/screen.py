@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 
 import numpy as np
 
+from compileiq_lab.search.goodsets import WeightedGood, good_weights
 from compileiq_lab.search.neighbours import incumbents, moves, nearest
-from compileiq_lab.search.pareto import pareto_mask
 from compileiq_lab.search.twins import TwinModel
 from compileiq_lab.space.space import SearchSpace
 
@@ -200,69 +199,27 @@ class DensityScreen:
             self.twins.observe(S, F, ok)
         self._model = None  # the good set and the counts are refitted once, at the next use
 
-    def _good(self) -> np.ndarray:
-        """Weight of each evaluation in the good set (0: not good). One objective: the best ``gamma`` share of the
-        feasible configs (ties at the cut included), each weighing 1. Several: whole non-domination levels of the
-        distinct score vectors up to a ``gamma`` share of them, each config weighing 1 / sqrt(the number of configs
-        with its vector), so that a plateau of equal scores (many configs that compile to the same code, e.g. the
-        compiler defaults' neighbours) does not drown the rest of the front."""
-        idx = np.flatnonzero(self.ok)
-        weight = np.zeros(len(self.ok))
-        if not len(idx):
-            return weight
-        F = self.F[idx]
-        if self.n_objectives == 1:  # the best gamma share of the configs, ties at the cut included, each weighing 1
-            cut = np.sort(F[:, 0])[max(1, math.ceil(self.gamma * len(idx))) - 1]
-            weight[idx[F[:, 0] <= cut]] = 1.0
-            return weight
-        vectors, inverse, counts = np.unique(F, axis=0, return_inverse=True, return_counts=True)
-        inverse = inverse.reshape(-1)
-        n_good = max(1, math.ceil(self.gamma * len(vectors)))
-        chosen = np.zeros(len(vectors), dtype=bool)
-        left = np.arange(len(vectors))
-        while left.size and chosen.sum() < n_good:
-            mask = pareto_mask(vectors[left])
-            chosen[left[mask]] = True
-            left = left[~mask]
-        good = chosen[inverse]
-        weight[idx[good]] = 1.0 / np.sqrt(counts[inverse[good]])
-        return weight
-
     def _fit(self) -> tuple[np.ndarray, list[np.ndarray], float, list[np.ndarray], float]:
-        """The good set's weights and, per control, the (weighted) counts of each state among the good and among the
-        rest with their totals; fitted once per batch of observations."""
+        """The good set's weights (``goodsets.good_weights``) and, per control, the (weighted) counts of each state
+        among the good and among the rest with their totals; fitted once per batch of observations."""
         if self._model is None:
-            w = self._good()
-            good = w > 0
-            bad = ~good
-            cl = [np.bincount(self.S[good, i], weights=w[good], minlength=k) for i, k in enumerate(self.k)]
-            cg = [np.bincount(self.S[bad, i], minlength=k).astype(float) for i, k in enumerate(self.k)]
-            self._model = (w, cl, float(w.sum()), cg, float(bad.sum()))
+            w = good_weights(self.F, self.ok, self.gamma)
+            self._model = (w, *self._counts(w))
         return self._model
 
-    def _weighted_fit(self) -> Callable[[], tuple[list[np.ndarray], float, list[np.ndarray], float]]:
-        """Several objectives: a draw of the good and bad counts per control (as ``_fit``'s) under a new random
-        weighting of the objectives each call. The good set is the best ``gamma`` share of the feasible configs by
-        the weighted Tchebycheff distance to the best values seen, each objective scaled to its range in the run;
-        a config weighs 1 / sqrt(the number of configs with its score vector), as in ``_good``."""
-        idx = np.flatnonzero(self.ok)
-        F = self.F[idx]
-        lo, hi = F.min(axis=0), F.max(axis=0)
-        Fn = (F - lo) / np.where(hi > lo, hi - lo, 1.0)
-        _, inverse, counts = np.unique(F, axis=0, return_inverse=True, return_counts=True)
-        weight = np.zeros(len(self.ok))
-        weight[idx] = 1.0 / np.sqrt(counts[inverse.reshape(-1)])
-        n_good = max(1, math.ceil(self.gamma * len(idx)))
+    def _counts(self, w: np.ndarray) -> tuple[list[np.ndarray], float, list[np.ndarray], float]:
+        """Per control, the counts of each state among the good (weighted by ``w``, the good set's weights) and
+        among the rest, with their totals."""
+        good = w > 0
+        cl = [np.bincount(self.S[good, i], weights=w[good], minlength=k) for i, k in enumerate(self.k)]
+        cg = [np.bincount(self.S[~good, i], minlength=k).astype(float) for i, k in enumerate(self.k)]
+        return cl, float(w.sum()), cg, float((~good).sum())
 
-        def draw() -> tuple[list[np.ndarray], float, list[np.ndarray], float]:
-            w = self.rng.dirichlet(np.ones(self.n_objectives))
-            g = (w * Fn).max(axis=1) + 1e-3 * (w * Fn).sum(axis=1)  # augmented: no weakly dominated ties
-            good = np.zeros(len(self.ok), dtype=bool)
-            good[idx[g <= np.sort(g)[n_good - 1]]] = True
-            cl = [np.bincount(self.S[good, i], weights=weight[good], minlength=k) for i, k in enumerate(self.k)]
-            cg = [np.bincount(self.S[~good, i], minlength=k).astype(float) for i, k in enumerate(self.k)]
-            return cl, float(weight[good].sum()), cg, float((~good).sum())
-        return draw
+    def _weighted_fit(self) -> Callable[[], tuple[list[np.ndarray], float, list[np.ndarray], float]]:
+        """Several objectives: a draw of the good and bad counts per control (as ``_counts``) under a new random
+        weighting of the objectives each call (``goodsets.WeightedGood``), drawn uniformly from the simplex."""
+        weighted = WeightedGood(self.F, self.ok, self.gamma)
+        return lambda: self._counts(weighted.weights(self.rng.dirichlet(np.ones(self.n_objectives))))
 
     @staticmethod
     def _log_density(counts: np.ndarray, total: float) -> np.ndarray:

@@ -14,6 +14,7 @@ import pytest
 from compileiq_lab import Search, SearchConfiguration
 from compileiq_lab import space as ss
 from compileiq_lab.search.config import default_pool_size
+from compileiq_lab.search.goodsets import WeightedGood, good_weights
 from compileiq_lab.search.screen import DensityScreen, states_of
 from compileiq_lab.space import SearchSpace
 from compileiq_lab.testing.tables import Table, TableCompileError
@@ -64,6 +65,17 @@ def test_each_draw_is_the_best_share_under_its_own_weighting_so_the_draws_cover_
             assert math.isclose(cl[0][crowded], nl)
         ends.append(w[1] > w[0])
     assert 0.3 < np.mean(ends) < 0.7  # the weights are drawn uniformly: either end about half the time
+
+
+def test_a_weighting_on_one_objective_makes_the_good_set_that_objective_s_best_share():
+    F = np.array([[1.0, 9.0], [2.0, 8.0], [3.0, 1.0], [3.0, 1.0], [9.0, 0.5], [5.0, 5.0], [0.0, 0.0]])
+    ok = np.array([True, True, True, True, True, True, False])  # the failed config's scores are never good
+    good = WeightedGood(F, ok, gamma=0.3)  # ceil(0.3 * 6) = 2 configs, ties at the cut included
+    first, second = good.weights(np.array([1.0, 0.0])), good.weights(np.array([0.0, 1.0]))
+    np.testing.assert_allclose(first, [1, 1, 0, 0, 0, 0, 0])
+    np.testing.assert_allclose(second, [0, 0, 0, 0, 1, 0, 0] + np.array([0, 0, 1, 1, 0, 0, 0]) / np.sqrt(2))
+    # the unweighted good set is the first non-domination level: every vector but the dominated (5, 5)
+    np.testing.assert_allclose(good_weights(F, ok, gamma=0.3), [1, 1, 2 ** -0.5, 2 ** -0.5, 1, 0, 0])
 
 
 def test_without_the_weighting_every_pick_leans_to_the_crowded_end():

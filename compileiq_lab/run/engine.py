@@ -91,6 +91,7 @@ class Engine:
         self._handed = 0  # candidates of the current generation given out by ask()
         self._outcomes: dict[str, Measurement] = {}
         self._left = 0  # distinct candidates of the current generation without an outcome
+        self._told = 0  # candidates of the current generation whose outcomes the strategy has
         self._completed: list[GenerationEvent] = []
         self._completed_count = 0
         self._done_reason = ""
@@ -185,7 +186,7 @@ class Engine:
                 raise SearchStateError(
                     f"all {len(self._pending)} candidates of generation {self._generation} were asked and "
                     f"{len(waiting)} await tell(); tell their scores first")
-            self._advance()
+            self._advance(n)
         return []
 
     def check_awaiting(self, candidates: Sequence[Candidate]) -> None:
@@ -234,9 +235,13 @@ class Engine:
         self._outcomes[c.key] = m
         if new:
             self._left -= 1
-            if self._left == 0:
-                self._completed.append(self._summary())
-                self._completed_count += self._generation >= 1
+            if self._left == 0 and not (self._generation >= 1 and self._strategy.in_generation):
+                self._complete()
+
+    def _complete(self) -> None:
+        """The current generation has every outcome (and the strategy has nothing more to ask in it)."""
+        self._completed.append(self._summary())
+        self._completed_count += self._generation >= 1
 
     def _summary(self) -> GenerationEvent:
         failed = sum(not m.ok for m in self._outcomes.values())
@@ -254,16 +259,26 @@ class Engine:
                 self._best = r.scores[0]
         return self._best
 
-    def _advance(self) -> None:
-        """Tell the strategy the finished generation and open the next one (or end the search)."""
-        if self._pending and self._generation >= 1:
-            F = np.zeros((len(self._pending), len(self.objectives)))
-            feasible = np.zeros(len(self._pending), dtype=bool)
-            for i, c in enumerate(self._pending):
+    def _advance(self, n: int | None = None) -> None:
+        """Tell the strategy the outcomes of the part just evaluated; then ask it for up to ``n`` more candidates of the
+        current generation (each part is chosen with every outcome before it), or open the next generation (or end
+        the search)."""
+        if self._told < len(self._pending) and self._generation >= 1:
+            part = self._pending[self._told:]
+            F = np.zeros((len(part), len(self.objectives)))
+            feasible = np.zeros(len(part), dtype=bool)
+            for i, c in enumerate(part):
                 m = self._outcomes[c.key]
                 if m.ok and m.scores is not None:
                     F[i], feasible[i] = np.asarray(m.scores) * self._sign, True
             self._strategy.tell(F, feasible)
+            self._told = len(self._pending)
+        if self._generation >= 1 and self._strategy.in_generation:
+            X = self._strategy.ask(n)
+            if len(X):
+                self._open(self._pending + [self._candidate(x) for x in X])
+                return
+            self._complete()  # nothing new could be asked for the rest of it: the generation ends short
         if self._generation == 0 and self._pending and self._baseline_check is not None:
             rec = self._stored(self._pending[0])
             why = self._baseline_check(rec) if rec is not None else None
@@ -271,7 +286,7 @@ class Engine:
                 self._done_reason, self.stop_reason = "baseline_failed", why
                 log.warning("the run stops after the baseline: %s", why)
                 return
-        self._pending, self._outcomes, self._handed, self._left = [], {}, 0, 0
+        self._pending, self._outcomes, self._handed, self._left, self._told = [], {}, 0, 0, 0
         if self._generation < 0 and self._baseline is not None:
             self._generation = 0
             self._open([Candidate(0, copy_config(self._baseline), config_key(self._baseline))])
@@ -280,7 +295,7 @@ class Engine:
         if self._generation > self._config.generations:
             self._done_reason, self.stop_reason = "finished", "generations"
             return
-        X = self._strategy.ask()
+        X = self._strategy.ask(n)
         if len(X) == 0:
             self._done_reason = "exhausted"
             log.info("search space exhausted after %d evaluations", len(self._store))
@@ -288,8 +303,9 @@ class Engine:
         self._open([self._candidate(x) for x in X])
 
     def _open(self, candidates: list[Candidate]) -> None:
+        """The current generation's candidates so far (a new part appended to the ones before it)."""
+        self._left += len({c.key for c in candidates}) - len({c.key for c in self._pending})
         self._pending = candidates
-        self._left = len({c.key for c in candidates})
 
     def _candidate(self, x: np.ndarray) -> Candidate:
         config = self._space.decode(x)

@@ -180,7 +180,9 @@ class Search:
         """Continue a stopped or killed run to its configured generations (and budgets) and return its results.
 
         Stored evaluations are replayed (never re-evaluated), so the resumed run asks exactly
-        the candidates an uninterrupted run would have asked.
+        the candidates an uninterrupted run would have asked with as many ``workers`` (each generation is picked as
+        many candidates at a time as there are evaluation slots; with other ``workers`` the rows stored are kept
+        and the search goes on from where the picks part).
         """
         search = cls.open(path, objective_function, generations=generations, constraint=constraint,
                           executor=executor, max_evaluations=max_evaluations, time_budget_s=time_budget_s)

@@ -44,7 +44,9 @@ def drive(engine: Engine, evaluate: Evaluate, emit: Callable[[RunEvent], None], 
         evaluate: Turns a config into a Measurement (thread-safe when the executor runs several at once).
         emit: Receives an EvaluationEvent per new row and a GenerationEvent per finished generation.
         stop: The run's one stop signal; checked before each evaluation starts.
-        executor: Where evaluations run (its owner shuts it down). Outcomes are told in candidate order.
+        executor: Where evaluations run (its owner shuts it down). Each generation is asked ``executor.slots``
+            candidates at a time (one at a time with one slot), so each part is chosen with every outcome before it;
+            outcomes are told in candidate order.
         gate: Called before each evaluation starts (it may block, e.g. while a background run is paused).
         deadline: When the time budget is spent (``time.monotonic()``; None: no budget): no evaluation starts after
             it, and the search then ends ("finished", ``engine.stop_reason == "time_budget"``).
@@ -58,7 +60,7 @@ def drive(engine: Engine, evaluate: Evaluate, emit: Callable[[RunEvent], None], 
         while True:
             if expired(deadline):
                 engine.end("time_budget")
-            batch = engine.ask()
+            batch = engine.ask(executor.slots)  # each part picked with every outcome before it
             for event in engine.take_generations():
                 emit(event)
             if not batch:

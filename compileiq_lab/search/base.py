@@ -42,6 +42,8 @@ class Strategy(ABC):
         self.seen: set[bytes] = set()
         self._asked: np.ndarray | None = None
         self.exhausted = False
+        self._gen_left = 0  # genomes of the current generation not asked yet
+        self.slot = 0  # how many of the current generation were asked before the part being asked
         self._space_size = space.size
         self._reject = reject
         self.seeds = (np.zeros((0, space.n_genes), dtype=np.int64) if seeds is None
@@ -60,29 +62,51 @@ class Strategy(ABC):
         """Record genomes evaluated outside the strategy (e.g. the baseline) so they are not asked."""
         self.seen.update(self.space.keys(X))
 
-    def ask(self) -> np.ndarray:
-        """Return the next generation: genomes (rows) whose configs were never asked before.
+    def ask(self, n: int | None = None) -> np.ndarray:
+        """Return genomes (rows) whose configs were never asked before: the next ``n`` of the current generation
+        (None: the rest of it), each chosen with every result told so far. A generation holds ``pool_size``
+        genomes; the next one opens once it is all asked and told. Asking it in parts (one at a time when there is
+        one evaluation slot) lets a strategy that learns (the offspring screen) choose each part with the results
+        of the parts before it.
 
         An empty result means the strategy cannot produce anything new (space exhausted).
+
+        Args:
+            n: How many at most (an int >= 1), or None for the rest of the generation.
         """
         if self._asked is not None:
             raise SearchStateError(
                 f"ask() called while {len(self._asked)} genomes of the previous ask await tell(); "
                 "call tell() with their scores first.")
+        if n is not None and (not isinstance(n, int) or isinstance(n, bool) or n < 1):
+            raise ValueError(f"ask(n): `n is None or an int >= 1` must hold, but got n={n!r}; pass a count or None "
+                             "for the rest of the generation")
         if self.exhausted or len(self.seen) >= self._space_size:
             self.exhausted = True
             return np.zeros((0, self.space.n_genes), dtype=np.int64)
+        opening = self._gen_left == 0
+        if opening:
+            self._gen_left, self.slot = self.pool_size, 0
+        want = self._gen_left if n is None else min(n, self._gen_left)
         if self.space.n_genes == 0:
             X = np.zeros((0 if self.seen else 1, 0), dtype=np.int64)
         else:
-            X = self._ask()
-        X = np.asarray(X, dtype=np.int64).reshape(len(X), self.space.n_genes)
-        if len(X) == 0:
-            self.exhausted = True
+            X = self._ask(want)
+        X = np.asarray(X, dtype=np.int64).reshape(len(X), self.space.n_genes)[:want]
+        # a part shorter than asked ends the generation (nothing new could be mated or drawn for it)
+        self._gen_left = self._gen_left - len(X) if len(X) == want else 0
+        self.slot += len(X)
+        if len(X) == 0:  # nothing new for a whole generation: the space is spent (a part only ends its generation)
+            self.exhausted = opening
             return X
         self.seen.update(self.space.keys(X))
         self._asked = X
         return X
+
+    @property
+    def in_generation(self) -> bool:
+        """Whether the current generation has genomes left to ask (``ask`` continues it rather than open a new one)."""
+        return self._gen_left > 0
 
     def propose(self, n: int) -> np.ndarray:
         """Steady-state use: up to ``n`` genomes never asked before, while earlier proposals may still be out.
@@ -188,7 +212,10 @@ class Strategy(ABC):
         return np.array(rows, dtype=np.int64).reshape(len(rows), self.space.n_genes)
 
     @abstractmethod
-    def _ask(self) -> np.ndarray: ...
+    def _ask(self, n: int) -> np.ndarray:
+        """Up to ``n`` new genomes for the current generation (``self.slot`` of its ``pool_size`` are asked already);
+        more are cut off."""
 
     @abstractmethod
-    def _tell(self, X: np.ndarray, F: np.ndarray, feasible: np.ndarray) -> None: ...
+    def _tell(self, X: np.ndarray, F: np.ndarray, feasible: np.ndarray) -> None:
+        """The results of the last ask (a whole generation, or a part of one)."""

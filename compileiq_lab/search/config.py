@@ -55,8 +55,9 @@ def default_pool_size(n_genes: int, n_objectives: int = 1) -> int:
     """Pool size used when none is given: ``SMALL_POOL_SIZE`` for one objective on a space of at most
     ``SMALL_SPACE_GENES`` genes, else ``min(16, max(8, 4 + n_genes // 3))``.
 
-    Chosen by measurement. A small pool refits the offspring screen more often: on the tune half of the
-    real-compiler tables (bench/tables, 5-7 controls, one objective, 80 seeds) a pool of 8 needed 107 / 105 calls
+    Chosen by measurement, when a generation was always picked whole (before it was picked one at a time with one
+    evaluation slot). A small pool refits the offspring screen more often: on the tune half of the real-compiler
+    tables (bench/tables, 5-7 controls, one objective, 80 seeds) a pool of 8 needed 107 / 105 calls
     to the optimum in sum (catalog / plain space), 5 needed 97 / 97 and 4 95 / 103; the seed toy 28 calls at 8 and
     20 at 5; on the 18- and 32-gene flag problems of bench/bench_defaults.py (40 seeds) 5 had a lower regret at 100,
     200 and 400 calls than the earlier default (10 and 14 there). A front needs a population: the multi-objective

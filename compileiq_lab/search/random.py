@@ -20,9 +20,9 @@ class RandomStrategy(Strategy):
         super().__init__(*args, **kwargs)  # a surrogate screen has nothing to rank here: every draw is random
         self.rng = self._rng_steady = np.random.default_rng(self.seed)
 
-    def _ask(self) -> np.ndarray:
-        seeds = self.take_seeds(self.pool_size)
-        rest = self.draw_unseen(self.rng, self.pool_size - len(seeds), exclude=set(self.space.keys(seeds)))
+    def _ask(self, n: int) -> np.ndarray:
+        seeds = self.take_seeds(n)
+        rest = self.draw_unseen(self.rng, n - len(seeds), exclude=set(self.space.keys(seeds)))
         return np.vstack([seeds, rest]) if len(seeds) else rest
 
     def _tell(self, X: np.ndarray, F: np.ndarray, feasible: np.ndarray) -> None:

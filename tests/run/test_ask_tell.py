@@ -14,17 +14,20 @@ PROBLEM = FlagProblem(n_flags=6, n_levels=2, seed=2)
 CFG = SearchConfiguration(generations=5, pool_size=6, seed=3)
 
 
-def test_ask_tell_matches_start():
-    ref = Search(PROBLEM, PROBLEM.space(), CFG, store=":memory:").start()
+@pytest.mark.parametrize("n", [1, 4])
+def test_ask_tell_matches_start(n):
+    """Asking n at a time is what start() does with n evaluation slots: the same candidates, in the same order."""
+    ref = Search(PROBLEM, PROBLEM.space(), CFG, store=":memory:").start(workers=n)
     s = Search(None, PROBLEM.space(), CFG, store=":memory:")
     first = s.ask()
     assert len(first) == 1 and first[0].is_baseline and first[0].config == {}
     s.tell(first, [PROBLEM({})])
-    while batch := s.ask(n=4):
-        assert len(batch) <= 4
+    while batch := s.ask(n=n):
+        assert len(batch) <= n
         s.tell(batch, [PROBLEM(c.config) for c in batch])
     assert list(s.results.get_results()["params"]) == list(ref.get_results()["params"])
     assert s.results.get_best_result()["score_1"] == ref.get_best_result()["score_1"]
+    assert list(s.results.get_results()["generation"]) == list(ref.get_results()["generation"])
 
 
 def test_tell_accepts_failures_as_values(store_path):

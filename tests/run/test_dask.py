@@ -65,8 +65,9 @@ def rows(results):
 
 
 def test_same_seed_gives_the_same_rows_as_the_local_executor(client):
+    """Same seed and as many evaluation slots (the cluster's two worker threads): the same rows."""
     cfg = SearchConfiguration(generations=4, pool_size=6, seed=11)
-    local = Search(make_objective(), SPACE, cfg, store=":memory:").start()
+    local = Search(make_objective(), SPACE, cfg, store=":memory:").start(workers=2)
     remote = Search(make_objective(), SPACE, cfg, store=":memory:", executor=client).start()
     assert remote.status == "finished"
     assert rows(remote) == rows(local)
@@ -80,20 +81,27 @@ def test_a_worker_killed_mid_run_loses_nothing(client, tmp_path, caplog):
     store = tmp_path / "run.db"
     cfg = SearchConfiguration(generations=3, pool_size=6, seed=5)
     killed: list[int] = []
+    killers: list[threading.Thread] = []
+    pids = set(client.run(os.getpid).values())
+
+    def kill_busy() -> None:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:  # a worker that is evaluating a candidate right now
+            busy = [int(p.name) for p in marks.iterdir() if p.name.isdigit() and int(p.name) in pids]
+            if busy:
+                os.kill(busy[0], signal.SIGKILL)  # a worker process of this test's own cluster, by its PID
+                killed.append(busy[0])
+                return
+            time.sleep(0.01)
 
     def kill_one(event):
-        if isinstance(event, EvaluationEvent) and event.record.eval_id >= 4 and not killed:
-            pids = set(client.run(os.getpid).values())
-            deadline = time.monotonic() + 5
-            while time.monotonic() < deadline:  # a worker that is evaluating a candidate right now
-                busy = [int(p.name) for p in marks.iterdir() if p.name.isdigit() and int(p.name) in pids]
-                if busy:
-                    os.kill(busy[0], signal.SIGKILL)  # a worker process of this test's own cluster, by its PID
-                    killed.append(busy[0])
-                    return
-                time.sleep(0.01)
+        # from a thread of its own: the loop goes on submitting meanwhile (it asks as many as the cluster has threads)
+        if isinstance(event, EvaluationEvent) and event.record.eval_id >= 4 and not killers:
+            killers.append(threading.Thread(target=kill_busy, daemon=True))
+            killers[0].start()
 
     res = Search(make_objective(0.2, marks=str(marks)), SPACE, cfg, store=store, executor=client).start(kill_one)
+    killers[0].join(30)
     assert killed
     assert "died (try 1 of 2)" in caplog.text  # the candidate it was evaluating was rescheduled
     assert res.status == "finished"
@@ -165,9 +173,9 @@ def test_the_client_killed_with_sigkill_is_resumed_to_the_same_rows(tmp_path):
             pass
     done = len(load_results(store).records)
     assert 8 <= done < 25
-    resumed = Search.resume(store, make_objective())
+    resumed = Search.resume(store, make_objective(), workers=2)  # as many slots: the picks replay
     uninterrupted = Search(make_objective(), SPACE, SearchConfiguration(generations=4, pool_size=6, seed=9),
-                           store=":memory:").start()
+                           store=":memory:").start(workers=2)
     assert resumed.status == "finished"
     assert [r[2:] for r in rows(resumed)] == [r[2:] for r in rows(uninterrupted)]
 

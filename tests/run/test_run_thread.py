@@ -84,7 +84,7 @@ def test_a_failure_of_the_run_thread_is_kept_reported_and_raised_by_join(store_p
     events: list[dict] = []
     run.subscribe(events.append)
 
-    def broken() -> None:
+    def broken(n: int | None = None) -> None:
         raise RuntimeError("disk on fire")
     monkeypatch.setattr(run.search.engine, "ask", broken)
     run.start()

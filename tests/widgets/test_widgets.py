@@ -153,7 +153,7 @@ def test_bad_choices_and_run_failures_are_shown_not_raised(store_path, monkeypat
     dash.form.kernel.value = TOY
     broken = Dashboard(toy_run(store_path))
 
-    def fail() -> None:
+    def fail(n: int | None = None) -> None:
         raise RuntimeError("disk on fire")
     monkeypatch.setattr(broken.run.search.engine, "ask", fail)
     broken.start()

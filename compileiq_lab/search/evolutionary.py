@@ -78,9 +78,9 @@ class PymooStrategy(Strategy):
         if self.slot == 0 and not self._queue:  # a new generation
             self._picked, self._told = [], []
             screen = self._ready_screen()
-            pop = self._offspring(self.pool_size, screen, neighbours=not self._in_parts(screen))
+            self._parts = isinstance(screen, DensityScreen) and screen.hill > 0  # (one objective, few controls)
+            pop = self._offspring(self.pool_size, screen, neighbours=not self._parts)
             X = np.asarray(pop.get("X"), dtype=np.int64).reshape(len(pop), self.space.n_genes)
-            self._parts = self._in_parts(screen)
             if screen is None:
                 self._queue, self._candidates = list(X), X[:0]
             else:
@@ -94,11 +94,6 @@ class PymooStrategy(Strategy):
         self._picked.extend(rows)
         return np.array(rows, dtype=np.int64).reshape(len(rows), self.space.n_genes)
 
-    @staticmethod
-    def _in_parts(screen: SurrogateScreen | DensityScreen | None) -> bool:
-        """Whether a screened generation is picked part by part (a density screen with neighbours of the best)."""
-        return isinstance(screen, DensityScreen) and screen.hill > 0
-
     def _ready_screen(self) -> SurrogateScreen | DensityScreen | None:
         """The screen, once it can rank (and pymoo has a population to mate)."""
         usable = self.screen is not None and self.screen.ready and self.algorithm.pop is not None
@@ -111,16 +106,13 @@ class PymooStrategy(Strategy):
         assert screen is not None
         taken: set[bytes] = set()
         X = np.array(list(self.fresh(self._candidates, taken)), dtype=np.int64).reshape(-1, self.space.n_genes)
-        if self._in_parts(screen):  # the best configs' neighbours as they are at this part
+        kept = len(X)  # the generation's own candidates come first; the neighbours after them are drawn anew
+        if self._parts:  # the best configs' neighbours as they are at this part
             assert isinstance(screen, DensityScreen)
             cap = max(self.part_candidates, screen.factor * n)  # a part's cost bounded however large the pool
             if len(X) > cap:
-                keep = np.sort(self._part_rng.choice(len(X), cap, replace=False))
-                X = X[keep]
-                taken = set(self.space.keys(X))
-        kept = len(X)  # the generation's own candidates come first; the neighbours after them are drawn anew
-        if self._in_parts(screen):
-            assert isinstance(screen, DensityScreen)
+                X = X[np.sort(self._part_rng.choice(len(X), cap, replace=False))]
+                kept, taken = cap, set(self.space.keys(X))
             more = np.array(list(self.fresh(screen.neighbours(), taken)), dtype=np.int64)
             X = np.vstack([X, more.reshape(-1, self.space.n_genes)])
         if len(X) > n:

@@ -8,40 +8,11 @@ import numpy as np
 
 from compileiq_lab.search.goodsets import WeightedGood, good_weights
 from compileiq_lab.search.neighbours import incumbents, moves, nearest
+from compileiq_lab.search.states import genomes_of, n_states, states_of
 from compileiq_lab.search.twins import TwinModel
 from compileiq_lab.space.space import SearchSpace
 
 __all__ = ["DensityScreen", "states_of"]
-
-
-def states_of(space: SearchSpace, X: np.ndarray) -> np.ndarray:
-    """Per parameter, the state of each genome: 0 for "absent" (knocked out), else 1 + value index
-    (parameters that cannot be knocked out: the value index). Equal configs have equal states."""
-    X = np.asarray(X, dtype=np.int64).reshape(-1, space.n_genes)
-    S = np.zeros((len(X), len(space.params)), dtype=np.int64)
-    for i in range(len(space.params)):
-        vg, kg = int(space.value_gene[i]), int(space.knock_gene[i])
-        v = X[:, vg] if vg >= 0 else np.zeros(len(X), dtype=np.int64)
-        S[:, i] = np.where(X[:, kg] == 0, 0, v + 1) if kg >= 0 else v
-    return S
-
-
-def _n_states(space: SearchSpace) -> np.ndarray:
-    return np.array([p.n_values + (1 if p.can_knockout else 0) for _, p in space.params], dtype=np.int64)
-
-
-def _genomes(space: SearchSpace, S: np.ndarray) -> np.ndarray:
-    """Genomes of states (the inverse of ``states_of``; an absent parameter's value gene is 0)."""
-    X = np.zeros((len(S), space.n_genes), dtype=np.int64)
-    for i in range(len(space.params)):
-        vg, kg = int(space.value_gene[i]), int(space.knock_gene[i])
-        if kg >= 0:
-            X[:, kg] = S[:, i] > 0
-            if vg >= 0:
-                X[:, vg] = np.maximum(S[:, i] - 1, 0)
-        elif vg >= 0:
-            X[:, vg] = S[:, i]
-    return X
 
 
 class DensityScreen:
@@ -157,7 +128,7 @@ class DensityScreen:
         self.n_uniform = 16
         self._uniform: set[bytes] = set()
         self.rng = np.random.default_rng([seed, 0x5C2EE7])
-        self.k = _n_states(space)
+        self.k = n_states(space)
         self.S = np.zeros((0, len(space.params)), dtype=np.int64)
         self.F = np.zeros((0, n_objectives))
         self.ok = np.zeros(0, dtype=bool)
@@ -305,14 +276,14 @@ class DensityScreen:
             S = np.vstack([S, L])
         if self.hill and neighbours:
             S = np.vstack([S, moves(self._incumbents(), self.k, self.rng, self.HILL_PAIRS, self.HILL_SINGLES)])
-        return _genomes(self.space, np.vstack([S, U]))
+        return genomes_of(self.space, np.vstack([S, U]))
 
     def neighbours(self) -> np.ndarray:
         """For a pick of a generation asked in parts: the best configs' neighbours as they are now (PART_SINGLES of
         their one-control moves and PART_PAIRS two-control ones; none without ``hill``)."""
         if not self.hill or not self.ready:
             return np.zeros((0, self.space.n_genes), dtype=np.int64)
-        return _genomes(self.space, moves(self._incumbents(), self.k, self.rng, self.PART_PAIRS, self.PART_SINGLES))
+        return genomes_of(self.space, moves(self._incumbents(), self.k, self.rng, self.PART_PAIRS, self.PART_SINGLES))
 
     def _incumbents(self) -> np.ndarray:
         return incumbents(self.S, self.F, self.ok, self.HILL_INCUMBENTS)

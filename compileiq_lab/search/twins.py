@@ -35,7 +35,7 @@ class TwinModel:
     small, so the model then changes nothing.
 
     Args:
-        n_states: Per control, its number of states (see ``compileiq_lab.search.screen.states_of``).
+        n_states: Per control, its number of states (see ``compileiq_lab.search.states.states_of``).
         n_objectives: Scores per config.
         window: Only the latest evaluations are compared (bounded cost however long the run).
         max_distance: Pairs differing in more controls than this are not evidence.

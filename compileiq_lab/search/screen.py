@@ -43,11 +43,12 @@ class DensityScreen:
     With one objective, ``hill`` picks of each generation go to the neighbours of the best configs so far (every
     config one control away, and some two away), in the order of what their evaluation could teach: the chance
     of a new outcome (not a twin), of compiling and of improving (each move's record of improving or worsening,
-    learned with the twins), nearer ones first (one control before two, an ordinal control's next value before a
-    far one). A model pick that is likely a twin (chance above ``HILL_TWIN``) gives its place to the next such
-    neighbour that is not. The density ratio ranks by what good configs have in common; on a plateau of equal
-    scores (the compiler's defaults, a flag it ignores) that is the plateau itself, and the one move off it that
-    improves (often a pair of controls the ratio sees as bad one at a time) is found by trying the neighbours.
+    learned with the twins; an untried move starts from the record of every move away from the value it leaves),
+    nearer ones first (one control before two, an ordinal control's next value before a far one). A model pick
+    that is likely a twin (chance above ``HILL_TWIN``) gives its place to the next such neighbour that is not.
+    The density ratio ranks by what good configs have in common; on a plateau of equal scores (the compiler's
+    defaults, a flag it ignores) that is the plateau itself, and the one move off it that improves (often a pair
+    of controls the ratio sees as bad one at a time) is found by trying the neighbours.
     A generation asked in parts (one pick at a time with one evaluation slot) is picked part by part, each part with
     the results of those before it, and then every other pick goes to the neighbours of the best as it is at that pick.
 
@@ -157,7 +158,7 @@ class DensityScreen:
         params = [p for _, p in space.params]
         self._ordinal = np.array([p.encoding == "ordinal" for p in params], dtype=bool)
         self._first_value = np.array([1 if p.can_knockout else 0 for p in params], dtype=np.int64)
-        self.twins = TwinModel(self.k, n_objectives, window=min(window, self.TWIN_WINDOW))
+        self.twins = TwinModel(self.k, n_objectives, window=min(window, self.TWIN_WINDOW), ordinal=self._ordinal)
         self._model: tuple[np.ndarray, list[np.ndarray], float, list[np.ndarray], float] | None = None
 
     def _pair_index(self, S: np.ndarray) -> np.ndarray:

@@ -72,7 +72,15 @@ def test_each_move_keeps_its_record_of_improving_and_a_failure_is_worse_than_any
     p = lambda a, b: float(np.exp(model.log_better(np.array([b]), np.array([a])))[0])  # noqa: E731
     assert p([0, 0], [1, 0]) > 0.7 > 0.3 > p([1, 0], [0, 0])  # 5 -> 3 improved, so 3 -> 5 worsened
     assert p([0, 0], [2, 0]) < 0.3 and p([1, 0], [2, 0]) < 0.3  # moving into the failure
-    assert p([1, 1], [3, 1]) == pytest.approx(0.5)  # untried: the prior
+    assert p([3, 1], [0, 1]) == pytest.approx(0.5)  # untried, from a value with no record: the prior
+    # untried, from a value every move so far left for the worse (1 -> 0, 1 -> 2): below the prior, by that record
+    assert p([1, 1], [3, 1]) == pytest.approx((0 + 0.5 * 2) / (2 + 2))
+    ordered = TwinModel(np.array([4, 2]), 1, ordinal=np.array([True, False]))
+    ordered.observe(S, F, np.array([True, True, False, True]))
+    q = lambda a, b: float(np.exp(ordered.log_better(np.array([b]), np.array([a])))[0])  # noqa: E731
+    assert q([1, 1], [3, 1]) == pytest.approx(0.5)  # an ordered control's moves go two ways: not pooled
+    with pytest.raises(ValueError, match="one flag per control"):
+        TwinModel(np.array([4, 2]), 1, ordinal=np.array([True]))
     several = TwinModel(np.array([4, 2]), 2)
     several.observe(S, np.hstack([F, F]), np.ones(4, dtype=bool))
     assert all(b.sum() == 0 for b in several._better)  # a front has no single direction

@@ -75,11 +75,11 @@ class PymooStrategy(Strategy):
         part with every result told before it. Otherwise (several objectives: on the multi-objective tune half of
         bench/tables, 40 seeds, picking in parts needed as many calls to the whole front, 675 in sum either way, at
         three times the cost) the screen picks the generation whole when it opens."""
-        if self.slot == 0 and not self._queue:  # a new generation
+        if self.slot == 0:  # a new generation (the last one's queue, if any, was all handed out)
             self._picked, self._told = [], []
             screen = self._ready_screen()
             self._parts = isinstance(screen, DensityScreen) and screen.hill > 0  # (one objective, few controls)
-            pop = self._offspring(self.pool_size, screen, neighbours=not self._parts)
+            pop = self._offspring(screen, neighbours=not self._parts)
             X = np.asarray(pop.get("X"), dtype=np.int64).reshape(len(pop), self.space.n_genes)
             if screen is None:
                 self._queue, self._candidates = list(X), X[:0]
@@ -129,8 +129,8 @@ class PymooStrategy(Strategy):
             X = np.vstack([X, extra.reshape(-1, self.space.n_genes)]) if len(extra) else X
         return X
 
-    def _offspring(self, n: int, screen: SurrogateScreen | DensityScreen | None, neighbours: bool = True) -> Any:
-        """pymoo's next population: its initial pool the first time, then ``n`` offspring of the survivors (with a
+    def _offspring(self, screen: SurrogateScreen | DensityScreen | None, neighbours: bool = True) -> Any:
+        """pymoo's next population: its initial pool the first time, then a pool of offspring of the survivors (with a
         screen: ``factor`` times more, and the screen's own proposals, the best configs' neighbours among them when
         ``neighbours``); unscreened, unseen prior samples fill any shortfall."""
         mating = self.algorithm.mating
@@ -138,7 +138,7 @@ class PymooStrategy(Strategy):
         # space pymoo would mate up to 100 times for unseen offspring: a few rounds give enough to screen, and
         # unseen prior samples fill any shortfall
         if screen is not None:
-            self.algorithm.n_offsprings = n * screen.factor
+            self.algorithm.n_offsprings = self.pool_size * screen.factor
             mating.n_max_iterations = self.screened_mating_rounds
         try:
             pop = self.algorithm.ask()
@@ -148,19 +148,19 @@ class PymooStrategy(Strategy):
         if pop is None:
             pop = Population.empty()
         if isinstance(screen, DensityScreen):
-            return self._with_proposals(pop, screen, n, neighbours)
-        if screen is None and len(pop) < n:
-            extra = self.draw_unseen(self.algorithm.random_state, n - len(pop),
+            return self._with_proposals(pop, screen, neighbours)
+        if screen is None and len(pop) < self.pool_size:
+            extra = self.draw_unseen(self.algorithm.random_state, self.pool_size - len(pop),
                                      exclude=set(self.space.keys(pop.get("X"))) if len(pop) else None)
             if len(extra):
                 pop = Population.merge(pop, Population.new("X", extra))
         self.algorithm.termination.force_termination = False
         return pop
 
-    def _with_proposals(self, pop: Any, screen: DensityScreen, n: int, neighbours: bool = True) -> Any:
-        """The offspring plus the screen's own proposals (for ``n`` picks) that are new (neither asked nor among the
-        offspring)."""
-        extra = screen.propose(round(n * screen.proposals), neighbours)
+    def _with_proposals(self, pop: Any, screen: DensityScreen, neighbours: bool = True) -> Any:
+        """The offspring plus the screen's own proposals (for a pool of picks) that are new (neither asked nor among
+        the offspring)."""
+        extra = screen.propose(round(self.pool_size * screen.proposals), neighbours)
         if not len(extra):
             return pop
         taken = set(self.space.keys(pop.get("X"))) if len(pop) else set()
@@ -176,7 +176,7 @@ class PymooStrategy(Strategy):
         if self.screen is not None:
             self.screen.observe(X, F, feasible)
         self._told.append((F, feasible))
-        if not self.in_generation and not self._queue:
+        if not self.in_generation:  # the generation is all asked (its queue, if any, is empty)
             self._feed(Population.new("X", np.array(self._picked, dtype=np.int64)),
                        np.vstack([t[0] for t in self._told]), np.concatenate([t[1] for t in self._told]))
             self._picked, self._told = [], []

@@ -156,3 +156,20 @@ def test_the_peers_bench_runs_a_method_over_seeds_on_a_table(method: str):
         assert all(s["infeasible"] == 0 for s in cell["seeds"])
     else:
         assert sum(s["infeasible"] for s in cell["seeds"]) > 0
+
+
+def test_the_peers_bench_reports_each_goal_with_its_interval():
+    bp = _bench_peers()
+
+    def cell(way: str, method: str, calls: list[int]) -> dict:
+        return {"table": "t", "way": way, "method": method, "per_seed": [{"calls_to_best": c} for c in calls]}
+    data = [cell("plain", "optuna_tpe", [30, 30, 30, 30]), cell("plain", "lab", [10, 10, 10, 10]),
+            cell("catalog", "lab", [20, 24, 28, 201])]  # one run in four missed the optimum
+    text = bp.goal_notes(data, {"t": 1, "m": 2})
+    rows = {line.split(" | ")[1]: line for line in text.splitlines() if line.startswith("| t |")}
+    assert "| 0.33 | 0.33-0.33 | met |" in rows["plain"]  # no spread, no noise
+    catalog = rows["catalog"]
+    assert "| 68.2 | 30.0 | 2.27 |" in catalog and "**not met**" in catalog and "75% **short**" in catalog
+    assert "catalog space 0 of 1, plain space 1 of 1" in text
+    lo, hi = bp.ratio_interval(np.array([10.0, 20.0, 30.0]), np.array([20.0, 20.0, 20.0]))
+    assert 0.5 <= lo < 1.0 < hi <= 1.5  # the ratio of means is 1; resampled, it spreads both ways

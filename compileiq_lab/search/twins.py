@@ -34,6 +34,12 @@ class TwinModel:
     Scores that are never exactly equal (timings with noise) teach only "effective" and leave every twin chance
     small, so the model then changes nothing.
 
+    A move's chance is the same whatever the other controls' states, though a compiler often ignores a control in
+    one context only (a register cap below what the kernel uses, say). Conditioning it on each other control's
+    state, taking the lowest of those chances or their geometric mean, did not win on the tune half of
+    bench/tables (one objective, seeds 400-459, sums of mean calls, catalog / plain: 66.4 / 62.0 and 64.5 / 62.8
+    against 66.9 / 60.1; plain space of the held-out half 112.1 and 119.3 against 112.5), at several times the cost.
+
     Args:
         n_states: Per control, its number of states (see ``compileiq_lab.search.states.states_of``).
         n_objectives: Scores per config.

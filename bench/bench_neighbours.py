@@ -5,7 +5,7 @@ toy: mean calls to the optimum over many seeds, tune and held-out half apart.
     python bench/bench_neighbours.py --seeds 30 --seed0 0
 
 "Off" is the same default search with ``DensityScreen.HILL_MAX_CONTROLS = 0`` (no space gets neighbours), so the two
-differ in nothing else. The seeds start at 100 by default: bench_peers.py reports seeds 0-29.
+differ in nothing else. The seeds start at 100 by default: bench_peers.py reports seeds 0-59.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 from _common import markdown_table, write
-from bench_peers import TABLES, lab, metrics, table_problem, toy_problem
+from bench_peers import TABLES, half_of, lab, metrics, objectives_of, table_problem, toy_problem
 
 from compileiq_lab.search.screen import DensityScreen
 
@@ -45,8 +45,7 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     args = ap.parse_args()
     split = json.loads((TABLES / "split.json").read_text())
-    single = [n for n in [*split["tune"], *split["held_out"]]
-              if len(json.loads((TABLES / f"{n}.json").read_text())["objectives"]) == 1]
+    single = [n for n, k in objectives_of([*split["tune"], *split["held_out"]]).items() if k == 1]
     seeds = list(range(args.seed0, args.seed0 + args.seeds))
     jobs = [(n, w, on, seeds) for n in single for w in ("catalog", "plain") for on in (True, False)]
     jobs += [("toy", "catalog", on, seeds) for on in (True, False)]
@@ -56,7 +55,7 @@ def main() -> None:
     by = {(r["table"], r["way"], r["neighbours"]): r["calls"] for r in results}
     rows, sums = [], {}
     for n in [*single, "toy"]:
-        half = "toy" if n == "toy" else "tune" if n in split["tune"] else "held-out"
+        half = half_of(n, split)
         for w in ("catalog",) if n == "toy" else ("catalog", "plain"):
             on, off = (np.array(by[(n, w, v)], dtype=float) for v in (True, False))
             se = float(np.std(on - off, ddof=1) / np.sqrt(len(on)))

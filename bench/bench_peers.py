@@ -365,6 +365,11 @@ def objectives_of(names: list[str]) -> dict[str, int]:
     return {n: 1 if n == "toy" else len(json.loads((TABLES / f"{n}.json").read_text())["objectives"]) for n in names}
 
 
+def half_of(name: str, split: dict[str, list[str]]) -> str:
+    """The half of the suite a table is in ("tune" or "held-out"), or "toy"."""
+    return "toy" if name == "toy" else "tune" if name in split["tune"] else "held-out"
+
+
 def render(out: str) -> None:
     """Rebuild ``<out>.md`` from ``<out>.json`` as it was measured (its figures and environment unchanged)."""
     saved = json.loads((RESULTS / f"{out}.json").read_text())
@@ -380,7 +385,7 @@ def report(out: str, saved: dict[str, Any], n_obj: dict[str, int]) -> None:
     for s in data:
         if not s.get("runs"):
             continue
-        half = "toy" if s["table"] == "toy" else ("tune" if s["table"] in split["tune"] else "held-out")
+        half = half_of(s["table"], split)
         q = ([s[f"regret@{b}"] for b in BUDGETS] if n_obj[s["table"]] == 1 else [s[f"hv@{b}"] for b in BUDGETS])
         rows.append([s["table"], half, n_obj[s["table"]], s["method"], s["way"], f"{s['found']}/{s['runs']}",
                      s["mean_calls"], s["median_calls"], *q, s["repeats"], s["infeasible"], s["overhead_ms"]])
@@ -405,7 +410,8 @@ def ratio_interval(a: np.ndarray, b: np.ndarray, level: float = 0.9, n: int = 20
 
 def goal_notes(data: list[dict[str, Any]], n_obj: dict[str, int]) -> str:
     """The one-objective goals per table and space: the default's mean calls against TPE's (with a 90 % bootstrap
-    interval of the ratio, since a 30-seed mean moves by a few calls) and its share of runs reaching the optimum."""
+    interval of the ratio, since a mean over tens of seeds moves by a few calls) and its share of runs reaching the
+    optimum."""
     lines = [f"Goals on the one-objective tables: compileiq-lab's default (`lab`) within {GOAL_RATIO:.2f} of TPE's "
              f"mean calls to the optimum, and the optimum reached in at least {GOAL_REACH:.0%} of runs. The interval "
              "is a 90 % bootstrap interval of the ratio over the seeds; \"noise\" marks a verdict it straddles.", "",

@@ -94,9 +94,10 @@ class DensityScreen:
     HILL_SINGLES = 128
     HILL_PAIRS = 48
     #: HILL_TWIN was chosen on the tune half of bench/tables (one objective, seeds 400-459, sums of mean calls to the
-    #: optimum, catalog / plain space: 66.9 / 60.1 at 0.7): 0.6 did 72.9 / 63.5, 0.65 66.8 / 61.9, 0.8 and 0.9 worse
-    #: still; lifting it on a stall (off after 10 or 20 calls without a gain, or rising to 0.95 over 30) did
-    #: 88.8-102.2 / 69.0-71.9: on a plateau of twins the threshold is what keeps the search off it.
+    #: optimum, catalog / plain space: 66.9 / 60.1 at 0.7): 0.6 did 72.9 / 63.5, 0.65 66.8 / 61.9 (over seeds 400-519,
+    #: paired by seed in bench/bench_variants.py: 0.99 / 1.05 times the calls, 90 % intervals 0.94-1.04 / 1.01-1.09),
+    #: 0.8 and 0.9 worse still; lifting it on a stall (off after 10 or 20 calls without a gain, or rising to 0.95
+    #: over 30) did 88.8-102.2 / 69.0-71.9: on a plateau of twins the threshold is what keeps the search off it.
     HILL_TWIN = 0.7
     #: Order of the neighbours: what a second moved control, and each ordinal step beyond the next value (up to 3),
     #: cost in log chance.
@@ -248,7 +249,9 @@ class DensityScreen:
         keeps the search near combinations known to compile: on the tune half's plain-space tables with failures
         (seeds 400-459, sum of mean calls 42.1) a per-pair prior (the rate a config's pairs would need to fail at
         as often as it does) did 45.6, failures blamed only on pairs never seen compiling 44.9, both 45.2, a
-        product over the pairs instead of the worst 48.3, and pseudo-counts 1 or 4 instead of 2 45.1 and 44.2."""
+        product over the pairs instead of the worst 48.3, pseudo-counts 1 or 4 instead of 2 45.1 and 44.2, and
+        unseen pairs starting from the higher of their two states' own failure rates 44.3 (a state that fails with
+        most partners, as a fast-compile level does, is in the optimum of some tables)."""
         if self._n_fail == 0 or S.shape[1] < 2:
             return np.ones(len(S))
         rate = self._n_fail / max(1, self._n_all)

@@ -37,8 +37,15 @@ class TwinModel:
     A move's chance is the same whatever the other controls' states, though a compiler often ignores a control in
     one context only (a register cap below what the kernel uses, say). Conditioning it on each other control's
     state, taking the lowest of those chances or their geometric mean, did not win on the tune half of
-    bench/tables (one objective, seeds 400-459, sums of mean calls, catalog / plain: 66.4 / 62.0 and 64.5 / 62.8
-    against 66.9 / 60.1; plain space of the held-out half 112.1 and 119.3 against 112.5), at several times the cost.
+    bench/tables (one objective, seeds 400-459, sums of mean calls, catalog / plain: 67.0 / 60.9 and 65.3 / 63.8
+    against 66.9 / 60.1; plain space of the held-out half 116.1 and 122.1 against 112.5), at several times the cost;
+    starting each conditioned chance from 0.85 of the move's own did 126.6 / 84.0, and from the move's own scaled by
+    how neutral its control's moves were in that context 67.8 / 64.1. Nor did weighing each piece of evidence on a
+    move, for the chance of being a twin of a best config, by how like that config's its context is (a half or a
+    quarter per other control that differs: 65.9 / 65.5 and 72.4 / 63.8). Paired by seed, every one of these took
+    more calls in the plain space (90 % intervals of the ratio from 1.00-1.03 to 1.04-1.15). They do find the way
+    off a plateau whose exit is a move seen neutral elsewhere (one such held-out run: 48 calls instead of 107), but
+    lose more than that on the rest: the pooled chances are what keep the search from walking plateaus.
 
     Args:
         n_states: Per control, its number of states (see ``compileiq_lab.search.states.states_of``).

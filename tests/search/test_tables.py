@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import json
 import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -173,3 +174,52 @@ def test_the_peers_bench_reports_each_goal_with_its_interval():
     assert "catalog space 0 of 1, plain space 1 of 1" in text
     lo, hi = bp.ratio_interval(np.array([10.0, 20.0, 30.0]), np.array([20.0, 20.0, 20.0]))
     assert 0.5 <= lo < 1.0 < hi <= 1.5  # the ratio of means is 1; resampled, it spreads both ways
+
+
+def _bench_variants():  # the variants bench (bench/bench_variants.py), imported as it runs
+    _bench_peers()
+    import bench_variants
+
+    return bench_variants
+
+
+def test_the_variants_bench_sends_each_setting_where_it_belongs_and_names_the_rule_for_a_bad_one():
+    bv = _bench_variants()
+    name, s = bv.parse_variant("v=HILL_TWIN=0.65,MOVE_STRENGTH=2,gamma=0.2,pool_size=6,model=density")
+    assert name == "v"
+    assert s == {"class": {"DensityScreen.HILL_TWIN": 0.65, "TwinModel.MOVE_STRENGTH": 2},
+                 "screen": {"gamma": 0.2}, "config": {"pool_size": 6, "model": "density"}}
+    with pytest.raises(SystemExit, match="neither a DensityScreen or TwinModel constant"):
+        bv.parse_variant("v=frobnicate=1")
+    with pytest.raises(SystemExit, match="must read NAME=KEY=VALUE"):
+        bv.parse_variant("v")
+    with pytest.raises(SystemExit, match="KEY=VALUE, but got 'gamma'"):
+        bv.parse_variant("v=gamma")
+
+
+def test_the_variants_bench_interval_is_paired_by_seed():
+    bv = _bench_variants()
+    base = np.array([[10.0, 30.0, 50.0], [20.0, 20.0, 80.0]])  # tables x seeds, a wide spread over the seeds
+    assert bv.paired_interval(base, base) == (1.0, 1.0)
+    lo, hi = bv.paired_interval(base * 0.8, base)  # 20 % fewer calls on every seed: no noise left, paired
+    assert lo == pytest.approx(0.8) and hi == pytest.approx(0.8) and bv.verdict(lo, hi) == "fewer calls"
+    assert bv.verdict(0.9, 1.1) == "noise" and bv.verdict(1.05, 1.2) == "more calls"
+
+
+def test_the_variants_bench_runs_a_variant_on_the_default_seeds(tmp_path):
+    out = tmp_path / "v"
+    subprocess.run([sys.executable, str(ROOT / "bench" / "bench_variants.py"), "--variant", "off=HILL_MAX_CONTROLS=0",
+                    "--seeds", "2", "--seed0", "7", "--workers", "2", "--out", str(out)], check=True,
+                   capture_output=True, cwd=ROOT)
+    data = json.loads(out.with_suffix(".json").read_text())
+    assert data["seeds"] == [7, 8] and data["variants"]["off"]["class"] == {"DensityScreen.HILL_MAX_CONTROLS": 0}
+    calls = {(c["variant"], c["table"], c["way"]): c["calls"] for c in data["cells"]}
+    tables = ROOT / "bench" / "tables"
+    tune = json.loads((tables / "split.json").read_text())["tune"]
+    single = [n for n in tune if len(json.loads((tables / f"{n}.json").read_text())["objectives"]) == 1]
+    assert {(v, n, w) for v in ("default", "off") for n in single for w in ("catalog", "plain")} == set(calls)
+    assert all(len(c) == 2 and all(1 <= x <= 201 for x in c) for c in calls.values())
+    # the variant is another search (no neighbours of the best): some run takes another number of calls
+    assert any(calls[("off", n, w)] != calls[("default", n, w)] for n in single for w in ("catalog", "plain"))
+    md = out.with_suffix(".md").read_text()
+    assert "| off | plain |" in md and "| default | catalog |" in md and "paired bootstrap" in md

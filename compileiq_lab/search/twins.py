@@ -43,9 +43,9 @@ class TwinModel:
     how neutral its control's moves were in that context 67.8 / 64.1. Nor did weighing each piece of evidence on a
     move, for the chance of being a twin of a best config, by how like that config's its context is (a half or a
     quarter per other control that differs: 65.9 / 65.5 and 72.4 / 63.8). Paired by seed, every one of these took
-    more calls in the plain space (90 % intervals of the ratio from 1.00-1.03 to 1.04-1.15). They do find the way
-    off a plateau whose exit is a move seen neutral elsewhere (one such held-out run: 48 calls instead of 107), but
-    lose more than that on the rest: the pooled chances are what keep the search from walking plateaus.
+    more calls in the plain space (90 % intervals of the ratio from 1.00-1.03 to 1.28-1.53). The scaled start did find
+    the way off a plateau whose exit is a move seen neutral elsewhere (in a held-out run: 48 calls instead of 107),
+    but they all lose more than that elsewhere: pooled over contexts, the chances keep more calls off twins.
 
     Args:
         n_states: Per control, its number of states (see ``compileiq_lab.search.states.states_of``).

@@ -131,7 +131,7 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=120)
     ap.add_argument("--seed0", type=int, default=400, help="first seed (bench_peers.py reports seeds 0-59)")
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
-    ap.add_argument("--out", default="variants", help="results name under bench/results/")
+    ap.add_argument("--out", default="variants", help="results name under bench/results/ (or a path)")
     args = ap.parse_args()
     variants = dict([("default", {"class": {}, "screen": {}, "config": {}}), *map(parse_variant, args.variant)])
     split = json.loads((TABLES / "split.json").read_text())

@@ -89,7 +89,11 @@ class DensityScreen:
     #: one-control moves (a random HILL_SINGLES of them where there are more) and HILL_PAIRS random two-control moves
     #: (bounded cost per generation: 1.6 ms per candidate on a 12-control space of 32-value ranges, against 7.6 with
     #: 8 / 256 / 100, which did no better on the tables); a model pick whose twin chance is above HILL_TWIN is swapped
-    #: for a neighbour.
+    #: for a neighbour. The latest holders, not the earliest: on a plateau of equal scores the neighbourhood moves on
+    #: (the earliest did 76.3 / 66.7 against 66.9 / 60.1 on the tune half, seeds 400-459). Paired by seed over seeds
+    #: 400-519 (bench/results/variants_hill.md, catalog / plain): 8 incumbents took 0.96 / 1.03 times the calls (90 %
+    #: intervals 0.92-0.99 / 1.00-1.06), a HILL_PAIR_COST of 0.25 0.98 / 1.01 (0.97-0.99 / 1.00-1.02), a
+    #: PART_HILL_EVERY of 3 1.12 / 1.07: each gain in the catalog space costs calls in the plain space.
     HILL_INCUMBENTS = 4
     HILL_SINGLES = 128
     HILL_PAIRS = 48

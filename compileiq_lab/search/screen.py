@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from compileiq_lab.search.failures import FailurePairs
 from compileiq_lab.search.goodsets import WeightedGood, good_weights
 from compileiq_lab.search.neighbours import incumbents, moves, nearest
 from compileiq_lab.search.states import genomes_of, n_states, states_of
@@ -20,16 +21,17 @@ class DensityScreen:
 
     The evaluations so far are split into good ones (the best ``gamma`` share; for several objectives, the first
     non-domination levels) and the rest, failures among the rest. Each control's state (absent, or one of its
-    values) gets a smoothed frequency among the good, ``l``, and among the rest, ``g``; a genome's score is the
-    sum of ``log l - log g`` over its controls (the ratio a tree-structured Parzen estimator ranks by), so
-    categorical compiler controls and plateaus of equal scores need no distance. Failures are also learned per
-    pair of control states: a pair seen failing and never compiling lowers a genome's score by ``failure_weight``
-    times the log of its estimated odds of compiling, a learned constraint that never forbids outright. Twins are
-    learned too (``compileiq_lab.search.twins.TwinModel``): a config likely to score exactly as one already
-    evaluated, or to fail as one did (or as one already picked for this generation would), has its score lowered
-    by ``twin_weight`` times the log of its chance of a new outcome, since its evaluation would teach nothing. A
-    generation is picked one genome at a time, each pick counted as a bad result until its score is known, so
-    that it is not made of one config's near copies; a share ``explore`` is drawn uniformly from the whole space.
+    values) gets a smoothed frequency among the good, ``l``, and among the rest, ``g``; a genome's score is the sum
+    of ``log l - log g`` over its controls (the ratio a tree-structured Parzen estimator ranks by), so categorical
+    compiler controls and plateaus of equal scores need no distance. Failures are also learned per pair of control
+    states (``compileiq_lab.search.failures.FailurePairs``): a pair seen failing and never compiling lowers a
+    genome's score by ``failure_weight`` times the log of its estimated odds of compiling, a learned constraint that
+    never forbids outright. Twins are learned too (``compileiq_lab.search.twins.TwinModel``): a config likely to
+    score exactly as one already evaluated, or to fail as one did (or as one already picked for this generation
+    would), has its score lowered by ``twin_weight`` times the log of its chance of a new outcome, since its
+    evaluation would teach nothing. A generation is picked one genome at a time, each pick counted as a bad result
+    until its score is known, so that it is not made of one config's near copies; a share ``explore`` is drawn
+    uniformly from the whole space.
 
     With several objectives and ``scalarise`` on, each model pick fits its own good set: the best ``gamma`` share of
     the feasible configs under a random weighting of the objectives (a Tchebycheff scalarisation of the objectives
@@ -76,9 +78,6 @@ class DensityScreen:
             ``explore`` 0.15 it cut the calls to the whole front from 777 to 678 summed over six cells).
     """
 
-    #: Failure pairs are counted for at most this many pairs of controls, with at most this many states per control.
-    MAX_PAIRS = 4096
-    PAIR_STATES = 16
     #: Twins are sought among this many of the latest evaluations, failed ones included (what they taught stays).
     TWIN_WINDOW = 512
     #: The default uses neighbours on spaces of at most this many controls (where trying them is cheap: the real
@@ -142,21 +141,7 @@ class DensityScreen:
         self.S = np.zeros((0, len(space.params)), dtype=np.int64)
         self.F = np.zeros((0, n_objectives))
         self.ok = np.zeros(0, dtype=bool)
-        # pair counts over every evaluation (not windowed: a conflict stays a conflict), in one flat array: each pair
-        # of controls gets a block of (states x states), a control with many values its states in PAIR_STATES buckets,
-        # and a space with more than MAX_PAIRS pairs a fixed random subset of them (bounded memory and time)
-        i, j = np.triu_indices(len(self.k), 1)
-        if len(i) > self.MAX_PAIRS:
-            keep = np.sort(self.rng.choice(len(i), self.MAX_PAIRS, replace=False))
-            i, j = i[keep], j[keep]
-        self._iu = (i, j)
-        self._kp = np.minimum(self.k, self.PAIR_STATES)
-        sizes = self._kp[i] * self._kp[j]
-        self._offset = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
-        self._pair_fail = np.zeros(int(sizes.sum()), dtype=np.int32)
-        self._pair_ok = np.zeros(int(sizes.sum()), dtype=np.int32)
-        self._n_fail = 0
-        self._n_all = 0
+        self.failures = FailurePairs(self.k, self.rng)  # (draws from rng here on a space of many controls)
         self.twin_weight, self.failure_weight = twin_weight, failure_weight
         small = len(space.params) <= self.HILL_MAX_CONTROLS
         self.hill = (1 if n_objectives == 1 and twin_weight and small else 0) if hill is None else hill
@@ -170,12 +155,6 @@ class DensityScreen:
         self.twins = TwinModel(self.k, n_objectives, window=min(window, self.TWIN_WINDOW), ordinal=self._ordinal)
         self._model: tuple[np.ndarray, list[np.ndarray], float, list[np.ndarray], float] | None = None
 
-    def _pair_index(self, S: np.ndarray) -> np.ndarray:
-        """Per genome and pair of controls, the slot of its two states in the flat pair counts."""
-        i, j = self._iu
-        B = (S * self._kp) // self.k  # bucketed states (the identity where a control has few)
-        return np.asarray(self._offset[None, :] + B[:, i] * self._kp[j] + B[:, j])
-
     @property
     def ready(self) -> bool:
         """Enough feasible evaluations to screen."""
@@ -188,11 +167,7 @@ class DensityScreen:
         self.S = np.vstack([self.S, S])[-self.window:]
         self.F = np.vstack([self.F, np.asarray(F, dtype=float).reshape(len(S), self.n_objectives)])[-self.window:]
         self.ok = np.concatenate([self.ok, ok])[-self.window:]
-        flat = self._pair_index(S)
-        np.add.at(self._pair_ok, flat[ok].ravel(), 1)
-        np.add.at(self._pair_fail, flat[~ok].ravel(), 1)
-        self._n_fail += int((~ok).sum())
-        self._n_all += len(ok)
+        self.failures.observe(S, ok)
         if self.twin_weight:
             self.twins.observe(S, F, ok)
         self._model = None  # the good set and the counts are refitted once, at the next use
@@ -239,32 +214,13 @@ class DensityScreen:
 
     def _compiles(self, S: np.ndarray) -> np.ndarray:
         """The failure penalty of each config: ``failure_weight`` times its log odds of compiling."""
-        return np.asarray(self.failure_weight * np.log(self._p_compiles(S)))
+        return np.asarray(self.failure_weight * np.log(self.failures.p_compiles(S)))
 
     def _novelty(self, S: np.ndarray, reference: np.ndarray | None = None) -> np.ndarray:
         """The twin penalty of each config (0 when twins are not learned)."""
         if not self.twin_weight:
             return np.zeros(len(S))
         return self.twin_weight * self.twins.log_novel(self.twins.log_twin(S, reference))
-
-    def _p_compiles(self, S: np.ndarray) -> np.ndarray:
-        """Estimated chance that each config compiles: the worst of its control pairs, each a failure rate
-        shrunk towards the run's overall rate. Pairs never seen start as likely to fail as a whole config, which
-        keeps the search near combinations known to compile: on the tune half's plain-space tables with failures
-        (seeds 400-459, sum of mean calls 42.1) a per-pair prior (the rate a config's pairs would need to fail at
-        as often as it does) did 45.6, failures blamed only on pairs never seen compiling 44.9, both 45.2, a
-        product over the pairs instead of the worst 48.3, pseudo-counts 1 or 4 instead of 2 45.1 and 44.2, and
-        unseen pairs starting from the higher of their two states' own failure rates 44.3 (a state that fails with
-        most partners, as a fast-compile level does, is in the optimum of some tables)."""
-        if self._n_fail == 0 or S.shape[1] < 2:
-            return np.ones(len(S))
-        rate = self._n_fail / max(1, self._n_all)
-        flat = self._pair_index(S)
-        fail = self._pair_fail[flat]
-        ok = self._pair_ok[flat]
-        m = 2.0
-        p_fail = (fail + rate * m) / (fail + ok + m)
-        return np.asarray(np.clip(1.0 - p_fail.max(axis=1), 1e-3, 1.0))
 
     def propose(self, n: int, neighbours: bool = True) -> np.ndarray:
         """``n`` genomes drawn control by control from the good frequencies, of which a share ``local`` are instead

@@ -7,6 +7,7 @@ import numpy as np
 
 from compileiq_lab import Search, SearchConfiguration
 from compileiq_lab import space as ss
+from compileiq_lab.search.failures import FailurePairs
 from compileiq_lab.search.screen import DensityScreen, states_of
 from compileiq_lab.space import SearchSpace
 from compileiq_lab.testing import FlagProblem
@@ -55,7 +56,7 @@ def test_a_failing_pair_of_controls_is_learned_without_forbidding_either_control
     fails = np.array([c.get("a") == 3 and c.get("b") == "x" for c in configs])  # only the pair fails
     screen = DensityScreen(space, 1, seed=0)
     screen.observe(X, np.zeros((len(X), 1)), ~fails)
-    p = screen._p_compiles(states_of(space, X))
+    p = screen.failures.p_compiles(states_of(space, X))
     assert p[fails].max() < 0.2  # ten failures and no success: odds of compiling cut to under a fifth
     assert p[~fails].min() > 0.4  # a=3 with b=y, and b=x with another a, still look fine
 
@@ -122,8 +123,8 @@ def test_an_unscreened_search_differs_from_the_default_one():
 def test_failure_pairs_stay_bounded_on_a_space_of_many_wide_controls():
     space = SearchSpace({f"p{i}": ss.range(0, 199, knockout_prob=0.5) for i in range(120)})
     screen = DensityScreen(space, 1, seed=0)
-    assert len(screen._iu[0]) == DensityScreen.MAX_PAIRS  # of 7,140 pairs
-    assert screen._pair_fail.nbytes <= DensityScreen.MAX_PAIRS * DensityScreen.PAIR_STATES ** 2 * 4
+    assert len(screen.failures._iu[0]) == FailurePairs.MAX_PAIRS  # of 7,140 pairs
+    assert screen.failures._pair_fail.nbytes <= FailurePairs.MAX_PAIRS * FailurePairs.PAIR_STATES ** 2 * 4
     rng = np.random.default_rng(1)
     X = space.sample(rng, 64)
     screen.observe(X, rng.random((64, 1)), rng.random(64) < 0.7)

@@ -149,9 +149,10 @@ def main() -> None:
         for v in variants:
             m = np.array([by[(v, n, w)] for n in tables])
             lo, hi = paired_interval(m, base)
+            means = m.mean(axis=1)
             reached = f"{int((m <= BUDGET).sum())}/{m.size}"
-            rows.append([v, w, *[float(x) for x in m.mean(axis=1)], float(m.mean(axis=1).sum()),
-                         float(m.mean(axis=1).sum() / base.mean(axis=1).sum()),
+            rows.append([v, w, *[float(x) for x in means], float(means.sum()),
+                         float(means.sum() / base.mean(axis=1).sum()),
                          "" if v == "default" else f"{lo:.2f}-{hi:.2f}", "" if v == "default" else verdict(lo, hi),
                          reached])
     header = ["variant", "space", *tables, "sum", "sum / default's", "90 % interval", "verdict", "reached"]

@@ -58,6 +58,7 @@ class Problem:
     constraint: Callable[[dict[str, Any]], str | None] | None = None
     all_keys: list[tuple[str, ...]] | None = None
     plain_values: dict[str, list[Any]] | None = None
+    message: Callable[[dict[str, Any]], str] | None = None  # a failed config's message, as the compiler gave it
 
 
 def table_problem(name: str, way: str) -> Problem:
@@ -74,9 +75,13 @@ def table_problem(name: str, way: str) -> Problem:
 
     space = t.catalog_space() if way == "catalog" else t.plain_space()
     plain = {n: list(p.values) for n, p in t.plain_space().items()}
+    def message(config: dict[str, Any]) -> str:
+        row = obj.row(config)
+        return f"{row['status']}: {row['message']}"
+
     return Problem(f"{name}", way, space, evaluate, t.key, len(t.objectives), np.array(best["front"]),
                    np.array(best["hv_reference"]), t.constraint if way == "catalog" else None,
-                   list(t.rows), plain)
+                   list(t.rows), plain, message)
 
 
 def toy_problem() -> Problem:
@@ -124,8 +129,8 @@ def lab(p: Problem, seed: int, budget: int, **settings: Any) -> tuple[Trace, flo
 
     def f(config: dict[str, Any]) -> Any:
         v = rec(config)
-        if v is None:
-            raise TableCompileError("failed")
+        if v is None:  # with the compiler's message, as a real compile error has it
+            raise TableCompileError(p.message(config) if p.message is not None else "failed")
         return v[0] if p.n_obj == 1 else v
 
     pool = settings.get("pool_size")

@@ -280,6 +280,11 @@ def _print_front(results: Results, run: KernelRun) -> None:
         if base is not None and base.status == "ok" and base.scores and rec.scores:
             changes = [f"{o.name} {o.change(v, b)}" for o, v, b in zip(results.objectives, rec.scores, base.scores)]
             print(f"{'':5}  " + "; ".join(changes))
+    learned = results.learned_conflicts()
+    if learned:
+        print(f"\nlearned from the compiler's messages (never asked again): {len(learned)} conflicts")
+        for line in learned:
+            print(f"  {line}")
     print(f"\nstored in {results.store_path}")
 
 

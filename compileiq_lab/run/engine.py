@@ -15,13 +15,14 @@ from compileiq_lab.measure.measurement import Measurement
 from compileiq_lab.run.events import GenerationEvent
 from compileiq_lab.search.base import Strategy
 from compileiq_lab.search.config import SearchConfiguration
+from compileiq_lab.search.conflicts import LEARNED_STATUSES, NamedConflicts
 from compileiq_lab.search.factory import make_strategy
 from compileiq_lab.space.objectives import Objective, signs
 from compileiq_lab.space.space import SearchSpace, config_key
 from compileiq_lab.store.sqlite import EvalRecord, RunStore
 
 __all__ = ["Candidate", "Constraint", "Engine", "baseline_config", "build_strategy", "commit", "copy_config",
-           "encode_all", "stored_measurement"]
+           "encode_all", "learn_conflicts", "stored_measurement"]
 
 log = logging.getLogger(__name__)
 #: Why a config is never worth evaluating (e.g. a flag combination the compiler rejects), or None.
@@ -85,7 +86,8 @@ class Engine:
         self.stop_reason = ""  # which limit ended the search, or ("baseline_failed") the check's reason
         self.objectives: list[Objective] = config.objectives()
         self._sign = signs(self.objectives)
-        self._strategy = build_strategy(space, config, constraint)
+        self.conflicts = NamedConflicts(space) if config.learn_conflicts and space.n_genes else None
+        self._strategy = build_strategy(space, config, constraint, self.conflicts)
         self._generation = -1  # -1: nothing asked yet; 0: baseline; 1..: generations
         self._pending: list[Candidate] = []
         self._handed = 0  # candidates of the current generation given out by ask()
@@ -271,6 +273,7 @@ class Engine:
                 m = self._outcomes[c.key]
                 if m.ok and m.scores is not None:
                     F[i], feasible[i] = np.asarray(m.scores) * self._sign, True
+            learn_conflicts(self.conflicts, [c.genome for c in part], [self._outcomes[c.key] for c in part])
             self._strategy.tell(F, feasible)
             self._told = len(self._pending)
         if self._generation >= 1 and self._strategy.in_generation:
@@ -337,12 +340,17 @@ def baseline_config(space: SearchSpace, config: SearchConfiguration) -> dict[str
     return {} if own is None and config.normalize else own
 
 
-def build_strategy(space: SearchSpace, config: SearchConfiguration, constraint: Constraint | None) -> Strategy:
-    """The configured strategy, with its hooks given at construction."""
+def build_strategy(space: SearchSpace, config: SearchConfiguration, constraint: Constraint | None,
+                   conflicts: NamedConflicts | None = None) -> Strategy:
+    """The configured strategy, with its hooks given at construction: it never asks a config the constraint
+    rejects, nor one in a conflict learned so far (``conflicts``, which the engine feeds)."""
     resolved = config.resolve(space.n_genes)
     hooks: dict[str, Any] = {}
-    if constraint is not None:
-        hooks["reject"] = lambda x: constraint(space.decode(x)) is not None
+    if constraint is not None or conflicts is not None:
+        def reject(x: np.ndarray) -> bool:
+            return ((conflicts is not None and conflicts.conflict(x) is not None)
+                    or (constraint is not None and constraint(space.decode(x)) is not None))
+        hooks["reject"] = reject
     if config.surrogate and resolved.strategy != "random":  # random draws have nothing to screen
         from compileiq_lab.search.surrogate import SurrogateScreen
 
@@ -355,6 +363,17 @@ def build_strategy(space: SearchSpace, config: SearchConfiguration, constraint: 
                          pool_size=resolved.pool_size, seed=config.seed, mutate_rate=resolved.mutate_rate,
                          crossover_rate=config.crossover_rate, seeds=encode_all(space, config.warm_start or []),
                          **hooks)
+
+
+def learn_conflicts(conflicts: NamedConflicts | None, genomes: Sequence[np.ndarray | None],
+                    outcomes: Sequence[Measurement]) -> None:
+    """Teach ``conflicts`` (if any) the outcomes of searched candidates: which compiled, and the message of each
+    failed compile (``LEARNED_STATUSES``)."""
+    rows = [(g, m) for g, m in zip(genomes, outcomes) if g is not None]
+    if conflicts is None or not rows:
+        return
+    conflicts.observe(np.array([g for g, _ in rows]), [m.ok for _, m in rows],
+                      [m.error if m.status in LEARNED_STATUSES else None for _, m in rows])
 
 
 def encode_all(space: SearchSpace, configs: Sequence[dict[str, Any]]) -> np.ndarray:

@@ -18,12 +18,14 @@ from compileiq_lab.run.engine import (
     build_strategy,
     commit,
     copy_config,
+    learn_conflicts,
     stored_measurement,
 )
 from compileiq_lab.run.events import EvaluationEvent, GenerationEvent, RunEvent
 from compileiq_lab.run.executor import Executor
 from compileiq_lab.run.loop import expired, gated
 from compileiq_lab.search.config import SearchConfiguration
+from compileiq_lab.search.conflicts import NamedConflicts
 from compileiq_lab.space.objectives import signs
 from compileiq_lab.space.space import SearchSpace, config_key
 from compileiq_lab.store.sqlite import EvalRecord, RunStore
@@ -58,7 +60,8 @@ class SteadyEngine:
         self._space, self._store, self._baseline_check = space, store, baseline_check
         self.objectives = config.objectives()
         self._sign = np.asarray(signs(self.objectives), dtype=float)
-        self._strategy = build_strategy(space, config, constraint)
+        self.conflicts = NamedConflicts(space) if config.learn_conflicts and space.n_genes else None
+        self._strategy = build_strategy(space, config, constraint, self.conflicts)
         self._pool = config.resolve(space.n_genes).pool_size
         self._budget = config.generations * self._pool
         self._limit = config.max_evaluations  # rows in the store at most (the baseline and earlier sessions count)
@@ -190,6 +193,7 @@ class SteadyEngine:
                 first = float(m.scores[0])
                 if self._best is None or (first - self._best) * self._sign[0] < 0:
                     self._best = first
+        learn_conflicts(self.conflicts, list(X), outcomes)
         self._strategy.observe(X, F, feasible)
         for ok in feasible:
             self._told += 1

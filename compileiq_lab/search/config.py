@@ -31,7 +31,7 @@ _DIRECTIONS = ("min", "max")
 # settings that change which candidates the strategy asks for: a resumed run must keep them
 TRAJECTORY_KEYS = ("pool_size", "problem_type", "num_objectives", "seed", "mutate_rate",
                    "crossover_rate", "strategy", "baseline", "warm_start", "surrogate", "normalize", "asynchronous",
-                   "model")
+                   "model", "learn_conflicts")
 #: The offspring screens of GA/NSGA-II runs: "density" (the default) or "none".
 MODELS = ("density", "none")
 #: CompileIQ 1.1 settings that have no effect there either: accepted (with a warning naming what does the job here).
@@ -105,6 +105,11 @@ class SearchConfiguration:
             odds) picks most of the generation, a random share the rest (``compileiq_lab.search.screen``; chosen on
             the tune half of bench/tables, see bench/results/peers.md). "none": pymoo's offspring as they are.
             Runs stored before this setting existed had "none" and resume with it.
+        learn_conflicts: Learn from each failed compile's message which controls conflict (``search.conflicts``:
+            "Conflicting options -opt-level=<0,2,3> and --Ofast-compile=min" names two controls and their states)
+            and never ask a config in a learned conflict again, as for the catalog's known conflicts. A message is
+            learned from only when every option it names is a control of the space; a conflict is dropped once a
+            config in it compiles. Runs stored before this setting existed did not learn and resume that way.
         surrogate: Pre-screen GA/NSGA-II offspring with a random forest fitted on the evaluations so
             far: 4x more offspring are proposed and the most promising (plus a random quarter) are
             evaluated. Needs scikit-learn. See bench/results/surrogate.md for where it pays.
@@ -149,6 +154,7 @@ class SearchConfiguration:
     max_evaluations: int | None = None
     time_budget_s: float | None = None
     model: str = "density"
+    learn_conflicts: bool = True
 
     def __post_init__(self) -> None:
         if not _is_int(self.generations) or self.generations < 1:
@@ -215,6 +221,8 @@ class SearchConfiguration:
         if self.model not in MODELS:
             raise _fail(f"model in {list(MODELS)}", f"model={self.model!r}",
                         "Use 'density' (the default) or 'none' (pymoo's offspring unscreened).")
+        if not isinstance(self.learn_conflicts, bool):
+            raise _fail("learn_conflicts is True or False", f"learn_conflicts={self.learn_conflicts!r}", "Pass a bool.")
         if self.normalize is not None and not isinstance(self.normalize, bool):
             raise _fail("normalize is True or False", f"normalize={self.normalize!r}", "Pass a bool.")
         ignored = [f"{name} ({equivalent})" for name, equivalent in RETIRED.items() if getattr(self, name) is not None]
@@ -257,6 +265,7 @@ class SearchConfiguration:
         """The value of every setting a stored run may lack (earlier versions did not store every one)."""
         out = {k: f.default for k, f in cls.__dataclass_fields__.items() if k != "generations"}
         out["model"] = "none"  # runs stored before the setting existed searched without a screen
+        out["learn_conflicts"] = False  # nor learned conflicts from failed compiles' messages
         return out
 
     @classmethod

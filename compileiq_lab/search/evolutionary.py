@@ -91,8 +91,21 @@ class PymooStrategy(Strategy):
             rows = list(self._pick(n))
         else:  # a queue shorter than the generation (nothing more was new) ends it short
             rows, self._queue = self._queue[:n], self._queue[n:]
+            rows = self._unrejected(rows, self._queue)
         self._picked.extend(rows)
         return np.array(rows, dtype=np.int64).reshape(len(rows), self.space.n_genes)
+
+    def _unrejected(self, rows: list[np.ndarray], rest: list[np.ndarray]) -> list[np.ndarray]:
+        """``rows`` drawn earlier, those rejected since (in a conflict learned from a result told since: see
+        ``search.conflicts``) each replaced by an unseen prior sample (none of ``rest``, the rows still to come)."""
+        if not rows:
+            return rows
+        keys = self.space.keys(np.array(rows, dtype=np.int64))
+        kept = [x for x, k in zip(rows, keys) if not self.known(k, x)]
+        if len(kept) < len(rows):
+            taken = set(keys) | set(self.space.keys(np.array(rest, dtype=np.int64).reshape(-1, self.space.n_genes)))
+            kept += list(self.draw_unseen(self.algorithm.random_state, len(rows) - len(kept), exclude=taken))
+        return kept
 
     def _ready_screen(self) -> SurrogateScreen | DensityScreen | None:
         """The screen, once it can rank (and pymoo has a population to mate)."""
@@ -201,7 +214,12 @@ class PymooStrategy(Strategy):
                 len(self._initial), self.space.n_genes)))
         rows: list[np.ndarray] = []
         while self._initial and len(rows) < n:
-            rows.append(self._initial.pop(0))
+            x = self._initial.pop(0)
+            key = self.space.keys(x[None, :])[0]
+            if self.known(key, x):  # in a conflict learned since it was drawn: pymoo starts without it
+                self._initial_keys.discard(key)
+            else:
+                rows.append(x)
         if len(rows) < n and self.algorithm.is_initialized:
             self.algorithm.n_offsprings = n - len(rows)
             try:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from compileiq_lab.search.conflicts import conflicts_in
 from compileiq_lab.search.pareto import pareto_mask
 from compileiq_lab.space.objectives import Objective, objectives_from_settings, signs
 from compileiq_lab.space.space import SearchSpace
@@ -212,6 +213,14 @@ class Results:
             groups.setdefault(tuple(rec.scores or ()), []).append(rec)
         folded = [(representative(recs), len(recs) - 1) for recs in groups.values()]
         return sorted(folded, key=lambda pair: pair[0].eval_id)
+
+    def learned_conflicts(self) -> list[str]:
+        """The conflicts the search learned from its failed compiles' messages (see
+        ``SearchConfiguration.learn_conflicts``), in words; none for a run made without learning them."""
+        if not self.header.config.get("learn_conflicts"):
+            return []
+        return conflicts_in(SearchSpace.from_spec(self.header.space),
+                            [(r.params, r.status, r.error) for r in self.records if not r.is_baseline])
 
     def best_record(self, objective: int = 0) -> EvalRecord | None:
         """The best evaluation on one objective (index), ties broken first by the other objectives (a point on

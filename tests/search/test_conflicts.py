@@ -1,0 +1,188 @@
+"""Conflicts learned from failed compiles' messages: what a message names is learned, what it cannot be mapped to is
+not, a config that compiled overrules one, and the search never asks a config in a learned conflict again (resumed
+runs included)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from compileiq_lab import Search, SearchConfiguration
+from compileiq_lab import space as ss
+from compileiq_lab.exceptions import ConfigurationError
+from compileiq_lab.search.conflicts import NamedConflicts, conflicts_in
+from compileiq_lab.space import SearchSpace
+from compileiq_lab.store import load_results
+
+MIN = "ptxas fatal   : Conflicting options -opt-level=<0,2,3> and --Ofast-compile=min specified"
+MAX = "ptxas fatal   : Conflicting options -opt-level=<1,2,3> and --Ofast-compile=max specified"
+
+
+def _plain() -> dict:
+    # as a CompileIQ user writes it: one choice per control, "unset" among its values
+    return {"opt_level": ss.choice([0, 1, 2, 3, "unset"]), "fast_compile": ss.choice(["min", "mid", "max", "unset"]),
+            "restrict": ss.choice(["--restrict", "unset"]), "unroll": ss.choice([1, 2, 4, 8])}
+
+
+def _rejected(config: dict) -> str | None:
+    """ptxas 13.0's answer to the two conflicts (as in bench/tables)."""
+    opt, fast = config.get("opt_level", "unset"), config.get("fast_compile", "unset")
+    if fast == "min" and opt in (0, 2, 3):
+        return MIN
+    if fast == "max" and opt in (1, 2, 3):
+        return MAX
+    return None
+
+
+def _learner(space: SearchSpace, configs: list[dict], messages: list[str | None]) -> NamedConflicts:
+    learner = NamedConflicts(space)
+    X = np.array([space.encode(c) for c in configs])
+    learner.observe(X, [m is None for m in messages], messages)
+    return learner
+
+
+def _in_conflict(learner: NamedConflicts, space: SearchSpace, config: dict) -> bool:
+    return learner.conflict(space.encode(config)) is not None
+
+
+def test_a_message_naming_two_controls_is_learned_with_the_values_it_lists() -> None:
+    space = SearchSpace(_plain())
+    failed = {"opt_level": 2, "fast_compile": "min", "restrict": "unset", "unroll": 4}
+    learner = _learner(space, [failed], [f"TableCompileError: compile_error: ptxas: {MIN}"])
+    assert [learner.describe(c) for c in learner.conflicts] == ["opt_level in (0, 2, 3) and fast_compile = 'min'"]
+    for opt in (0, 2, 3):  # the values the message lists, whatever the other controls
+        assert _in_conflict(learner, space, {**failed, "opt_level": opt, "unroll": 8, "restrict": "--restrict"})
+    assert not _in_conflict(learner, space, {**failed, "opt_level": 1})  # not listed: it compiles
+    assert not _in_conflict(learner, space, {**failed, "opt_level": "unset"})
+    assert not _in_conflict(learner, space, {**failed, "fast_compile": "mid"})
+
+
+def test_catalog_controls_absent_and_flags_spelled_as_options() -> None:
+    space = SearchSpace({"opt_level": ss.choice([0, 1, 2, 3], knockout_prob=0.5),
+                         "fast_compile": ss.choice(["min", "mid", "max"], knockout_prob=0.5),
+                         "r": ss.flag("--restrict")})
+    learner = _learner(space, [{"fast_compile": "max", "r": "--restrict"}],
+                       ["nvcc fatal : option --restrict is not allowed with --Ofast-compile=max"])
+    assert [learner.describe(c) for c in learner.conflicts] == ["fast_compile = 'max' and r = '--restrict'"]
+    assert _in_conflict(learner, space, {"fast_compile": "max", "r": "--restrict", "opt_level": 1})
+    assert not _in_conflict(learner, space, {"fast_compile": "max"})
+
+
+@pytest.mark.parametrize("message", [
+    "ptxas fatal   : Conflicting options -opt-level=<0,2,3> and --foo=1 specified",  # an option it does not hold
+    "kernel.cu(12): error: identifier \"tile\" is undefined",  # names no control
+    "",
+])
+def test_messages_that_do_not_name_every_option_teach_nothing(message: str) -> None:
+    space = SearchSpace(_plain())
+    learner = _learner(space, [{"opt_level": 2, "fast_compile": "min", "restrict": "unset", "unroll": 1}], [message])
+    assert learner.conflicts == []
+
+
+def test_a_config_that_compiled_overrules_a_conflict() -> None:
+    space = SearchSpace(_plain())
+    ok = {"opt_level": 0, "fast_compile": "min", "restrict": "unset", "unroll": 1}
+    failed = {**ok, "opt_level": 2}
+    assert _learner(space, [ok, failed], [None, MIN]).conflicts == []  # compiled before: never learned
+    learner = _learner(space, [failed], [MIN])
+    learner.observe(space.encode(ok)[None, :], [True], [None])  # compiled after (a warm start): dropped
+    assert learner.conflicts == []
+
+
+def _run(seed: int, learn: bool, generations: int = 12, store: str = ":memory:",
+         calls: list | None = None, **settings: bool) -> list[tuple[dict, str | None]]:
+    calls = [] if calls is None else calls
+
+    def objective(config: dict) -> float:
+        why = _rejected(config)
+        calls.append((dict(config), why))
+        if why:
+            raise RuntimeError(why)
+        return float(abs(config["unroll"] - 4) + (config["opt_level"] == 3) + (config["fast_compile"] == "mid"))
+
+    cfg = SearchConfiguration(generations=generations, seed=seed, learn_conflicts=learn, **settings)
+    search = Search(objective, _plain(), cfg, store=store)
+    search.start()
+    search.close()
+    return calls
+
+
+def _asked_after_learning(calls: list[tuple[dict, str | None]]) -> list[dict]:
+    """The calls made after a message was first seen that hit that message's conflict again."""
+    seen: set[str] = set()
+    again = []
+    for config, why in calls:
+        if why in seen:
+            again.append(config)
+        if why:
+            seen.add(why)
+    return again
+
+
+def test_the_search_never_asks_a_learned_conflict_again_and_fails_less() -> None:
+    learned = [_run(seed, True) for seed in range(4)]
+    unlearned = [_run(seed, False) for seed in range(4)]
+    assert all(_asked_after_learning(calls) == [] for calls in learned)
+    assert sum(len(_asked_after_learning(calls)) for calls in unlearned) > 0
+    fails = [sum(why is not None for _, why in calls) for calls in learned]
+    fails_off = [sum(why is not None for _, why in calls) for calls in unlearned]
+    assert sum(fails) < sum(fails_off), (fails, fails_off)
+    assert all(f <= 2 for f in fails)  # each of the two conflicts costs one failed compile at most
+
+
+def test_the_steady_state_search_learns_too() -> None:
+    calls = [_run(seed, True, asynchronous=True) for seed in range(3)]
+    assert all(_asked_after_learning(c) == [] for c in calls)
+    assert any(why for c in calls for _, why in c)  # (it met a conflict to learn)
+
+
+def test_a_resumed_run_keeps_what_its_stored_failures_taught(tmp_path) -> None:
+    path = str(tmp_path / "run.db")
+    calls: list[tuple[dict, str | None]] = []
+    for seed in range(40):  # a first session that met a conflict
+        calls.clear()
+        _run(seed, True, generations=3, store=str(tmp_path / f"first{seed}.db"), calls=calls)
+        if any(why for _, why in calls):
+            break
+    first = list(calls)
+    (tmp_path / f"first{seed}.db").rename(path)
+    more: list[tuple[dict, str | None]] = []
+
+    def objective(config: dict) -> float:
+        why = _rejected(config)
+        more.append((dict(config), why))
+        if why:
+            raise RuntimeError(why)
+        return float(config["unroll"])
+
+    Search.resume(path, objective, generations=12)
+    assert more, "the resumed run evaluated nothing new"
+    assert _asked_after_learning(first + more) == []
+
+
+def test_learn_conflicts_is_a_bool_and_runs_stored_before_it_did_not_learn() -> None:
+    with pytest.raises(ConfigurationError, match="learn_conflicts is True or False"):
+        SearchConfiguration(generations=2, learn_conflicts="yes")  # type: ignore[arg-type]
+    assert SearchConfiguration.defaults()["learn_conflicts"] is False
+    assert SearchConfiguration(generations=2).learn_conflicts is True
+
+
+def test_conflicts_in_a_runs_rows_in_words() -> None:
+    space = SearchSpace(_plain())
+    base = {"opt_level": 1, "fast_compile": "max", "restrict": "unset", "unroll": 2}
+    rows = [({**base, "opt_level": 0}, "ok", ""), (base, "error", f"RuntimeError: {MAX}"),
+            ({**base, "unroll": 4}, "timeout", MIN), ({"not": "a point"}, "error", MAX)]
+    assert conflicts_in(space, rows) == ["opt_level in (1, 2, 3) and fast_compile = 'max'"]
+    assert conflicts_in(space, rows[:1] + rows[2:]) == []  # a timeout's text is not a compiler's answer
+
+
+def test_a_runs_results_name_what_it_learned(tmp_path) -> None:
+    path = str(tmp_path / "run.db")
+    for seed in range(40):
+        calls = _run(seed, True, generations=6, store=path)
+        if any(why for _, why in calls):
+            break
+        (tmp_path / "run.db").unlink()
+    learned = load_results(path).learned_conflicts()
+    assert learned and set(learned) <= {"opt_level in (0, 2, 3) and fast_compile = 'min'",
+                                        "opt_level in (1, 2, 3) and fast_compile = 'max'"}

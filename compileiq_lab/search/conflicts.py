@@ -58,9 +58,10 @@ class NamedConflicts:
     catalog knows to conflict. Messages that name no control leave the learning to the offspring screen's failure
     pairs (``search.failures``), which need several failures per pair.
 
-    On the tune half of bench/tables (plain spaces, seeds 400-519, paired, bench/bench_variants.py) learning took the
-    sum of mean calls to the optimum from 64.6 to 62.6 (0.98 times, 90 % interval 0.94-1.02: ``sgemm2d_nvcc`` 26.6 to
-    25.2, ``matrixmul_ptxas`` 20.5 to 19.9); the catalog spaces, whose conflicts are constraints, do not fail. The
+    On the tune half of bench/tables (plain spaces, seeds 400-519, paired, bench/results/variants_conflicts.md)
+    learning took the sum of mean calls to the optimum from 64.6 to 62.6 (without it 1.03 times the calls, 90 %
+    interval 0.99-1.07: ``sgemm2d_nvcc`` 26.6 to 25.2, ``matrixmul_ptxas`` 20.5 to 19.9); the catalog spaces, whose
+    conflicts are constraints, do not fail. The
     offspring screen still learns from the failures a conflict explains: leaving them out of it (as if never
     evaluated) took 65.9 (``sgemm2d_nvcc`` 28.5), and out of its failure pairs or its densities alone 46.3 and 47.2
     on those two tables against 45.1.

@@ -1,11 +1,11 @@
-"""FailuresView: the run's failed evaluations grouped by status, their messages and controls, and a pick of one."""
+"""FailuresView: failed evaluations grouped by status, their messages, controls and learned conflicts; a pick of one."""
 
 from __future__ import annotations
 
 import html
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import ipywidgets as w
@@ -38,15 +38,22 @@ def _cut(text: str, limit: int) -> str:
     return f"<span title=\"{html.escape(text, quote=True)}\">{html.escape(text[:limit - 1])}…</span>"
 
 
-def failures_html(groups: list[dict[str, Any]], limit: int = 100) -> str:
+def failures_html(groups: list[dict[str, Any]], limit: int = 100, learned: Sequence[str] = ()) -> str:
     """The groups of ``compileiq_lab.viz.data.failure_groups`` as an HTML table (``NO_FAILURES`` for none).
 
     Args:
         groups: The groups.
         limit: Characters of a message shown; a longer one is cut, its full text in the cell's title.
+        learned: The conflicts the search learned from the failures' messages (``Results.learned_conflicts``),
+            listed under the table.
     """
     if not groups:
         return f"<i>{NO_FAILURES}</i>"
+    note = ""
+    if learned:
+        items = "".join(f"<li><code>{html.escape(line)}</code></li>" for line in learned)
+        note = (f"<div class='compileiq-learned'>Conflicts read from the compiler's messages ({len(learned)}); the "
+                f"search asks no config in them again:<ul>{items}</ul></div>")
     rows = []
     for g in groups:
         status = html.escape(g["status"]) + (" <small>(incl. the baseline)</small>" if g.get("baseline") else "")
@@ -61,7 +68,7 @@ def failures_html(groups: list[dict[str, Any]], limit: int = 100) -> str:
                     f"<td>{messages}</td><td>{shared}</td><td>{suspects}</td></tr>")
     head = "".join(f"<th style='text-align:left'>{h}</th>" for h in
                    ("status", "count", "messages", "set in all", "more often than in ok runs"))
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>{note}"
 
 
 class FailuresView:
@@ -76,6 +83,7 @@ class FailuresView:
     def __init__(self, top: int = 3, limit: int = 100) -> None:
         self.top, self.limit = top, limit
         self.groups: list[dict[str, Any]] = []
+        self.learned: list[str] = []
         self.table = w.HTML(f"<i>{NO_FAILURES}</i>")
         self.table.add_class("compileiq-failures")
         self.pick = w.Dropdown(options=[], value=None, description="show:",
@@ -101,7 +109,8 @@ class FailuresView:
             return False
         self._seen = seen
         self.groups = failure_groups(results, top=self.top)
-        self.table.value = failures_html(self.groups, self.limit)
+        self.learned = results.learned_conflicts() if self.groups else []
+        self.table.value = failures_html(self.groups, self.limit, self.learned)
         options: list[tuple[str, int | None]] = [("pick a failed evaluation", None)]
         for g in self.groups:
             options += [(f"{g['status']}: eval {i}", i) for i in g["eval_ids"]]

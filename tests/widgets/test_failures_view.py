@@ -84,3 +84,23 @@ def test_update_redraws_only_when_the_run_changed_and_says_when_nothing_failed()
     assert view.update(fine) is True
     assert NO_FAILURES in view.table.value and view.groups == []
     assert list(view.pick.options) == [] and view.pick.layout.display == "none"
+
+
+def test_the_conflicts_the_search_read_from_the_messages_are_listed():
+    def ptxas(config: dict[str, Any]) -> float:
+        if config["fast_compile"] == "min" and config["opt_level"] in (0, 2, 3):
+            raise RuntimeError("ptxas fatal : Conflicting options -opt-level=<0,2,3> and --Ofast-compile=min specified")
+        return float(config["opt_level"] + (config["fast_compile"] == "mid"))
+
+    space = {"opt_level": ss.choice([0, 1, 2, 3, "unset"]), "fast_compile": ss.choice(["min", "mid", "unset"])}
+    results = Search(lambda c: ptxas({k: (3 if v == "unset" and k == "opt_level" else v) for k, v in c.items()}),
+                     space, SearchConfiguration(generations=6, seed=1), store=":memory:").start()
+    assert any(r.status == "error" for r in results.records)
+    view = FailuresView()
+    view.update(results)
+    # "unset" is read by this objective as 3, so it conflicts too: learned from the failure that had it
+    assert set(view.learned) <= {"opt_level in (0, 2, 3) and fast_compile = 'min'",
+                                 "opt_level in (0, 2, 3, 'unset') and fast_compile = 'min'"} and view.learned
+    assert "compileiq-learned" in view.table.value and "fast_compile = &#x27;min&#x27;" in view.table.value
+    view.update(run(flaky), force=True)  # messages that name no control: nothing listed
+    assert view.learned == [] and "compileiq-learned" not in view.table.value

@@ -48,10 +48,12 @@ class NamedConflicts:
     --Ofast-compile=min" names two controls, so every config with those two controls in those states fails too.
 
     A failed compile's message is split into words. A control is named by a word whose option name (the part before
-    any ``=`` or ``:``, letters and digits only) is the control's name, or ends with it in an option word (one that
-    starts with ``-``: ``--Ofast-compile`` names ``fast_compile``), or by a word that is one of its values spelled as
-    an option (a flag's ``--restrict``, a choice's ``-O3``). The conflict holds each named control in the state the
-    failed config had, and in the other states of its values listed after the ``=`` (``<0,2,3>``). A message is
+    any ``=`` or ``:``, letters and digits only) is the control's name; by an option word (one that starts with
+    ``-``) that ends with its name (``--Ofast-compile`` names ``fast_compile``) or whose name ends as the option does
+    but for its first letter (``-opt-level`` names ``ptxas_opt_level``, ``--Ofast-compile`` ``ptxas_fast_compile``);
+    or by a word that is one of its values spelled as an option (a flag's ``--restrict``, a choice's ``-O3``). The
+    conflict holds each named control in the state the failed config had, and in the other states of its values
+    listed after the ``=`` (``<0,2,3>``); a control named by mistake only makes it narrower. A message is
     learned from only when it names a control and every option word in it names one (an option the space does not
     hold may be the other half of the conflict), and a conflict is dropped when a config in it has compiled.
     The search then never asks a config in a learned conflict (the strategy's reject hook), as it never asks one the
@@ -70,8 +72,10 @@ class NamedConflicts:
         space: The encoded space.
     """
 
-    #: Names shorter than this are not looked for (too likely to be part of another word).
+    #: Names shorter than this are not looked for (too likely to be part of another word); an option names a control
+    #: whose name ends as it does (``-opt-level`` names ``ptxas_opt_level``) in at least MIN_SUFFIX letters.
     MIN_NAME = 4
+    MIN_SUFFIX = 6
     #: The most conflicts kept (bounded cost per candidate), and the most compiled configs a new one is checked
     #: against.
     MAX_CONFLICTS = 256
@@ -164,7 +168,7 @@ class NamedConflicts:
             head, *tail = _SPLIT.split(word, maxsplit=1)
             key = _norm(head)
             hits = [i for i, name in enumerate(self._names) if len(name) >= self.MIN_NAME and key
-                    and (key == name or (option and key.endswith(name)))]
+                    and (key == name or (option and self._names_option(name, key)))]
             hits += [i for i, spelled in enumerate(self._options) if word in spelled and i not in hits]
             if option and not hits:
                 return None  # an option the space does not hold: the conflict may be with it
@@ -175,6 +179,17 @@ class NamedConflicts:
         if not named:
             return None
         return Conflict(tuple((i, frozenset(states)) for i, states in sorted(named.items())), message)
+
+    def _names_option(self, name: str, key: str) -> bool:
+        """Whether an option (``key``: its name, letters and digits) names a control called ``name``: the option ends
+        with the whole name, or both end alike in at least ``MIN_SUFFIX`` letters and all of the option's but its
+        first (``Ofastcompile`` and ``ptxasfastcompile``)."""
+        same = 0
+        for a, b in zip(reversed(key), reversed(name)):
+            if a != b:
+                break
+            same += 1
+        return same == len(name) or (same >= self.MIN_SUFFIX and same >= len(key) - 1)
 
     def describe(self, c: Conflict) -> str:
         """A conflict in words, e.g. "opt_level in (0, 2, 3) and fast_compile = 'min'"."""

@@ -186,3 +186,20 @@ def test_a_runs_results_name_what_it_learned(tmp_path) -> None:
     learned = load_results(path).learned_conflicts()
     assert learned and set(learned) <= {"opt_level in (0, 2, 3) and fast_compile = 'min'",
                                         "opt_level in (1, 2, 3) and fast_compile = 'max'"}
+
+
+def test_controls_named_with_a_prefix_of_their_own_are_named_by_the_option() -> None:
+    space = SearchSpace({"ptxas_opt_level": ss.choice([0, 1, 2, 3, "unset"]),
+                         "ptxas_fast_compile": ss.choice(["min", "mid", "max", "unset"])})
+    learner = _learner(space, [{"ptxas_opt_level": 0, "ptxas_fast_compile": "min"}], [MIN])
+    assert [learner.describe(c) for c in learner.conflicts] == [
+        "ptxas_opt_level in (0, 2, 3) and ptxas_fast_compile = 'min'"]
+
+
+def test_a_control_named_by_mistake_only_narrows_the_conflict() -> None:
+    space = SearchSpace({**_plain(), "compile": ss.choice([1, 2, 3])})  # "--Ofast-compile" ends with its name
+    failed = {"opt_level": 0, "fast_compile": "min", "restrict": "unset", "unroll": 1, "compile": 2}
+    learner = _learner(space, [failed], [MIN])
+    assert [learner.describe(c) for c in learner.conflicts] == [
+        "opt_level in (0, 2, 3) and fast_compile = 'min' and compile = 2"]
+    assert not _in_conflict(learner, space, {**failed, "compile": 1})  # so it rejects less, never more

@@ -63,10 +63,10 @@ class NamedConflicts:
     On the tune half of bench/tables (plain spaces, seeds 400-519, paired, bench/results/variants_conflicts.md)
     learning took the sum of mean calls to the optimum from 64.6 to 62.6 (without it 1.03 times the calls, 90 %
     interval 0.99-1.07: ``sgemm2d_nvcc`` 26.6 to 25.2, ``matrixmul_ptxas`` 20.5 to 19.9); the catalog spaces, whose
-    conflicts are constraints, do not fail. The
-    offspring screen still learns from the failures a conflict explains: leaving them out of it (as if never
-    evaluated) took 65.9 (``sgemm2d_nvcc`` 28.5), and out of its failure pairs or its densities alone 46.3 and 47.2
-    on those two tables against 45.1.
+    conflicts are constraints, do not fail. The offspring screen still learns from the failures a conflict explains:
+    leaving them out of it (as if never evaluated) took 65.9 (``sgemm2d_nvcc`` 28.5), and out of its failure pairs or
+    its densities alone 46.3 and 47.2 on those two tables against 45.1. A screen that starts with 1 or 3 compiled
+    configs instead of 4 (``min_history``) was noise (0.99 times the calls, 0.95-1.03 and 0.96-1.02).
 
     Args:
         space: The encoded space.
@@ -141,7 +141,8 @@ class NamedConflicts:
             if fine or not message or self._full:
                 continue
             c = self._learn(s, message)
-            if c is not None and not self._holds_any(c, self._compiled) and c not in self.conflicts:
+            if c is not None and not self._holds_any(c, self._compiled) \
+                    and all(c.states != known.states for known in self.conflicts):
                 self.conflicts.append(c)
                 self._reindex()
                 learned.append(c)

@@ -203,3 +203,10 @@ def test_a_control_named_by_mistake_only_narrows_the_conflict() -> None:
     assert [learner.describe(c) for c in learner.conflicts] == [
         "opt_level in (0, 2, 3) and fast_compile = 'min' and compile = 2"]
     assert not _in_conflict(learner, space, {**failed, "compile": 1})  # so it rejects less, never more
+
+
+def test_one_conflict_however_many_messages_say_it() -> None:
+    space = SearchSpace(_plain())
+    failed = {"opt_level": 2, "fast_compile": "min", "restrict": "unset", "unroll": 4}
+    learner = _learner(space, [failed, {**failed, "unroll": 8}], [f"RuntimeError: {MIN}", f"compile_error: {MIN}"])
+    assert len(learner.conflicts) == 1

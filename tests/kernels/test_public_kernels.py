@@ -76,11 +76,14 @@ def _assert_minimal_and_honest(acf_path: Path, store: Path, tmp_path: Path) -> N
             assert run.build(reduced)[1] != acf.code_hash, f"{name} has no effect but was exported"
     res = load_results(str(store))
     # a combination the compiler ignored is a constraint for the rest of the run once its result is in: it is seen
-    # again only among the candidates of its own generation (asked together, before any result), never after
+    # again only among the candidates of its own generation (asked together, before any result), never after. The
+    # combination is the ignored controls at their values ("threads per SM out of range" says the same for any
+    # value out of range)
     first: dict[str, int] = {}
     for r in res.records:
         if r.detail.get("ignored_controls"):
-            key = json.dumps(sorted(r.detail["ignored_controls"].items()), sort_keys=True)
+            key = json.dumps(sorted((name, message, r.params.get(name)) for name, message
+                                    in r.detail["ignored_controls"].items()), sort_keys=True, default=str)
             assert first.setdefault(key, r.generation) == r.generation, (key, first[key], r.generation)
     point = res.record(acf.run["eval_id"])
     assert point is not None and not set(kept) & set(point.detail.get("ignored_controls") or {})

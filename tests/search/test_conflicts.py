@@ -4,6 +4,8 @@ runs included)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -13,6 +15,7 @@ from compileiq_lab.exceptions import ConfigurationError
 from compileiq_lab.search.conflicts import NamedConflicts, conflicts_in
 from compileiq_lab.space import SearchSpace
 from compileiq_lab.store import load_results
+from compileiq_lab.testing import tool_available
 
 MIN = "ptxas fatal   : Conflicting options -opt-level=<0,2,3> and --Ofast-compile=min specified"
 MAX = "ptxas fatal   : Conflicting options -opt-level=<1,2,3> and --Ofast-compile=max specified"
@@ -210,3 +213,23 @@ def test_one_conflict_however_many_messages_say_it() -> None:
     failed = {"opt_level": 2, "fast_compile": "min", "restrict": "unset", "unroll": 4}
     learner = _learner(space, [failed, {**failed, "unroll": 8}], [f"RuntimeError: {MIN}", f"compile_error: {MIN}"])
     assert len(learner.conflicts) == 1
+
+
+@pytest.mark.skipif(not tool_available("nvcc"), reason="needs nvcc (CUDA toolkit or the nvidia-cuda-nvcc wheel)")
+def test_a_real_compilers_message_is_read_and_its_conflict_never_asked_again(tmp_path) -> None:
+    from compileiq_lab.kernels import KernelRun, load_kernel
+
+    # TILE = 64 makes 4096 threads a block: sgemm.cu's static_assert ("TILE * TILE <= 1024") fails with it
+    kernel = dataclasses.replace(load_kernel("sgemm"), defines={"TILE": (16, 64, 32)})
+    run = KernelRun(kernel, "ptxas", ["sass_instructions", "registers"], arch="sm_90", workers=2)
+    try:
+        results = Search.of(run, store=str(tmp_path / "sgemm.db"), generations=3, seed=0).start()
+    finally:
+        run.close()
+    tiles = [(r.params.get("defines", {}).get("TILE"), r.status) for r in results.records if not r.is_baseline]
+    failed = [i for i, (tile, status) in enumerate(tiles) if status == "compile_error"]
+    assert failed and all(tiles[i][0] == 64 for i in failed)
+    assert results.learned_conflicts() == ["defines.TILE = 64"]
+    # a generation asked together may hold more than one; none is asked after the first failure's part was told
+    after = [tile for tile, _ in tiles[failed[0] + 2:]]
+    assert 64 not in after and len(after) >= 10

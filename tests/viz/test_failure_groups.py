@@ -123,7 +123,10 @@ def test_a_real_compiler_failure_groups_into_one_message_and_names_its_control(t
     kernel = dataclasses.replace(load_kernel("sgemm"), defines={"TILE": (16, 64, 32)})
     run = KernelRun(kernel, "ptxas", ["sass_instructions", "registers"], arch="sm_90", workers=2)
     try:
-        results = Search.of(run, store=str(tmp_path / "sgemm.db"), generations=2, seed=0).start()
+        # (learning the conflict from the first failure's message would leave one failure to group: see
+        # tests/search/test_conflicts.py)
+        results = Search.of(run, store=str(tmp_path / "sgemm.db"), generations=2, seed=0,
+                            learn_conflicts=False).start()
     finally:
         run.close()
     failed = [r for r in results.records if r.status == "compile_error"]

@@ -66,7 +66,9 @@ class NamedConflicts:
     conflicts are constraints, do not fail. The offspring screen still learns from the failures a conflict explains:
     leaving them out of it (as if never evaluated) took 65.9 (``sgemm2d_nvcc`` 28.5), and out of its failure pairs or
     its densities alone 46.3 and 47.2 on those two tables against 45.1. A screen that starts with 1 or 3 compiled
-    configs instead of 4 (``min_history``) was noise (0.99 times the calls, 0.95-1.03 and 0.96-1.02).
+    configs instead of 4 (``min_history``) was noise (0.99 times the calls, 0.95-1.03 and 0.96-1.02), and so was
+    weighing the failure pairs less now that named conflicts are rules (``failure_weight`` 2 or 3, not 5: 1.02 and
+    1.01 times, bench/results/variants_failure_weight.md).
 
     Args:
         space: The encoded space.

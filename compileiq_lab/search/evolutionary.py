@@ -100,10 +100,10 @@ class PymooStrategy(Strategy):
         ``search.conflicts``) each replaced by an unseen prior sample (none of ``rest``, the rows still to come)."""
         if not rows:
             return rows
-        keys = self.space.keys(np.array(rows, dtype=np.int64))
-        kept = [x for x, k in zip(rows, keys) if not self.known(k, x)]
+        taken: set[bytes] = set()
+        kept = list(self.fresh(np.array(rows, dtype=np.int64), taken))  # (a rejected row is remembered as seen)
         if len(kept) < len(rows):
-            taken = set(keys) | set(self.space.keys(np.array(rest, dtype=np.int64).reshape(-1, self.space.n_genes)))
+            taken.update(self.space.keys(np.array(rest, dtype=np.int64).reshape(-1, self.space.n_genes)))
             kept += list(self.draw_unseen(self.algorithm.random_state, len(rows) - len(kept), exclude=taken))
         return kept
 

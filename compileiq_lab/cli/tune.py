@@ -282,7 +282,8 @@ def _print_front(results: Results, run: KernelRun) -> None:
             print(f"{'':5}  " + "; ".join(changes))
     learned = results.learned_conflicts()
     if learned:
-        print(f"\nlearned from the compiler's messages (never asked again): {len(learned)} conflicts")
+        print(f"\nlearned from the compiler (never asked again): {len(learned)} conflicts named by failed compiles "
+              "or controls it said it ignored")
         for line in learned:
             print(f"  {line}")
     print(f"\nstored in {results.store_path}")

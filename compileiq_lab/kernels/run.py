@@ -103,7 +103,10 @@ class KernelRun(ClusterStages):
         entry, build, block: A bare .cu file's kernel to tune (plain or mangled name), a build context added to the
             kernel's own (include directories, fixed defines, extra arguments), and a bare file's launch block
             (see ``compileiq_lab.kernels.load_kernel``).
-        learn: Turn controls the compiler said it ignored into constraints for the rest of the run.
+        learn: Keep, in each row, the rule of a control the compiler said it ignored (``detail["ignored_rules"]``),
+            which the search learns with the conflicts failed compiles name and never asks again
+            (``SearchConfiguration.learn_conflicts``); False: the ignored controls are still marked, nothing is
+            learned from them.
         nvidia_acfs: NVIDIA's control files, searched as one more control ("none" or one of them, applied with
             ptxas ``--apply-controls``; needs CUDA 13.3 or newer).
         remote: The evaluations run elsewhere (a Dask executor's workers, each of which rebuilds this run from its
@@ -286,8 +289,8 @@ class KernelRun(ClusterStages):
         return kernel_space(self.kernel, self.catalog)
 
     def constraint(self, config: Mapping[str, Any]) -> str | None:
-        """Why a config is not worth compiling (a known conflict, or a combination the compiler was seen to ignore
-        earlier in this run), or None."""
+        """Why a config is not worth compiling (a known conflict of the catalog), or None. What a run learns (conflicts
+        named by failed compiles, combinations the compiler ignored) the search holds (``search.conflicts``)."""
         if self._evaluator is not None:
             return self._evaluator.constraint(config)
         return config_conflict(self.catalog, config)

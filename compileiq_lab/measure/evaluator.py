@@ -14,7 +14,7 @@ from compileiq_lab.exceptions import ConfigurationError
 from compileiq_lab.measure.backends.base import Backend
 from compileiq_lab.measure.binary import inspect_elf
 from compileiq_lab.measure.build import CompileOutcome, write_atomic
-from compileiq_lab.measure.ignored import IgnoreRules, find_ignored
+from compileiq_lab.measure.ignored import find_ignored
 from compileiq_lab.measure.kernel import Kernel
 from compileiq_lab.measure.measurement import Measurement
 from compileiq_lab.measure.runner import Runner
@@ -120,8 +120,10 @@ class KernelEvaluator:
     ``constraint``). Candidates whose machine code is identical to an earlier one (same hash of
     the code sections, same launch) reuse that one's run measurement instead of running again.
     Controls the compiler says it ignored ("ignoring ..." warnings) are marked in the measurement
-    (``ignored_controls``, ``effective_params``: the config without them) and, with ``learn``, the
-    combination becomes a constraint for the rest of the run. With an entry, the static metrics and the
+    (``ignored_controls``, ``effective_params``: the config without them) and, with ``learn``, the rule
+    each teaches is kept in the row too (``ignored_rules``): the search learns it as it learns the conflicts
+    failed compiles name (``compileiq_lab.search.conflicts``, ``SearchConfiguration.learn_conflicts``) and asks no
+    config in it again, also where this evaluator runs in another process. With an entry, the static metrics and the
     code hash are that kernel's own.
     Build one with ``compileiq_lab.kernels.KernelRun``, which picks the backend and the runner.
 
@@ -154,7 +156,6 @@ class KernelEvaluator:
         self._hashes: set[str] = set()
         self.stats = {"compiles": 0, "unique_code": 0, "runs": 0, "runs_saved": 0, "conflicts": 0, "ignored": 0}
         self.learn = learn
-        self.ignore_rules = IgnoreRules()
 
     @property
     def gpu_info(self) -> dict[str, Any]:
@@ -184,9 +185,9 @@ class KernelEvaluator:
         return kernel_space(self.kernel, self.catalog)
 
     def constraint(self, config: Mapping[str, Any]) -> str | None:
-        """Why a config is not worth compiling: the compiler would reject it (a known conflict) or ignore one of
-        its controls (a combination seen ignored earlier in this run); None otherwise."""
-        return config_conflict(self.catalog, config) or self.ignore_rules.reason(config)
+        """Why a config is not worth compiling: the compiler would reject it (a known conflict of the catalog); None
+        otherwise. What a run learns (conflicts, ignored combinations) the search holds: see ``search.conflicts``."""
+        return config_conflict(self.catalog, config)
 
     def argv(self, config: Mapping[str, Any]) -> dict[str, list[str]]:
         """The compiler arguments of a config, per stage."""
@@ -266,7 +267,7 @@ class KernelEvaluator:
         return ""
 
     def _mark_ignored(self, config: Mapping[str, Any], log_text: str, detail: dict[str, Any]) -> None:
-        """Mark the controls the compiler ignored in ``detail`` and learn the rule (see the class docstring)."""
+        """Mark the controls the compiler ignored in ``detail``, with the rules they teach (see the class docstring)."""
         found = find_ignored(self.catalog, config, log_text) if log_text else []
         if not found:
             return
@@ -274,9 +275,8 @@ class KernelEvaluator:
         detail["effective_params"] = {k: v for k, v in config.items() if k not in detail["ignored_controls"]}
         with self._lock:
             self.stats["ignored"] += 1
-        for _, rule in found:
-            if self.learn and self.ignore_rules.add(rule):
-                log.info("learned: %s", rule.reason())
+        if self.learn:
+            detail["ignored_rules"] = [rule.record() for _, rule in found]
 
     def compile(self, config: Mapping[str, Any]) -> CompileOutcome:
         """Compile one config through the backend (no conflict check, no run)."""

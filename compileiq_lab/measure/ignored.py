@@ -1,16 +1,15 @@
-"""Controls the compiler ignored: its "ignoring ..." warnings read per candidate, and the rules learned from them."""
+"""Controls the compiler ignored: its "ignoring ..." warnings read per candidate, and the rule each one teaches."""
 
 from __future__ import annotations
 
 import re
-import threading
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from compileiq_lab.space.catalogs.base import Catalog, Control, controls_of
 
-__all__ = ["ANY", "IgnoreRule", "IgnoreRules", "Ignored", "find_ignored", "ignored_options"]
+__all__ = ["ANY", "IgnoreRule", "Ignored", "find_ignored", "ignored_options"]
 
 #: In a rule's condition: the control is set, whatever its value (ptxas ignores -maxntid with any -maxrregcount).
 ANY: Any = type("AnyValue", (), {"__repr__": lambda self: "any value"})()
@@ -103,15 +102,12 @@ class IgnoreRule:
     control: str
     message: str
 
-    def matches(self, config: Mapping[str, Any]) -> bool:
-        """Whether ``config`` sets ``control`` where it would be ignored."""
-        return self.control in config and all(k in config and (v is ANY or config[k] == v) for k, v in self.when)
-
-    def reason(self) -> str:
-        """Why a config this rule matches is not worth compiling."""
-        when = ", ".join(f"{k}={v!r}" for k, v in self.when if k != self.control)
-        return (f"the compiler ignores {self.control}" + (f" together with {when}" if when else " at this value")
-                + f" (seen earlier in this run: {self.message[:160]})")
+    def record(self) -> dict[str, Any]:
+        """The rule as a row of the run keeps it (JSON), for the search to learn it with the conflicts it reads from
+        failed compiles (``compileiq_lab.search.conflicts``): ``{"control": name, "when": [{"control": name,
+        "value": v} or {"control": name, "any": true}, ...], "message": text}``."""
+        when = [{"control": k, "any": True} if v is ANY else {"control": k, "value": v} for k, v in self.when]
+        return {"control": self.control, "when": when, "message": self.message}
 
 
 def find_ignored(catalog: Catalog, config: Mapping[str, Any], text: str) -> list[tuple[str, IgnoreRule]]:
@@ -134,26 +130,3 @@ def find_ignored(catalog: Catalog, config: Mapping[str, Any], text: str) -> list
             ((control.name, flat[control.name]),)
         found.append((control.name, IgnoreRule(when, control.name, item.message)))
     return found
-
-
-@dataclass
-class IgnoreRules:
-    """The rules learned in one run (thread-safe); a config that matches one is rejected before it is compiled."""
-
-    rules: list[IgnoreRule] = field(default_factory=list)
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-
-    def add(self, rule: IgnoreRule) -> bool:
-        """Learn a rule; False when it was known."""
-        with self._lock:
-            if any(r.when == rule.when and r.control == rule.control for r in self.rules):
-                return False
-            self.rules.append(rule)
-            return True
-
-    def reason(self, config: Mapping[str, Any]) -> str | None:
-        """Why the compiler would ignore a control of ``config`` (a learned rule), or None."""
-        flat = controls_of(config)
-        with self._lock:
-            rules = list(self.rules)
-        return next((r.reason() for r in rules if r.matches(flat)), None)

@@ -15,7 +15,7 @@ from compileiq_lab.measure.measurement import Measurement
 from compileiq_lab.run.events import GenerationEvent
 from compileiq_lab.search.base import Strategy
 from compileiq_lab.search.config import SearchConfiguration
-from compileiq_lab.search.conflicts import LEARNED_STATUSES, NamedConflicts
+from compileiq_lab.search.conflicts import NamedConflicts, lessons
 from compileiq_lab.search.factory import make_strategy
 from compileiq_lab.space.objectives import Objective, signs
 from compileiq_lab.space.space import SearchSpace, config_key
@@ -367,13 +367,14 @@ def build_strategy(space: SearchSpace, config: SearchConfiguration, constraint: 
 
 def learn_conflicts(conflicts: NamedConflicts | None, genomes: Sequence[np.ndarray | None],
                     outcomes: Sequence[Measurement]) -> None:
-    """Teach ``conflicts`` (if any) the outcomes of searched candidates: which compiled, and the message of each
-    failed compile (``LEARNED_STATUSES``)."""
+    """Teach ``conflicts`` (if any) the outcomes of searched candidates: which compiled, the message of each failed
+    compile and the controls each compile ignored (``search.conflicts.lessons``)."""
     rows = [(g, m) for g, m in zip(genomes, outcomes) if g is not None]
     if conflicts is None or not rows:
         return
-    conflicts.observe(np.array([g for g, _ in rows]), [m.ok for _, m in rows],
-                      [m.error if m.status in LEARNED_STATUSES else None for _, m in rows])
+    taught = [lessons(m.status, m.error, m.detail) for _, m in rows]
+    conflicts.observe(np.array([g for g, _ in rows]), [m.ok for _, m in rows], [t[0] for t in taught],
+                      [t[1] for t in taught])
 
 
 def encode_all(space: SearchSpace, configs: Sequence[dict[str, Any]]) -> np.ndarray:

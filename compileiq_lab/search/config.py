@@ -109,7 +109,9 @@ class SearchConfiguration:
             "Conflicting options -opt-level=<0,2,3> and --Ofast-compile=min" names two controls and their states)
             and never ask a config in a learned conflict again, as for the catalog's known conflicts. A message is
             learned from only when every option it names is a control of the space; a conflict is dropped once a
-            config in it compiles. Runs stored before this setting existed did not learn and resume that way.
+            config in it compiles. Combinations a compile ignored (a kernel run's "ignoring ..." warnings, kept in
+            the row) are learned by the same mechanism and never asked again either. Runs stored before this setting
+            existed did not learn and resume that way.
         surrogate: Pre-screen GA/NSGA-II offspring with a random forest fitted on the evaluations so
             far: 4x more offspring are proposed and the most promising (plus a random quarter) are
             evaluated. Needs scikit-learn. See bench/results/surrogate.md for where it pays.

@@ -1,4 +1,4 @@
-"""Conflicts learned from failed compiles' messages: the controls a compiler names when it rejects a config."""
+"""What a run learns the compiler rejects or ignores: conflicts named by failed compiles, combinations it ignored."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from typing import Any
 
 import numpy as np
 
-from compileiq_lab.search.states import states_of
+from compileiq_lab.search.states import n_states, states_of
 from compileiq_lab.space.space import SearchSpace
 
-__all__ = ["LEARNED_STATUSES", "Conflict", "NamedConflicts", "conflicts_in"]
+__all__ = ["LEARNED_STATUSES", "Conflict", "NamedConflicts", "conflicts_in", "lessons"]
 
 log = logging.getLogger(__name__)
 
@@ -32,15 +32,18 @@ def _norm(text: object) -> str:
 
 @dataclass(frozen=True)
 class Conflict:
-    """A learned conflict: every config whose controls are all in these states fails to compile.
+    """A learned conflict: every config whose controls are all in these states fails to compile, or (``ignored``)
+    compiles with that control ignored, i.e. to the code of a config without it.
 
     Attributes:
         states: Per named control, its index in the space and the states (see ``search.states``) that conflict.
         message: The compiler's message it was learned from.
+        ignored: The control the compiler ignores in these states (its name), or None for a conflict that fails.
     """
 
     states: tuple[tuple[int, frozenset[int]], ...]
     message: str
+    ignored: str | None = None
 
 
 class NamedConflicts:
@@ -59,6 +62,15 @@ class NamedConflicts:
     The search then never asks a config in a learned conflict (the strategy's reject hook), as it never asks one the
     catalog knows to conflict. Messages that name no control leave the learning to the offspring screen's failure
     pairs (``search.failures``), which need several failures per pair.
+
+    A compile that succeeded can teach a rule too: a compiler that says it ignored a control ("Conflicting options
+    '-O0' and '--register-usage-level' specified, ignoring '--register-usage-level'") compiled the config to the code
+    of one without it, so asking another config that sets it in the same context would teach nothing. The evaluator
+    reads such warnings against its catalog (``compileiq_lab.measure.ignored``) and keeps the rule in the row
+    (``detail["ignored_rules"]``); it is learned here as a conflict with ``ignored`` set, the ignored control in any of
+    its set states and the others in the states the rule names, and kept whatever compiles (it was learned from a
+    compile). One mechanism for both: the same reject hook, the same list (``Results.learned_conflicts``), and a
+    resumed run relearns both from its stored rows, wherever the compiles ran.
 
     On the tune half of bench/tables (plain spaces, seeds 400-519, paired, bench/results/variants_conflicts.md)
     learning took the sum of mean calls to the optimum from 64.6 to 62.6 (without it 1.03 times the calls, 90 %
@@ -98,6 +110,8 @@ class NamedConflicts:
                                   if isinstance(v, str) and v.strip().startswith("-")})
         self._genes = [(int(space.value_gene[i]), int(space.knock_gene[i])) for i in range(len(space.params))]
         self._compiled = np.zeros((0, len(space.params)), dtype=np.int64)
+        self._k = n_states(space)
+        self._top = {path[0]: i for i, (path, _) in enumerate(space.params) if len(path) == 1}
         self._full = False
         # the conflicts by their first control and its states: a genome is checked against those its state there
         # is in (a few dictionary lookups per candidate however many conflicts there are)
@@ -126,33 +140,76 @@ class NamedConflicts:
                     return c
         return None
 
-    def observe(self, X: np.ndarray, ok: Sequence[bool], messages: Sequence[str | None]) -> list[Conflict]:
+    def observe(self, X: np.ndarray, ok: Sequence[bool], messages: Sequence[str | None],
+                ignored: Sequence[Sequence[Mapping[str, Any]] | None] | None = None) -> list[Conflict]:
         """Learn from evaluated genomes: whether each compiled and, for a failure, its message (None: a failure not
-        to learn from). Returns the conflicts learned."""
+        to learn from); for a compile, the rules of the controls the compiler ignored (``ignored``, one list or None
+        per genome, each rule ``{"control": name, "when": [{"control": name, "value": v} or {"control": name,
+        "any": true}, ...], "message": text}``, names of the space's top-level controls). Returns the conflicts
+        learned."""
         X = np.asarray(X, dtype=np.int64).reshape(-1, self.space.n_genes)
         S = states_of(self.space, X)
         good = S[np.asarray(ok, dtype=bool)]
         if len(good):
             self._compiled = np.vstack([self._compiled, good])[-self.MAX_COMPILED:]
-            kept = [c for c in self.conflicts if not self._holds_any(c, good)]
+            kept = [c for c in self.conflicts if c.ignored is not None or not self._holds_any(c, good)]
             if len(kept) < len(self.conflicts):
                 self.conflicts = kept
                 self._reindex()
-        learned = []
+        if self._full:
+            return []
+        found: list[Conflict] = []
         for s, fine, message in zip(S, ok, messages):
-            if fine or not message or self._full:
+            if not fine and message:
+                c = self._learn(s, message)
+                if c is not None and not self._holds_any(c, self._compiled):
+                    found.append(c)
+        for rules in ignored or ():
+            found.extend(c for c in map(self._rule, rules or ()) if c is not None)
+        learned = []
+        for c in found:
+            if any(c.states == known.states and c.ignored == known.ignored for known in self.conflicts):
                 continue
-            c = self._learn(s, message)
-            if c is not None and not self._holds_any(c, self._compiled) \
-                    and all(c.states != known.states for known in self.conflicts):
-                self.conflicts.append(c)
-                self._reindex()
-                learned.append(c)
-                log.info("learned from a failed compile: configs with %s fail (%s)", self.describe(c), message[:200])
-                if len(self.conflicts) >= self.MAX_CONFLICTS:
-                    self._full = True
-                    log.info("%d conflicts learned: no more are learned in this run", len(self.conflicts))
+            self.conflicts.append(c)
+            learned.append(c)
+            log.info("learned from the compiler: %s (%s)", self.describe(c), c.message[:200])
+            if len(self.conflicts) >= self.MAX_CONFLICTS:
+                self._full = True
+                log.info("%d conflicts learned: no more are learned in this run", len(self.conflicts))
+                break
+        if learned:
+            self._reindex()
         return learned
+
+    def _rule(self, rule: Mapping[str, Any]) -> Conflict | None:
+        """The conflict an ignored-control rule (see ``observe``) is, or None where it names what the space does not
+        hold (a control, a value)."""
+        if not isinstance(rule, Mapping) or not isinstance(rule.get("when", ()), Sequence):
+            return None
+        i = self._top.get(str(rule.get("control")))
+        if i is None:
+            return None
+        named = {i: self._set_states(i)}
+        for cond in rule.get("when", ()):
+            j = self._top.get(str(cond.get("control"))) if isinstance(cond, Mapping) else None
+            if j is None:
+                return None
+            states = self._set_states(j) if cond.get("any") else self._value_states(j, cond.get("value"))
+            named[j] = named[j] & states if j in named else states
+            if not named[j]:
+                return None
+        return Conflict(tuple((k, frozenset(v)) for k, v in sorted(named.items())), str(rule.get("message", "")),
+                        ignored=".".join(self.space.params[i][0]))
+
+    def _set_states(self, i: int) -> set[int]:
+        """The states of control ``i`` that set it (every state but "absent")."""
+        return set(range(1 if self.space.params[i][1].can_knockout else 0, int(self._k[i])))
+
+    def _value_states(self, i: int, value: Any) -> set[int]:
+        """The state of control ``i`` at ``value`` (empty where it has no such value)."""
+        prm = self.space.params[i][1]
+        first = 1 if prm.can_knockout else 0
+        return {first + j for j, v in enumerate(prm.values) if v == value and type(v) is type(value)}
 
     @staticmethod
     def _holds_any(c: Conflict, S: np.ndarray) -> bool:
@@ -195,24 +252,44 @@ class NamedConflicts:
         return same == len(name) or (same >= self.MIN_SUFFIX and same >= len(key) - 1)
 
     def describe(self, c: Conflict) -> str:
-        """A conflict in words, e.g. "opt_level in (0, 2, 3) and fast_compile = 'min'"."""
-        parts = []
+        """A conflict in words, e.g. "opt_level in (0, 2, 3) and fast_compile = 'min'", or for an ignored control
+        "register_usage_level is ignored with opt_level = 0"."""
+        parts, own = [], c.ignored
         for i, states in c.states:
             path, prm = self.space.params[i]
+            name = ".".join(path)
+            if name == c.ignored and set(states) == self._set_states(i):
+                continue  # ignored whatever it is set to
             first = 1 if prm.can_knockout else 0
             shown = ["(unset)" if st < first else repr(prm.values[st - first]) for st in sorted(states)]
-            name = ".".join(path)
-            parts.append(f"{name} = {shown[0]}" if len(shown) == 1 else f"{name} in ({', '.join(shown)})")
-        return " and ".join(parts)
+            text = f"{name} = {shown[0]}" if len(shown) == 1 else f"{name} in ({', '.join(shown)})"
+            if first and len(shown) > 1 and set(states) == self._set_states(i):
+                text = f"{name} set"  # to any of its values
+            if name == c.ignored:
+                own = text
+            else:
+                parts.append(text)
+        if c.ignored is None:
+            return " and ".join(parts)
+        return f"{own} is ignored" + (f" with {' and '.join(parts)}" if parts else "")
 
 
-def conflicts_in(space: SearchSpace, rows: Sequence[tuple[Mapping[str, Any], str, str]]) -> list[str]:
-    """The conflicts a run's rows teach, in words: each row a config of the space, its status and its error message
-    (rows that are not points of the space are left out)."""
+def lessons(status: str, error: str, detail: Mapping[str, Any] | None) -> tuple[str | None, list[Any] | None]:
+    """What one evaluation teaches ``NamedConflicts.observe``: the message of a failure to read (``LEARNED_STATUSES``;
+    else None) and the rules of the controls the compiler ignored (``detail["ignored_rules"]``; else None)."""
+    rules = detail.get("ignored_rules") if isinstance(detail, Mapping) else None
+    return (error if status in LEARNED_STATUSES else None), (rules if isinstance(rules, list) else None)
+
+
+def conflicts_in(space: SearchSpace, rows: Sequence[tuple[Mapping[str, Any], str, str, Mapping[str, Any] | None]]
+                 ) -> list[str]:
+    """The conflicts a run's rows teach, in words: each row a config of the space, its status, its error message and
+    its detail (rows that are not points of the space are left out)."""
     rows = [r for r in rows if space.is_point(r[0])]
     if not rows or not space.n_genes:
         return []
     learner = NamedConflicts(space)
-    learner.observe(np.array([space.encode(c) for c, _, _ in rows]), [status == "ok" for _, status, _ in rows],
-                    [error if status in LEARNED_STATUSES else None for _, status, error in rows])
+    taught = [lessons(status, error, detail) for _, status, error, detail in rows]
+    learner.observe(np.array([space.encode(r[0]) for r in rows]), [r[1] == "ok" for r in rows],
+                    [m for m, _ in taught], [rules for _, rules in taught])
     return [learner.describe(c) for c in learner.conflicts]

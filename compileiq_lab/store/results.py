@@ -215,12 +215,13 @@ class Results:
         return sorted(folded, key=lambda pair: pair[0].eval_id)
 
     def learned_conflicts(self) -> list[str]:
-        """The conflicts the search learned from its failed compiles' messages (see
-        ``SearchConfiguration.learn_conflicts``), in words; none for a run made without learning them."""
+        """What the search learned the compiler rejects or ignores, in words: the conflicts its failed compiles'
+        messages name and the combinations its compiles were seen to ignore (see
+        ``SearchConfiguration.learn_conflicts``); none for a run made without learning them."""
         if not self.header.config.get("learn_conflicts"):
             return []
         return conflicts_in(SearchSpace.from_spec(self.header.space),
-                            [(r.params, r.status, r.error) for r in self.records if not r.is_baseline])
+                            [(r.params, r.status, r.error, r.detail) for r in self.records if not r.is_baseline])
 
     def best_record(self, objective: int = 0) -> EvalRecord | None:
         """The best evaluation on one objective (index), ties broken first by the other objectives (a point on

@@ -44,16 +44,16 @@ def failures_html(groups: list[dict[str, Any]], limit: int = 100, learned: Seque
     Args:
         groups: The groups.
         limit: Characters of a message shown; a longer one is cut, its full text in the cell's title.
-        learned: The conflicts the search learned from the failures' messages (``Results.learned_conflicts``),
-            listed under the table.
+        learned: What the search learned from the compiler (``Results.learned_conflicts``: conflicts its failed
+            compiles named, combinations its compiles ignored), listed under the table (or alone, with no failures).
     """
-    if not groups:
-        return f"<i>{NO_FAILURES}</i>"
     note = ""
     if learned:
         items = "".join(f"<li><code>{html.escape(line)}</code></li>" for line in learned)
-        note = (f"<div class='compileiq-learned'>Conflicts read from the compiler's messages ({len(learned)}); the "
-                f"search asks no config in them again:<ul>{items}</ul></div>")
+        note = (f"<div class='compileiq-learned'>Learned from the compiler ({len(learned)}: conflicts its messages "
+                f"named, controls it said it ignored); the search asks no config in them again:<ul>{items}</ul></div>")
+    if not groups:
+        return f"<i>{NO_FAILURES}</i>{note}"
     rows = []
     for g in groups:
         status = html.escape(g["status"]) + (" <small>(incl. the baseline)</small>" if g.get("baseline") else "")
@@ -109,7 +109,7 @@ class FailuresView:
             return False
         self._seen = seen
         self.groups = failure_groups(results, top=self.top)
-        self.learned = results.learned_conflicts() if self.groups else []
+        self.learned = results.learned_conflicts()
         self.table.value = failures_html(self.groups, self.limit, self.learned)
         options: list[tuple[str, int | None]] = [("pick a failed evaluation", None)]
         for g in self.groups:

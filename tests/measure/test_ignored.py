@@ -1,9 +1,19 @@
-"""Controls the compiler said it ignored: the warnings parsed, mapped to controls, learned as constraints."""
+"""Controls the compiler said it ignored: the warnings parsed, mapped to controls, and the rules the search learns from
+them as it learns conflicts (one mechanism: ``search.conflicts``)."""
 
 from __future__ import annotations
 
-from compileiq_lab.measure.ignored import ANY, IgnoreRules, find_ignored, ignored_options
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from compileiq_lab.measure.ignored import ANY, IgnoreRule, find_ignored, ignored_options
+from compileiq_lab.search.conflicts import NamedConflicts
+from compileiq_lab.space import SearchSpace
 from compileiq_lab.space.catalogs import get_catalog
+from compileiq_lab.testing import tool_available
 
 # what ptxas 13.0 prints (measured)
 CONFLICT = ("ptxas warning : Conflicting options '-O0' and '--register-usage-level' specified, ignoring "
@@ -12,6 +22,17 @@ TOO_BIG = "ptxas warning : Too big maxrregcount value specified 300, will be ign
 RANGE = "ptxas warning : Value of RegUsageLevel (12) is out of valid range {0..10}, option will be ignored"
 BOUNDS = ("ptxas warning : Value of threads per SM for entry _Z1kPf is out of range. .minnctapersm and .maxntid "
           "will be ignored")
+
+
+def _learned(space: SearchSpace, config: dict[str, Any], rules: list[IgnoreRule]) -> NamedConflicts:
+    """What the search learns from one compile of ``config`` whose row holds ``rules`` (as the evaluator keeps them)."""
+    learner = NamedConflicts(space)
+    learner.observe(space.encode(config)[None, :], [True], [None], [[r.record() for r in rules]])
+    return learner
+
+
+def _rejects(learner: NamedConflicts, config: dict[str, Any]) -> bool:
+    return learner.conflict(learner.space.encode(config)) is not None
 
 
 def test_warnings_are_parsed() -> None:
@@ -29,14 +50,23 @@ def test_ignored_controls_and_the_rule_learned() -> None:
     assert [name for name, _ in found] == ["register_usage_level"]
     rule = found[0][1]
     assert rule.when == (("opt_level", 0),)
-    rules = IgnoreRules()
-    assert rules.add(rule) and not rules.add(rule)
-    assert rules.reason({"opt_level": 0, "register_usage_level": 7}) is not None  # any value with -O0
-    assert rules.reason({"opt_level": 1, "register_usage_level": 7}) is None
-    assert rules.reason({"opt_level": 0}) is None  # nothing ignored without the control
+    space = SearchSpace(cat.space())
+    learner = _learned(space, {"opt_level": 0, "register_usage_level": 3}, [rule, rule])
+    assert len(learner.conflicts) == 1  # a rule once however often it is seen
+    assert learner.describe(learner.conflicts[0]) == "register_usage_level is ignored with opt_level = 0"
+    assert _rejects(learner, {"opt_level": 0, "register_usage_level": 7})  # any value with -O0
+    assert not _rejects(learner, {"opt_level": 1, "register_usage_level": 7})
+    assert not _rejects(learner, {"opt_level": 0})  # nothing ignored without the control
+    # a compile in it does not overrule it: it was learned from a compile
+    learner.observe(space.encode({"opt_level": 0, "register_usage_level": 7})[None, :], [True], [None])
+    assert _rejects(learner, {"opt_level": 0, "register_usage_level": 7})
     # an option that is ignored on its own is learned for its value only
     (name, alone), = find_ignored(cat, {"register_usage_level": 10}, RANGE)
     assert name == "register_usage_level" and alone.when == (("register_usage_level", 10),)
+    learner = _learned(space, {"register_usage_level": 10}, [alone])
+    assert learner.describe(learner.conflicts[0]) == "register_usage_level = 10 is ignored"
+    assert _rejects(learner, {"register_usage_level": 10, "opt_level": 2})
+    assert not _rejects(learner, {"register_usage_level": 8})
 
 
 def test_unquoted_forms_of_ptxas_13() -> None:
@@ -57,10 +87,43 @@ def test_unquoted_forms_of_ptxas_13() -> None:
     # only the rival's name is printed: the rule holds for any of its values
     assert found["def_load_cache"].when == (("force_load_cache", ANY),)
     assert found["maxntid"].when == (("maxrregcount", ANY),)
-    rules = IgnoreRules()
-    rules.add(found["maxntid"])
-    assert rules.reason({"maxrregcount": 128, "maxntid": 512}) is not None
+    space = SearchSpace(cat.space())
+    learner = _learned(space, {"maxrregcount": 56, "maxntid": 256}, [found["maxntid"]])
+    assert learner.describe(learner.conflicts[0]) == "maxntid is ignored with maxrregcount set"
+    assert _rejects(learner, {"maxrregcount": 120, "maxntid": 512})
+    assert not _rejects(learner, {"maxntid": 512})
 
 
 def test_options_no_control_produced_are_skipped() -> None:
     assert find_ignored(get_catalog("ptxas"), {"opt_level": 3}, CONFLICT) == []
+
+
+def test_a_rule_naming_what_the_space_lacks_teaches_nothing() -> None:
+    space = SearchSpace({"opt_level": get_catalog("ptxas").space()["opt_level"]})
+    learner = NamedConflicts(space)
+    x = np.array([space.encode({"opt_level": 0})])
+    rules = [{"control": "register_usage_level", "when": [{"control": "opt_level", "value": 0}], "message": "m"},
+             {"control": "opt_level", "when": [{"control": "opt_level", "value": 9}], "message": "no such value"},
+             {"control": "opt_level", "when": "not a list"}, "not a rule"]
+    assert learner.observe(x, [True], [None], [rules]) == []
+
+
+@pytest.mark.skipif(not tool_available("nvcc"), reason="needs nvcc (CUDA toolkit or the nvidia-cuda-nvcc wheel)")
+def test_a_real_compile_keeps_the_rule_in_its_row_and_the_search_learns_it(tmp_path: Path) -> None:
+    from compileiq_lab.kernels import KernelRun, load_kernel
+
+    run = KernelRun(load_kernel("sgemm"), "ptxas", ["sass_instructions"], arch="sm_90", workdir=tmp_path)
+    try:
+        config = {"opt_level": 0, "register_usage_level": 5, "defines": {"TILE": 16}}
+        m = run(config)
+        assert m.ok and set(m.detail["ignored_controls"]) == {"register_usage_level"}
+        assert run.constraint({"opt_level": 0, "register_usage_level": 7}) is None  # the evaluator holds no rule
+        space = SearchSpace(run.search_space())
+        learner = NamedConflicts(space)
+        learner.observe(space.encode(config)[None, :], [True], [None], [m.detail["ignored_rules"]])
+        assert [learner.describe(c) for c in learner.conflicts] == [
+            "register_usage_level is ignored with opt_level = 0"]
+        assert _rejects(learner, {**config, "register_usage_level": 2})
+        assert "ignored_rules" not in run({**config, "opt_level": 3}).detail
+    finally:
+        run.close()

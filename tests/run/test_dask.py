@@ -13,6 +13,7 @@ import threading
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import compileiq_lab.space as ss
@@ -355,3 +356,28 @@ class _Checked:
 def test_an_objectives_own_preflight_is_run_on_the_workers(client):
     with pytest.raises(ConfigurationError, match=r"2 of 2 Dask workers .*the licence server is unreachable"):
         Search(_Checked(), SPACE, SearchConfiguration(generations=1), store=":memory:", executor=client).start()
+
+
+def test_combinations_the_compiler_ignored_on_the_workers_are_learned_by_the_search(client, tmp_path):
+    from compileiq_lab.kernels import KernelRun
+    from compileiq_lab.search.conflicts import NamedConflicts, lessons
+    from compileiq_lab.space import SearchSpace
+    from compileiq_lab.testing import tool_available
+
+    if not tool_available("nvcc"):
+        pytest.skip("needs nvcc")
+    # the evaluator runs on the workers: the rule of each "ignoring ..." warning comes back in the row
+    run = KernelRun("sgemm", "ptxas", ["sass_instructions"], arch="sm_90", remote=True, workdir=tmp_path)
+    res = Search.of(run, store=str(tmp_path / "r.db"), executor=client, generations=6, pool_size=8, seed=0).start()
+    taught = [r for r in res.records if r.detail.get("ignored_rules")]
+    assert taught, "no compile ignored a control: nothing to learn"
+    assert any(" is ignored" in line for line in res.learned_conflicts())
+    space = SearchSpace.from_spec(res.header.space)
+    for g in sorted({r.generation for r in taught}):  # nothing learned by generation g is asked after it
+        learner = NamedConflicts(space)
+        done = [r for r in res.records if r.generation <= g and not r.is_baseline]
+        told = [lessons(r.status, r.error, r.detail) for r in done]
+        learner.observe(np.array([space.encode(r.params) for r in done]), [r.status == "ok" for r in done],
+                        [m for m, _ in told], [rules for _, rules in told])
+        later = [r for r in res.records if r.generation > g]
+        assert not [r.eval_id for r in later if learner.conflict(space.encode(r.params)) is not None]

@@ -1,6 +1,6 @@
 """Conflicts learned from failed compiles' messages: what a message names is learned, what it cannot be mapped to is
 not, a config that compiled overrules one, and the search never asks a config in a learned conflict again (resumed
-runs included)."""
+runs included). Combinations a compile ignored are learned by the same mechanism."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import pytest
 from compileiq_lab import Search, SearchConfiguration
 from compileiq_lab import space as ss
 from compileiq_lab.exceptions import ConfigurationError
+from compileiq_lab.measure import Measurement
 from compileiq_lab.search.conflicts import NamedConflicts, conflicts_in
 from compileiq_lab.space import SearchSpace
 from compileiq_lab.store import load_results
@@ -173,8 +174,8 @@ def test_learn_conflicts_is_a_bool_and_runs_stored_before_it_did_not_learn() -> 
 def test_conflicts_in_a_runs_rows_in_words() -> None:
     space = SearchSpace(_plain())
     base = {"opt_level": 1, "fast_compile": "max", "restrict": "unset", "unroll": 2}
-    rows = [({**base, "opt_level": 0}, "ok", ""), (base, "error", f"RuntimeError: {MAX}"),
-            ({**base, "unroll": 4}, "timeout", MIN), ({"not": "a point"}, "error", MAX)]
+    rows = [({**base, "opt_level": 0}, "ok", "", {}), (base, "error", f"RuntimeError: {MAX}", None),
+            ({**base, "unroll": 4}, "timeout", MIN, None), ({"not": "a point"}, "error", MAX, None)]
     assert conflicts_in(space, rows) == ["opt_level in (1, 2, 3) and fast_compile = 'max'"]
     assert conflicts_in(space, rows[:1] + rows[2:]) == []  # a timeout's text is not a compiler's answer
 
@@ -229,7 +230,74 @@ def test_a_real_compilers_message_is_read_and_its_conflict_never_asked_again(tmp
     tiles = [(r.params.get("defines", {}).get("TILE"), r.status) for r in results.records if not r.is_baseline]
     failed = [i for i, (tile, status) in enumerate(tiles) if status == "compile_error"]
     assert failed and all(tiles[i][0] == 64 for i in failed)
-    assert results.learned_conflicts() == ["defines.TILE = 64"]
+    learned = results.learned_conflicts()
+    assert "defines.TILE = 64" in learned
+    assert all(line == "defines.TILE = 64" or " is ignored" in line for line in learned)  # (and what ptxas ignored)
     # a generation asked together may hold more than one; none is asked after the first failure's part was told
     after = [tile for tile, _ in tiles[failed[0] + 2:]]
     assert 64 not in after and len(after) >= 10
+
+
+IGNORING = "ptxas warning : Conflicting options '-O0' and '--level' specified, ignoring '--level' option"
+
+
+def _ignoring_run(seed: int, learn: bool, seen: list[tuple[dict, bool]], store: str | None = None,
+                  generations: int = 10, resume: bool = False) -> None:
+    """A search whose compiles ignore ``level`` with ``opt_level = 0`` and say so in the row, as the kernel evaluator
+    keeps an "ignoring" warning (``detail["ignored_rules"]``, see ``compileiq_lab.measure.ignored``)."""
+    space = {"opt_level": ss.choice([0, 1, 2, 3], knockout_prob=0.3), "level": ss.range(0, 10, knockout_prob=0.3),
+             "x": ss.range(0, 20)}
+    rule = {"control": "level", "when": [{"control": "opt_level", "value": 0}], "message": IGNORING}
+
+    def objective(config: dict) -> Measurement:
+        ignored = config.get("opt_level") == 0 and "level" in config
+        seen.append((dict(config), ignored))
+        return Measurement("ok", scores=(float(abs(config["x"] - 7)),),
+                           detail={"ignored_rules": [rule]} if ignored else {})
+
+    if resume:
+        Search.resume(store, objective, generations=generations)
+        return
+    cfg = SearchConfiguration(generations=generations, seed=seed, learn_conflicts=learn)
+    search = Search(objective, space, cfg, store=store)
+    search.start()
+    search.close()
+
+
+def _ignored_again(seen: list[tuple[dict, bool]], pool: int = 5) -> int:
+    """Configs in the ignored combination asked after the generation of the first one's result."""
+    first = next((i for i, (_, ignored) in enumerate(seen) if ignored), None)
+    return 0 if first is None else sum(ignored for _, ignored in seen[(first // pool + 1) * pool + 1:])
+
+
+def test_a_combination_a_compile_ignored_is_learned_with_the_conflicts_and_never_asked_again(tmp_path) -> None:
+    runs = {learn: [] for learn in (True, False)}
+    for learn, seen_by_seed in runs.items():
+        for seed in range(4):
+            seen: list[tuple[dict, bool]] = []
+            _ignoring_run(seed, learn, seen)
+            seen_by_seed.append(seen)
+    assert all(any(ignored for _, ignored in seen) for seen in runs[True])  # each run met it
+    assert [_ignored_again(seen) for seen in runs[True]] == [0] * 4
+    assert sum(_ignored_again(seen) for seen in runs[False]) > 0  # without learning it is asked again
+    # the run's results list it with the conflicts, and a resumed run relearns it from the stored rows
+    path = str(tmp_path / "run.db")
+    first: list[tuple[dict, bool]] = []
+    _ignoring_run(0, True, first, store=path, generations=4)
+    assert load_results(path).learned_conflicts() == ["level is ignored with opt_level = 0"]
+    more: list[tuple[dict, bool]] = []
+    _ignoring_run(0, True, more, store=path, generations=12, resume=True)
+    assert more and not any(ignored for _, ignored in more)
+
+
+def test_learning_stops_at_max_conflicts() -> None:
+    space = SearchSpace({"opt_level": ss.choice([0, 1, 2, 3], knockout_prob=0.3),
+                         "level": ss.range(0, 10, knockout_prob=0.3)})
+    learner = NamedConflicts(space)
+    learner.MAX_CONFLICTS = 3  # (256 by default)
+    rules = [[{"control": "level", "when": [{"control": "level", "value": v}], "message": f"level {v} ignored"}]
+             for v in range(6)]
+    X = np.array([space.encode({"level": v}) for v in range(6)])
+    assert len(learner.observe(X, [True] * 6, [None] * 6, rules)) == 3
+    assert learner.observe(X[:1], [False], [f"Conflicting options -opt-level and --level=0 {MIN}"]) == []
+    assert [learner.describe(c) for c in learner.conflicts] == [f"level = {v} is ignored" for v in range(3)]

@@ -12,6 +12,7 @@ pytest.importorskip("ipywidgets")
 
 import compileiq_lab.space as ss
 from compileiq_lab import Search, SearchConfiguration
+from compileiq_lab.measure import Measurement
 from compileiq_lab.store import Results
 from compileiq_lab.testing import toy_objective
 from compileiq_lab.widgets.failures import NO_FAILURES, FailuresView
@@ -104,3 +105,21 @@ def test_the_conflicts_the_search_read_from_the_messages_are_listed():
     assert "compileiq-learned" in view.table.value and "fast_compile = &#x27;min&#x27;" in view.table.value
     view.update(run(flaky), force=True)  # messages that name no control: nothing listed
     assert view.learned == [] and "compileiq-learned" not in view.table.value
+
+
+def test_controls_the_compiler_ignored_are_listed_without_any_failure():
+    rule = {"control": "level", "when": [{"control": "opt_level", "value": 0}],
+            "message": "ptxas warning : Conflicting options '-O0' and '--level' specified, ignoring '--level' option"}
+
+    def objective(config: dict[str, Any]) -> Measurement:  # as the kernel evaluator keeps an "ignoring" warning
+        ignored = config.get("opt_level") == 0 and "level" in config
+        return Measurement("ok", scores=(float(config["x"]),), detail={"ignored_rules": [rule]} if ignored else {})
+
+    space = {"opt_level": ss.choice([0, 1], knockout_prob=0.2), "level": ss.range(0, 4, knockout_prob=0.2),
+             "x": ss.range(0, 9)}
+    results = Search(objective, space, SearchConfiguration(generations=6, seed=0), store=":memory:").start()
+    assert results.status_counts() == {"ok": len(results)}
+    view = FailuresView()
+    view.update(results)
+    assert view.learned == ["level is ignored with opt_level = 0"]
+    assert NO_FAILURES in view.table.value and "compileiq-learned" in view.table.value

@@ -52,8 +52,10 @@ def main() -> None:
           markdown_table(["kernel", "compiled (no learning)", "with an ignored control",
                           "compiled (learning)", "with an ignored control"], rows),
           f"{args.seeds} seeds x {args.generations} generations per kernel and side, registers + sass_instructions, "
-          "the ptxas catalog; the same seeds on both sides. Learning turns each ignored combination seen into a "
-          "search constraint for the rest of the run; the first candidate that shows it is still compiled.")
+          "the ptxas catalog; the same seeds on both sides. Learning: the row of a compile that ignored a control "
+          "keeps the rule (detail.ignored_rules) and the search learns it with the conflicts failed compiles name "
+          "(SearchConfiguration.learn_conflicts), asking no config in it again; the first candidate that shows it is "
+          "still compiled, and a generation asked together may hold several.")
 
 
 if __name__ == "__main__":

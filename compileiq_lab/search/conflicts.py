@@ -252,8 +252,8 @@ class NamedConflicts:
         return same == len(name) or (same >= self.MIN_SUFFIX and same >= len(key) - 1)
 
     def describe(self, c: Conflict) -> str:
-        """A conflict in words, e.g. "opt_level in (0, 2, 3) and fast_compile = 'min'", or for an ignored control
-        "register_usage_level is ignored with opt_level = 0"."""
+        """A conflict in words, saying what the compiler does with it: e.g. "opt_level in (0, 2, 3) and fast_compile =
+        'min' fail to compile", or for an ignored control "register_usage_level is ignored with opt_level = 0"."""
         parts, own = [], c.ignored
         for i, states in c.states:
             path, prm = self.space.params[i]
@@ -270,7 +270,7 @@ class NamedConflicts:
             else:
                 parts.append(text)
         if c.ignored is None:
-            return " and ".join(parts)
+            return " and ".join(parts) + (" fails to compile" if len(parts) == 1 else " fail to compile")
         return f"{own} is ignored" + (f" with {' and '.join(parts)}" if parts else "")
 
 

@@ -53,7 +53,8 @@ def test_a_message_naming_two_controls_is_learned_with_the_values_it_lists() -> 
     space = SearchSpace(_plain())
     failed = {"opt_level": 2, "fast_compile": "min", "restrict": "unset", "unroll": 4}
     learner = _learner(space, [failed], [f"TableCompileError: compile_error: ptxas: {MIN}"])
-    assert [learner.describe(c) for c in learner.conflicts] == ["opt_level in (0, 2, 3) and fast_compile = 'min'"]
+    assert [learner.describe(c) for c in learner.conflicts] == [
+        "opt_level in (0, 2, 3) and fast_compile = 'min' fail to compile"]
     for opt in (0, 2, 3):  # the values the message lists, whatever the other controls
         assert _in_conflict(learner, space, {**failed, "opt_level": opt, "unroll": 8, "restrict": "--restrict"})
     assert not _in_conflict(learner, space, {**failed, "opt_level": 1})  # not listed: it compiles
@@ -67,7 +68,8 @@ def test_catalog_controls_absent_and_flags_spelled_as_options() -> None:
                          "r": ss.flag("--restrict")})
     learner = _learner(space, [{"fast_compile": "max", "r": "--restrict"}],
                        ["nvcc fatal : option --restrict is not allowed with --Ofast-compile=max"])
-    assert [learner.describe(c) for c in learner.conflicts] == ["fast_compile = 'max' and r = '--restrict'"]
+    assert [learner.describe(c) for c in learner.conflicts] == [
+        "fast_compile = 'max' and r = '--restrict' fail to compile"]
     assert _in_conflict(learner, space, {"fast_compile": "max", "r": "--restrict", "opt_level": 1})
     assert not _in_conflict(learner, space, {"fast_compile": "max"})
 
@@ -176,7 +178,7 @@ def test_conflicts_in_a_runs_rows_in_words() -> None:
     base = {"opt_level": 1, "fast_compile": "max", "restrict": "unset", "unroll": 2}
     rows = [({**base, "opt_level": 0}, "ok", "", {}), (base, "error", f"RuntimeError: {MAX}", None),
             ({**base, "unroll": 4}, "timeout", MIN, None), ({"not": "a point"}, "error", MAX, None)]
-    assert conflicts_in(space, rows) == ["opt_level in (1, 2, 3) and fast_compile = 'max'"]
+    assert conflicts_in(space, rows) == ["opt_level in (1, 2, 3) and fast_compile = 'max' fail to compile"]
     assert conflicts_in(space, rows[:1] + rows[2:]) == []  # a timeout's text is not a compiler's answer
 
 
@@ -188,8 +190,8 @@ def test_a_runs_results_name_what_it_learned(tmp_path) -> None:
             break
         (tmp_path / "run.db").unlink()
     learned = load_results(path).learned_conflicts()
-    assert learned and set(learned) <= {"opt_level in (0, 2, 3) and fast_compile = 'min'",
-                                        "opt_level in (1, 2, 3) and fast_compile = 'max'"}
+    assert learned and set(learned) <= {"opt_level in (0, 2, 3) and fast_compile = 'min' fail to compile",
+                                        "opt_level in (1, 2, 3) and fast_compile = 'max' fail to compile"}
 
 
 def test_controls_named_with_a_prefix_of_their_own_are_named_by_the_option() -> None:
@@ -197,7 +199,7 @@ def test_controls_named_with_a_prefix_of_their_own_are_named_by_the_option() -> 
                          "ptxas_fast_compile": ss.choice(["min", "mid", "max", "unset"])})
     learner = _learner(space, [{"ptxas_opt_level": 0, "ptxas_fast_compile": "min"}], [MIN])
     assert [learner.describe(c) for c in learner.conflicts] == [
-        "ptxas_opt_level in (0, 2, 3) and ptxas_fast_compile = 'min'"]
+        "ptxas_opt_level in (0, 2, 3) and ptxas_fast_compile = 'min' fail to compile"]
 
 
 def test_a_control_named_by_mistake_only_narrows_the_conflict() -> None:
@@ -205,7 +207,7 @@ def test_a_control_named_by_mistake_only_narrows_the_conflict() -> None:
     failed = {"opt_level": 0, "fast_compile": "min", "restrict": "unset", "unroll": 1, "compile": 2}
     learner = _learner(space, [failed], [MIN])
     assert [learner.describe(c) for c in learner.conflicts] == [
-        "opt_level in (0, 2, 3) and fast_compile = 'min' and compile = 2"]
+        "opt_level in (0, 2, 3) and fast_compile = 'min' and compile = 2 fail to compile"]
     assert not _in_conflict(learner, space, {**failed, "compile": 1})  # so it rejects less, never more
 
 
@@ -231,8 +233,9 @@ def test_a_real_compilers_message_is_read_and_its_conflict_never_asked_again(tmp
     failed = [i for i, (tile, status) in enumerate(tiles) if status == "compile_error"]
     assert failed and all(tiles[i][0] == 64 for i in failed)
     learned = results.learned_conflicts()
-    assert "defines.TILE = 64" in learned
-    assert all(line == "defines.TILE = 64" or " is ignored" in line for line in learned)  # (and what ptxas ignored)
+    assert "defines.TILE = 64 fails to compile" in learned
+    # (and what ptxas ignored)
+    assert all(line == "defines.TILE = 64 fails to compile" or " is ignored" in line for line in learned)
     # a generation asked together may hold more than one; none is asked after the first failure's part was told
     after = [tile for tile, _ in tiles[failed[0] + 2:]]
     assert 64 not in after and len(after) >= 10

@@ -58,7 +58,9 @@ class DensityScreen:
         space: The encoded space.
         n_objectives: Scores per genome (minimisation).
         seed: For the random share and the proposals.
-        factor: How many more offspring are proposed than evaluated.
+        factor: How many more offspring are proposed than evaluated (8 instead of 4 was noise on the tune half of
+            bench/tables, one objective, seeds 400-459, paired by seed, catalog / plain: 1.00 / 1.01 times the calls,
+            90 % intervals 0.93-1.07 / 0.97-1.06).
         explore: Share of each generation drawn at random from the whole space (uniformly over every control's
             states, not from the offspring), so that a misleading model cannot lock the search in (default: 0.25
             with one objective, 0.15 with several, 7 of a generation of 8 picked by the model).
@@ -67,7 +69,9 @@ class DensityScreen:
         window: Only the latest evaluations are modelled (bounded cost however long the run).
         proposals: How many genomes of its own it proposes per generation, in pool sizes.
         local: Share of those that are one-control neighbours of good configs (the rest: drawn from the densities).
-        twin_weight: Weight of the twin penalty (0: twins are not learned).
+        twin_weight: Weight of the twin penalty (0: twins are not learned). On the tune half (as for ``factor``)
+            5 took 0.99 / 0.96 times the calls (0.94-1.04 / 0.92-1.01) and 2 took 1.05 / 1.06 (0.99-1.12 /
+            0.99-1.12): noise, though a heavier penalty leans towards fewer calls in the plain space.
         failure_weight: Weight of the log odds of compiling.
         hill: Picks per generation reserved for the best configs' neighbours (default: 1 with one objective and
             twins learned, else 0: a front has no single best config; on the tune half of bench/tables, 120-240 seeds,
@@ -103,7 +107,11 @@ class DensityScreen:
     #: over 30) did 88.8-102.2 / 69.0-71.9: on a plateau of twins the threshold is what keeps the search off it.
     HILL_TWIN = 0.7
     #: Order of the neighbours: what a second moved control, and each ordinal step beyond the next value (up to 3),
-    #: cost in log chance.
+    #: cost in log chance. Only a range's or log_sampling's values are ordered: a choice of numbers (a user's
+    #: ``choice([24, 28, 32, "unset"])`` of register caps) ordered by size as well, its text values next to every
+    #: number, took 1.07 / 1.05 times the calls on the tune half (one objective, seeds 400-459, paired by seed,
+    #: catalog / plain; 90 % intervals 1.01-1.12 / 0.99-1.11), and with its untried moves starting from the prior as
+    #: an ordered control's do (``TwinModel.log_better``) 1.03 / 1.00 (0.98-1.08 / 0.93-1.06).
     HILL_PAIR_COST = 0.5
     HILL_STEP_COST = 1.0
     #: A generation asked in parts (with one evaluation slot, one pick at a time, each made with every result before

@@ -39,7 +39,7 @@ def new_header(space: SearchSpace, config: SearchConfiguration, objective: str,
     """The header of a new run: schema version, space, configuration, objective, package version, metadata."""
     resolved = config.resolve(space.n_genes)
     return RunHeader(created_at=time.time(), space=space.to_spec(), config=config.to_dict(), objective=objective,
-                     package_version=__version__, status="running",
+                     package_version=__version__, status="idle",
                      resolved={"pool_size": resolved.pool_size, "strategy": resolved.strategy,
                                "mutate_rate": resolved.mutate_rate},
                      metadata=dict(metadata) if metadata else {})

@@ -165,8 +165,8 @@ class RunHeader:
         config: The search settings (``SearchConfiguration.to_dict()``).
         objective: A description of the objective function.
         package_version: The compileiq-lab version that made the run.
-        status: How the run stands ("running", "finished", "stopped", "interrupted", "exhausted",
-            "baseline_failed", ...).
+        status: How the run stands ("idle" until it first starts, "running", "finished", "stopped", "interrupted",
+            "exhausted", "baseline_failed", ...).
         resolved: The automatic settings made concrete (pool_size, strategy, mutate_rate).
         metadata: Facts stored with a new run (a kernel run's are read by ``kernel``).
         validation: The latest interleaved re-measurement, if any.

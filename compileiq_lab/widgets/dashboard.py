@@ -328,6 +328,8 @@ class Dashboard:
             self._buttons()
             if self.run is not None:
                 self._show_banner(self.run.results())  # the header now says why a run stopped early
+            if self.panels is not None:  # the runs tab read this run's store when it started
+                self.panels.runs.refresh()
             if self.form is not None:  # built here: stop its GPU worker (the results stay in the store)
                 self._release_evaluator()
         if any(isinstance(e, FinishedEvent) for e in events) and self.plots is not None:

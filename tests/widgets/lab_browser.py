@@ -104,8 +104,33 @@ const ciq = {
     const t = gd && gd.querySelector('.gtitle');
     return t ? t.textContent : null;
   },
+  // [model name, messages pending, attributes awaiting the kernel's echo] of each widget model (of that name, when
+  // given) with a change the kernel has not yet taken; null without a manager (see _JS_FIND_MANAGER). Plotly's
+  // figures are left out by naming a model: their _js2py_* attributes are never echoed.
+  unsynced(name) {
+    const m = window.__ciqManager;
+    if (!m) return null;
+    return [...m._modelsSync.values()].filter(x => (!name || x.get('_model_name') === name)
+      && (x._pending_msgs > 0 || (x._expectedEchoMsgIds && x._expectedEchoMsgIds.size > 0)))
+      .map(x => [x.get('_model_name'), x._pending_msgs, [...(x._expectedEchoMsgIds || new Map()).keys()]]);
+  },
 };
 """
+# The current notebook's widget manager, kept as window.__ciqManager for ciq.unsynced(); true when found. The manager
+# is reached through the renderer of a widget output (its ``_manager`` promise). ipykernel 7 routes each comm's
+# messages to the kernel thread that last wrote to it, so two clicks on two widgets can reach the kernel in the
+# reverse order; a step whose effect stays in the page (a tab opened) waits until the kernel has taken it.
+_JS_FIND_MANAGER = r"""async () => {
+  const seen = new Set(), stack = [window.jupyterapp.shell.currentWidget.content];
+  while (stack.length) {
+    const w = stack.pop();
+    if (!w || seen.has(w)) continue;
+    seen.add(w);
+    if (w._manager && w._manager.promise) { window.__ciqManager = await w._manager.promise; return true; }
+    stack.push(...(w.widgets || []), w.outputArea);
+  }
+  return false;
+}"""
 # Error outputs of the current notebook's cells: ["cell 3: NameError: ...", ...].
 _JS_CELL_ERRORS = r"""() => {
   const cells = window.jupyterapp.shell.currentWidget.content.model.cells, errors = [];
@@ -521,6 +546,13 @@ def _diagnose(page: Any, workdir: Path) -> str:
         lines.append("plots (traces, points): " + json.dumps(page.evaluate(
             "() => [...document.querySelectorAll('.js-plotly-plot')].map(gd => [(gd.data || []).map(t => t.name),"
             " gd.querySelectorAll('.scatterlayer path.point').length])")))
+    with contextlib.suppress(Exception):
+        lines.append("current tab of each widget tab bar: " + json.dumps(page.evaluate(
+            "() => [...document.querySelectorAll('.widget-tab-bar')].map(b => "
+            "((b.querySelector('.lm-mod-current') || {}).innerText || '').trim())")))
+    with contextlib.suppress(Exception):
+        lines.append("widget models the kernel has not taken yet: " + json.dumps(page.evaluate(
+            f"() => {{ {_JS_HELPERS} return ciq.unsynced(); }}")))
     with contextlib.suppress(Exception):
         lines.append("errors in cells: " + json.dumps(page.evaluate(_JS_CELL_ERRORS)))
     return "\n".join(lines)

@@ -204,10 +204,14 @@ class _V2Flow(lb._Flow):
         button.click(timeout=self.ms)
 
     def _tab(self, root: Any, title: str) -> None:
-        """Open the side panel's tab ``title`` and wait until it is the current one."""
+        """Open the side panel's tab ``title`` and wait until it is the current one and the kernel has taken the
+        change (as a user's next click comes after it: see ``lab_browser._JS_FIND_MANAGER``)."""
         tab = root.locator(".compileiq-side .lm-TabBar-tab", has_text=re.compile(rf"^\s*{re.escape(title)}\s*$"))
         tab.first.click(timeout=self.ms)
         self._wait(root, f"{_TAB} === arg", title)
+        if not self.page.evaluate("() => !!window.__ciqManager") and not self.page.evaluate(lb._JS_FIND_MANAGER):
+            raise RuntimeError("no widget manager found in the notebook's outputs (ciq.unsynced needs one)")
+        self._wait(root, "ciq.unsynced('TabModel').length === 0")
 
     def _shot(self, root: Any, name: str) -> None:
         if self.shots is None:

@@ -215,6 +215,26 @@ def test_form_follows_the_kernel_choice():
     assert "load_kernel" in form.note.value
 
 
+def test_the_runs_tab_shows_how_the_run_ended(tmp_path):
+    def slow(config):
+        time.sleep(0.02)
+        return toy_objective(config)
+    store = str(tmp_path / "live.db")
+    dash = Dashboard(Run(Search(slow, toy_space(), SearchConfiguration(generations=20, pool_size=6), store=store)),
+                     folder=tmp_path)
+    (entry,) = dash.panels.runs.entries
+    assert (entry.state, entry.evaluations) == ("idle", 0)  # read when the dashboard was built, before Start
+    dash.start_button.click()
+    deadline = time.monotonic() + 60
+    while not dash.run.results().records and time.monotonic() < deadline:
+        time.sleep(0.05)
+    dash.stop_button.click()
+    dash.wait(timeout=60)
+    (entry,) = dash.panels.runs.entries
+    assert (entry.state, entry.evaluations) == ("stopped", len(dash.run.results().records)) and entry.evaluations > 0
+    assert ">stopped<" in dash.panels.runs.table.value
+
+
 def test_start_is_refused_while_a_run_is_still_going(store_path):
     def slow(config):
         time.sleep(0.05)

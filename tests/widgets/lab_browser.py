@@ -25,7 +25,7 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Self
 
@@ -527,34 +527,32 @@ def open_notebook(page: Any, lab: JupyterLab, nb_path: Path, ms: float, then: An
                            ".session?.kernel; return k && k.status === 'idle'; }", timeout=ms)
 
 
+# What a failure message reports of the page: (label, JS evaluated in it, how its value is written).
+_DIAGNOSTICS: tuple[tuple[str, str, Callable[[Any], str]], ...] = (
+    ("timing", "() => window.__ciqLab || null", json.dumps),
+    ("kernel", "() => window.jupyterapp.shell.currentWidget.sessionContext.session?.kernel?.status", str),
+    ("widget html", "() => [...document.querySelectorAll('.widget-html-content')].map(e => e.innerText.slice(0, 200))"
+                    ".filter(t => t)", json.dumps),
+    ("plots (traces, points)", "() => [...document.querySelectorAll('.js-plotly-plot')].map(gd => [(gd.data || [])"
+                               ".map(t => t.name), gd.querySelectorAll('.scatterlayer path.point').length])",
+     json.dumps),
+    ("current tab of each widget tab bar", "() => [...document.querySelectorAll('.widget-tab-bar')].map(b => "
+                                           "((b.querySelector('.lm-mod-current') || {}).innerText || '').trim())",
+     json.dumps),
+    ("widget models the kernel has not taken yet", f"() => {{ {_JS_HELPERS} return ciq.unsynced(); }}", json.dumps),
+    ("errors in cells", _JS_CELL_ERRORS, json.dumps),
+)
+
+
 def _diagnose(page: Any, workdir: Path) -> str:
     """What the page shows (for a failure message), and a screenshot in ``workdir/lab-failure.png``."""
     lines = []
     with contextlib.suppress(Exception):
         page.screenshot(path=str(workdir / "lab-failure.png"))
         lines.append(f"screenshot: {workdir / 'lab-failure.png'}")
-    with contextlib.suppress(Exception):
-        lines.append("timing: " + json.dumps(page.evaluate("() => window.__ciqLab || null")))
-    with contextlib.suppress(Exception):
-        lines.append("kernel: " + str(page.evaluate(
-            "() => window.jupyterapp.shell.currentWidget.sessionContext.session?.kernel?.status")))
-    with contextlib.suppress(Exception):
-        lines.append("widget html: " + json.dumps(page.evaluate(
-            "() => [...document.querySelectorAll('.widget-html-content')].map(e => e.innerText.slice(0, 200))"
-            ".filter(t => t)")))
-    with contextlib.suppress(Exception):
-        lines.append("plots (traces, points): " + json.dumps(page.evaluate(
-            "() => [...document.querySelectorAll('.js-plotly-plot')].map(gd => [(gd.data || []).map(t => t.name),"
-            " gd.querySelectorAll('.scatterlayer path.point').length])")))
-    with contextlib.suppress(Exception):
-        lines.append("current tab of each widget tab bar: " + json.dumps(page.evaluate(
-            "() => [...document.querySelectorAll('.widget-tab-bar')].map(b => "
-            "((b.querySelector('.lm-mod-current') || {}).innerText || '').trim())")))
-    with contextlib.suppress(Exception):
-        lines.append("widget models the kernel has not taken yet: " + json.dumps(page.evaluate(
-            f"() => {{ {_JS_HELPERS} return ciq.unsynced(); }}")))
-    with contextlib.suppress(Exception):
-        lines.append("errors in cells: " + json.dumps(page.evaluate(_JS_CELL_ERRORS)))
+    for label, js, write in _DIAGNOSTICS:
+        with contextlib.suppress(Exception):
+            lines.append(f"{label}: {write(page.evaluate(js))}")
     return "\n".join(lines)
 
 

@@ -61,7 +61,10 @@ def default_pool_size(n_genes: int, n_objectives: int = 1) -> int:
     to the optimum in sum (catalog / plain space), 5 needed 97 / 97 and 4 95 / 103; the seed toy 28 calls at 8 and
     20 at 5; on the 18- and 32-gene flag problems of bench/bench_defaults.py (40 seeds) 5 had a lower regret at 100,
     200 and 400 calls than the earlier default (10 and 14 there). A front needs a population: the multi-objective
-    tables lost hypervolume at a pool of 4, so several objectives keep 8 or more.
+    tables lost hypervolume at a pool of 4, so several objectives keep 8 or more. Measured again once a generation
+    was picked one at a time (tune half, seeds 400-459, paired by seed, catalog / plain space,
+    bench/results/variants_pool.md): a pool of 3 took 0.99 (90 % interval 0.91-1.08) / 1.24 (1.11-1.36) times the
+    calls of 5, 4 took 1.08 (1.00-1.16) / 1.05 (0.94-1.17) and 8 1.02 (0.93-1.11) / 1.12 (1.02-1.23): 5 stays.
     """
     if n_objectives == 1 and n_genes <= SMALL_SPACE_GENES:
         return SMALL_POOL_SIZE

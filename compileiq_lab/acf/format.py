@@ -141,8 +141,13 @@ class ACF:
             ConfigurationError: An include directory that does not exist there.
         """
         b = self.build
-        return BuildContext.make(b["include_dirs"], b["defines"], b["args"], base=Path(kernel_folder),
-                                 where="ACF build")
+        try:
+            return BuildContext.make(b["include_dirs"], b["defines"], b["args"], base=Path(kernel_folder),
+                                     where="ACF build")
+        except ConfigurationError as exc:
+            raise ConfigurationError(f"{exc} The ACF's include folders are relative to the kernel source's folder, "
+                                     f"here {os.fspath(kernel_folder)}: where the source moved without them, pass it "
+                                     "with its folders beside it (--kernel PATH, or kernel= in Python).") from None
 
     def to_json(self) -> str:
         """The document as JSON text: indent 2, sorted keys, trailing newline."""

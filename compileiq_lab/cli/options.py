@@ -167,4 +167,30 @@ def export_point(args: argparse.Namespace, path: str, results: Results, run: Ker
     print(f"exported eval {rec.eval_id} ({why}{'' if args.pick else ', the default pick'}) to {path}"
           + (f"; dropped as having no effect: {', '.join(sorted(acf.dropped))}" if acf.dropped else ""),
           file=sys.stderr)
+    lowered = _lowered_optimisation(run, controls)
+    if lowered and run.target == "static":
+        print(f"note: this point makes the compiler optimise less than by default ({', '.join(lowered)}); static "
+              f"metrics ({', '.join(run.objective_names)}) can favour code that unrolls or schedules less, so measure "
+              f"it before using it (on a GPU: compileiq-lab validate --acf {path})", file=sys.stderr)
     return 0
+
+
+#: Optimisation levels of the CUDA compilers when left at their default (ptxas -O3, NVVM -O3).
+_DEFAULT_LEVELS = {"opt_level": 3, "cicc_opt": 3}
+
+
+def _lowered_optimisation(run: KernelRun, controls: dict[str, Any]) -> list[str]:
+    """The exported controls that lower an optimisation level below the build's default (the control's declared
+    default, else the CUDA compilers' -O3) or trade code quality for compile time (``fast_compile``), in words."""
+    out = []
+    for c in run.catalog.controls:
+        value = controls.get(c.name)
+        if value is None:
+            continue
+        if c.name == "fast_compile":
+            out.append(f"{c.name} = {value!r}")
+        elif c.name in _DEFAULT_LEVELS and isinstance(value, int) and not isinstance(value, bool):
+            default = c.param.default if c.param.has_default else _DEFAULT_LEVELS[c.name]
+            if isinstance(default, int) and value < default:
+                out.append(f"{c.name} = {value} against the default {default}")
+    return out

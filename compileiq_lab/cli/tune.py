@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 import time
 from collections.abc import Callable
@@ -142,21 +143,52 @@ def _notes(left_out: tuple[tuple[str, str], ...], note: str) -> None:
         print(f"note: {control} left out: {why}", file=sys.stderr)
 
 
-def _progress(total_generations: int) -> Callable[[RunEvent], None]:
-    state = {"evals": 0, "failed": 0, "t0": time.monotonic()}
+class _ProgressLine:
+    """The run's progress on stderr: one line rewritten in place on a terminal (a log record first ends it, so the
+    two never share a line), a line per generation elsewhere (a log file or a pipe)."""
+
+    def __init__(self) -> None:
+        self.tty = sys.stderr.isatty()
+        self.open = False  # a rewritten line is on screen without its newline
+
+    def show(self, text: str, minor: bool = False) -> None:
+        """Show the progress; a ``minor`` update (each evaluation) only where it can be rewritten in place."""
+        if self.tty:
+            print(f"\r{text}\033[K", end="", file=sys.stderr, flush=True)
+            self.open = True
+        elif not minor:
+            print(text, file=sys.stderr, flush=True)
+
+    def end(self) -> None:
+        if self.open:
+            print(file=sys.stderr, flush=True)
+            self.open = False
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """A logging filter: ends an open progress line before the record is written."""
+        self.end()
+        return True
+
+
+def _progress(total_generations: int, line: _ProgressLine) -> Callable[[RunEvent], None]:
+    state: dict[str, Any] = {"evals": 0, "failed": 0, "t0": time.monotonic(), "generation": 0, "best": None}
+
+    def text() -> str:
+        g = state["generation"]
+        bar = "#" * int(20 * g / total_generations) if total_generations else ""
+        return (f"generation {g:3d}/{total_generations} [{bar:20}] {state['evals']} evaluations, {state['failed']} "
+                f"failed, best {state['best']}, {time.monotonic() - state['t0']:.0f} s")
 
     def on_event(event: RunEvent) -> None:
         if isinstance(event, EvaluationEvent):
             state["evals"] += 1
             state["failed"] += event.record.status != "ok"
+            line.show(text(), minor=True)
         elif isinstance(event, GenerationEvent):
-            g = event.generation
-            bar = "#" * int(20 * g / total_generations) if total_generations else ""
-            print(f"\rgeneration {g:3d}/{total_generations} [{bar:20}] {state['evals']} evaluations, "
-                  f"{state['failed']} failed, best {event.best_score}, "
-                  f"{time.monotonic() - state['t0']:.0f} s", end="", file=sys.stderr, flush=True)
+            state["generation"], state["best"] = event.generation, event.best_score
+            line.show(text())
         elif isinstance(event, FinishedEvent):
-            print(file=sys.stderr)
+            line.end()
     return on_event
 
 
@@ -180,6 +212,8 @@ def run_tune(args: argparse.Namespace) -> int:
 def _tune(args: argparse.Namespace, run: KernelRun) -> int:
     _notes(run.left_out, run.catalog_note)
     if not args.no_canary and not (args.store and Path(args.store).exists()):  # a continued run was checked
+        print("checking that the controls reach the compiler (the baseline and -O0 compiled once each; "
+              "--no-canary skips this)", file=sys.stderr)
         check_canary(run)
     warm, sources = _warm_start(args, run)
     meta = run.metadata(**({"warm_start_from": sources} if sources else {}))
@@ -195,8 +229,17 @@ def _tune(args: argparse.Namespace, run: KernelRun) -> int:
     print(f"tuning {kernel.name} ({kernel.language}) over {len(run.catalog.controls)} {run.catalog_name} controls"
           f"{' + ' + str(len(kernel.defines)) + ' -D knobs' if kernel.defines else ''}; "
           f"objectives {run.objective_names}; store {search.store_path}", file=sys.stderr)
-    results = search.start(callback=_progress(args.generations),
-                           workers=args.workers if remote else max(1, run.workers))
+    line = _ProgressLine()
+    handlers = logging.getLogger().handlers
+    for h in handlers:
+        h.addFilter(line)
+    try:
+        results = search.start(callback=_progress(args.generations, line),
+                               workers=args.workers if remote else max(1, run.workers))
+    finally:
+        line.end()
+        for h in handlers:
+            h.removeFilter(line)
     _print_front(results, run)
     validation = None
     rounds = 40 if args.validate is None else args.validate

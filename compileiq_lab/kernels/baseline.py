@@ -16,6 +16,11 @@ _MISSING_FILE = re.compile(r"cannot open source file|fatal error: .*: No such fi
                            re.IGNORECASE)
 #: Launch errors of an entry (kernel) the module does not have.
 _MISSING_ENTRY = re.compile(r"named symbol not found|CUDA_ERROR_NOT_FOUND", re.IGNORECASE)
+#: Front-end failures no searched control changes: the C++ front end's diagnostics of the preprocessed source (EDG's
+#: ``file(line): error``; none of the nvcc catalog's front-end controls changes the macros the preprocessor is given,
+#: checked with ``nvcc --dryrun`` 13.0, while an ``#error`` directive, which the preprocessor reports as
+#: ``file:line:col: error``, may depend on a -D knob) and an option nvcc does not know (a fixed argument).
+_SOURCE_ERROR = re.compile(r"\(\d+\): (catastrophic )?error|nvcc fatal\s*:\s*Unknown option")
 _STAGE_NAMES = {"frontend": "the front end (nvcc -ptx)", "backend": "ptxas", "c": "the C compiler"}
 
 
@@ -25,7 +30,8 @@ def baseline_stop_reason(kernel: KernelSpec, catalog: Catalog, record: EvalRecor
 
     The rule: the baseline (compiler defaults) failed, and no searched control can change what failed:
     the failing compile stage has no control in the searched space (a front-end error under a ptxas-only
-    space), a header the compiler cannot find, or an entry the module does not have (at build: the name matches
+    space), a CUDA source the front end rejects (a syntax error, an unknown fixed option) with no -D knob searched,
+    a header the compiler cannot find, or an entry the module does not have (at build: the name matches
     none or several of its kernels; at launch: the symbol is missing).
     """
     if record.status == "ok":
@@ -37,7 +43,7 @@ def baseline_stop_reason(kernel: KernelSpec, catalog: Catalog, record: EvalRecor
     if kernel.defines:
         searched.add(catalog.stages[0])  # -D knobs go to the first stage
     if stage == "entry":
-        return f"the kernel's entry is not in the compiled module: {record.error.strip()[:1500]}"
+        return f"the kernel's entry does not name one kernel of the compiled module: {record.error.strip()}"
     missing = next((ln.strip() for ln in record.error.splitlines() if _MISSING_FILE.search(ln)), "")
     if stage and missing and catalog.compiler == "nvrtc":
         return (f"the kernel does not compile with NVRTC: a file it includes is missing ({missing}); NVRTC compiles "
@@ -53,4 +59,8 @@ def baseline_stop_reason(kernel: KernelSpec, catalog: Catalog, record: EvalRecor
         names = ", ".join(_STAGE_NAMES.get(s, s) for s in sorted(searched)) or "none"
         return (f"the baseline fails in {_STAGE_NAMES.get(stage, stage)} and the searched controls ({names}) "
                 f"cannot change that: {first}")
+    if stage == "frontend" and catalog.compiler == "nvcc" and not kernel.defines and _SOURCE_ERROR.search(
+            record.error):
+        return (f"the kernel does not compile at the front end, and no searched control changes that (the source or a "
+                f"fixed argument is at fault): {first}")
     return None

@@ -155,6 +155,7 @@ class _Build:
     path: Path | None
     code_hash: str | None
     error: str
+    log: str = ""
 
 
 def _catalog_with_levels(run: KernelRun) -> tuple[Catalog, tuple[Control, ...]]:
@@ -174,7 +175,25 @@ def _compile(run: KernelRun, catalog: Catalog, backend: Backend, config: Mapping
         stage = f" ({outcome.stage} stage)" if outcome.stage else ""
         return _Build(argv, None, None, f"{outcome.status}{stage}: {outcome.error.strip()[-1200:]}")
     code = inspect_elf(outcome.path, kind=backend.binary_kind, entry=outcome.symbol).code_hash
-    return _Build(argv, outcome.path, code, "")
+    return _Build(argv, outcome.path, code, "", outcome.log)
+
+
+#: The preprocessor's warning (gcc's, which nvcc uses too) when a source #defines a macro the command line defined.
+_REDEFINED = re.compile(r'"([A-Za-z_][A-Za-z0-9_]*)" redefined')
+
+
+def _warn_overridden_defines(run: KernelRun, compiler_log: str) -> list[str]:
+    """Warn about the fixed defines and -D knobs the source #defines again (the compiler warned that it redefines
+    them): the source's value applies after its #define, so the value given, or searched, may not. Returns their
+    names."""
+    given = run.kernel.build.define_names() | set(run.kernel.defines)
+    names = sorted(set(_REDEFINED.findall(compiler_log)) & given)
+    for name in names:
+        what = "-D knob" if name in run.kernel.defines else "--define"
+        log.warning("the source #defines %s again, after the %s %s=...: the compiler warns \"%s\" redefined, and "
+                    "from that line on the source's value applies; guard it with #ifndef %s, or drop the %s",
+                    name, what, name, name, name, what)
+    return names
 
 
 def _level(control: Control, base: Mapping[str, Any]) -> Any:
@@ -192,6 +211,7 @@ def _check(run: KernelRun, catalog: Catalog, controls: Sequence[Control], backen
     if baseline.error:  # the search's baseline reports it (and whether a searched control may fix it): not blocked
         return CanaryResult(True, f"not checked: the baseline does not compile ({baseline.error[:300]}); the search's "
                                   "baseline row reports it", baseline_argv=baseline.argv)
+    _warn_overridden_defines(run, baseline.log)
     tested: list[tuple[Control, Any, _Build]] = []
     skipped: list[str] = []
     for control in controls:

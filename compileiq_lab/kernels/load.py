@@ -140,16 +140,16 @@ def _load_folder(folder: Path) -> KernelSpec:
 
 
 def acf_kernel_ref(name: str, source: str | None, acf_folder: Path | None) -> str:
-    """Where an ACF's kernel is: its recorded source relative to the working folder, else to the ACF's folder,
-    else its bundled name."""
+    """Where an ACF's kernel is: its recorded source relative to the working folder, else to the ACF's folder; a
+    bundled kernel (no source recorded) by its name. A recorded source found nowhere is an error, never the bundled
+    kernel of the same name (a user's ``softmax.cu`` is not the bundled ``softmax``)."""
     if source:
         found = _recorded(source, acf_folder, Path.exists)
         if found is not None:
             return str(found)
-        if not (kernels_root() / name / SPEC_FILE).is_file():
-            raise ConfigurationError(f"the ACF's kernel {source!r} (relative to the folder it was exported from) "
-                                     f"must be found, but it is neither under {Path.cwd()} nor under {acf_folder}; "
-                                     "pass --kernel PATH (verify) or kernel= to name the kernel")
+        raise ConfigurationError(f"the ACF's kernel {source!r} (relative to the folder it was exported from) "
+                                 f"must be found, but it is neither under {Path.cwd()} nor under {acf_folder}; "
+                                 "pass --kernel PATH (verify, validate --acf) or kernel= to name the kernel")
     return name
 
 

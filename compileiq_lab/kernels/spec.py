@@ -25,6 +25,7 @@ from compileiq_lab.kernels.rules import (
     show_bytes,
     show_int,
 )
+from compileiq_lab.space.catalogs.cuda import fixed_arg_problem
 from compileiq_lab.toolchain.context import BuildContext
 from compileiq_lab.toolchain.nvidia_acf import NvidiaAcf
 
@@ -112,6 +113,17 @@ class KernelSpec:
     build: BuildContext = field(default_factory=BuildContext)
     origin: dict[str, Any] = field(default_factory=dict)
     nvidia_acfs: dict[str, NvidiaAcf] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.language != "cuda":
+            return
+        for arg in self.build.args:
+            problem = fixed_arg_problem(arg)
+            need(problem is None, f"kernel {self.name!r}", "a fixed argument of a CUDA build (after --, or [build] "
+                 "args) is neither a searched compiler control nor an output choice", arg,
+                 f"{str(problem)[:1].upper()}{str(problem)[1:]}. Drop it: search the control instead (--controls NAME; "
+                 "`compileiq-lab catalog` lists each control's values), or keep only dialect, warning and front-end "
+                 "switches such as -std=c++17.")
 
     @property
     def static_only(self) -> bool:

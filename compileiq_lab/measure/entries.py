@@ -195,8 +195,23 @@ def _spellings(readable: str) -> set[str]:
     return {_squash(f) for f in forms if f}
 
 
+#: Namespaces of the CUDA libraries whose kernels a user's file may instantiate (CUB, Thrust, libcu++, cuBLASLt...).
+_LIBRARIES = ("cub::", "thrust::", "cuda::", "cute::", "cutlass::", "CUB_", "THRUST_")
+
+
+#: A message lists at most this many kernels.
+_LISTED = 12
+
+
 def _listing(kernels: Sequence[str], readable: dict[str, str]) -> str:
-    return "; ".join(f"{readable[k]} ({k})" if readable[k] != k else k for k in kernels)
+    """The kernels for a message, demangled with the mangled name in parentheses: the file's own first, then those of
+    a library (``cub::``, ``thrust::``...), at most ``_LISTED`` of them."""
+    def library(k: str) -> bool:
+        name = _top_level(readable[k].strip(), " ")[-1].lstrip("(")
+        return name.startswith(_LIBRARIES)
+    ordered = sorted(kernels, key=library)  # (stable: each group in the module's order)
+    shown = "; ".join(f"{readable[k]} ({k})" if readable[k] != k else k for k in ordered[:_LISTED])
+    return shown + (f"; and {len(ordered) - _LISTED} more" if len(ordered) > _LISTED else "")
 
 
 def resolve_entry(name: str, entries: Sequence[str], where: str = "") -> str:

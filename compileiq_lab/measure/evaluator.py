@@ -70,6 +70,19 @@ def kernel_space(kernel: Kernel, catalog: Catalog) -> dict[str, Any]:
     return sp
 
 
+#: A failure's message is kept to this many characters: its start (the first error, a listing of the module's
+#: kernels) and its end (the last error, the compiler's summary).
+MESSAGE_CHARS = 1500
+
+
+def _ends(text: str, limit: int = MESSAGE_CHARS) -> str:
+    """``text`` cut to about ``limit`` characters, keeping its start and its end, with the cut marked."""
+    if len(text) <= limit:
+        return text
+    head = limit * 2 // 3
+    return f"{text[:head]} [... {len(text) - limit} characters ...] {text[-(limit - head):]}"
+
+
 @dataclass
 class Built:
     """A compiled candidate waiting for its run (the compile stage's result where runs happen on another machine).
@@ -216,7 +229,7 @@ class KernelEvaluator:
         with self._lock:
             self.stats["compiles"] += 1
         if not outcome.ok or outcome.path is None:
-            return Measurement(outcome.status, error=outcome.error[-1500:],
+            return Measurement(outcome.status, error=_ends(outcome.error),
                                detail={"argv": argv, "failed_stage": outcome.stage})
         info = inspect_elf(outcome.path, kind=self.backend.binary_kind, entry=outcome.symbol)
         metrics = dict(outcome.metrics)

@@ -260,8 +260,9 @@ def ptx_problem(ptxas: str, version: str | None, target: str | None, arch: str) 
             f"the PTX (.version {version}, .target {target}) must be assembled for --arch {arch} by the installed "
             f"ptxas ({tool_version(ptxas)}), but ptxas says: {said or first_line(res.stderr + res.stdout)}. "
             + ("Regenerate the PTX for an ISA this ptxas reads (Triton: ptx_version; nvcc: an older toolkit), or "
-               "install a newer CUDA toolkit" if "version" in said.lower() else
-               f"Pass --arch {target} (the module's own target), or regenerate the PTX for {arch}"))
+               "install a newer CUDA toolkit." if ".version" in said.lower() else
+               f"Pass --arch {target} (the module's own target), or regenerate the PTX for {arch} (nvcc -ptx "
+               f"-arch={arch})."))
     return _ARCH_PROBES[key]
 
 

@@ -34,6 +34,22 @@ def test_round_trip_with_build_and_dropped(tmp_path: Path) -> None:
     assert [d.name for d in ctx.include_dirs] == ["Common", "src"] and ctx.args == ("-std=c++17",)
 
 
+def test_a_moved_kernel_is_never_taken_for_the_bundled_one_of_its_name(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    from compileiq_lab.kernels.load import acf_kernel_ref
+
+    monkeypatch.chdir(tmp_path)
+    assert acf_kernel_ref("softmax", None, tmp_path) == "softmax"  # an ACF of the bundled kernel records no source
+    with pytest.raises(ConfigurationError, match="'softmax.cu' .* must be found, but it is neither under") as err:
+        acf_kernel_ref("softmax", "softmax.cu", tmp_path / "acfs")  # a user's softmax.cu, moved away
+    assert "--kernel PATH" in str(err.value)
+    (tmp_path / "acfs").mkdir()
+    (tmp_path / "acfs" / "softmax.cu").write_text("__global__ void k() {}\n")
+    assert acf_kernel_ref("softmax", "softmax.cu", tmp_path / "acfs") == str(tmp_path / "acfs" / "softmax.cu")
+    with pytest.raises(ConfigurationError, match=r"relative to the kernel source's folder, here .*--kernel PATH"):
+        _acf(build=BUILD).build_context(tmp_path / "acfs")  # its include folders did not move with it
+
+
 def test_version_1_documents_are_still_read(tmp_path: Path) -> None:
     doc = json.loads(_acf().to_json())
     doc.pop("build"), doc.pop("dropped")

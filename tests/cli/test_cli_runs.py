@@ -191,3 +191,19 @@ def test_verify_help_documents_ignore_changes_and_exit_codes(tmp_path):
     assert "--ignore-changes" in out.stdout and "compileiq-lab verify best.acf --ignore-changes" in out.stdout
     for verdict in ("0  OK", "1  CHANGED", "1  MISMATCH", "1  FAILED", "1  UNKNOWN", "2  bad arguments"):
         assert verdict in out.stdout, verdict
+
+
+def test_an_export_that_lowers_an_optimisation_level_is_named():
+    from types import SimpleNamespace
+
+    from compileiq_lab.cli.options import _lowered_optimisation
+    from compileiq_lab.space.catalogs import GCC, NVCC
+
+    nvcc = SimpleNamespace(catalog=NVCC)
+    assert _lowered_optimisation(nvcc, {"cicc_opt": 0, "opt_level": 1, "maxrregcount": 64}) == [
+        "cicc_opt = 0 against the default 3", "opt_level = 1 against the default 3"]
+    assert _lowered_optimisation(nvcc, {"opt_level": 3, "fast_compile": "max"}) == ["fast_compile = 'max'"]
+    assert _lowered_optimisation(nvcc, {"maxrregcount": 64}) == []
+    gcc = SimpleNamespace(catalog=GCC)  # the C build's base is -O2: -O1 lowers it, -O3 and -Os do not
+    assert _lowered_optimisation(gcc, {"opt_level": 1}) == ["opt_level = 1 against the default 2"]
+    assert _lowered_optimisation(gcc, {"opt_level": 3}) == _lowered_optimisation(gcc, {"opt_level": "s"}) == []

@@ -119,6 +119,8 @@ def test_bare_c_file_tunes_on_static_objectives(tmp_path):
      "front end (nvcc -ptx) and the searched controls (ptxas) cannot change that"),
     ('#include "not_there.cuh"\nextern "C" __global__ void k(float* x) { x[0] = 1.0f; }\n', "nvcc",
      "a file it includes is missing"),
+    ('extern "C" __global__ void k(float* x) { x[threadIdx.x] = not_declared; }\n', "nvcc",
+     "does not compile at the front end, and no searched control changes that"),
 ])
 def test_a_baseline_no_control_can_fix_stops_the_run(tmp_path, source, space, why):
     src = tmp_path / "broken.cu"
@@ -132,8 +134,9 @@ def test_a_baseline_no_control_can_fix_stops_the_run(tmp_path, source, space, wh
 
 @needs_cuda
 def test_a_failing_baseline_a_searched_control_may_fix_searches_on(tmp_path):
-    src = tmp_path / "broken.cu"
-    src.write_text('extern "C" __global__ void k(float* x) { x[threadIdx.x] = not_declared; }\n')
+    src = tmp_path / "broken.cu"  # an #error directive's verdict is the preprocessor's, which macros may decide
+    src.write_text('#ifdef __CUDA_ARCH__\n#error not for this build\n#endif\n'
+                   'extern "C" __global__ void k(float* x) { x[threadIdx.x] = 1.0f; }\n')
     out = cli("tune", str(src), "--space", "nvcc", "--objectives", "registers", "--generations", "2",
               "--pool-size", "4", "--store", "b.db", cwd=tmp_path)
     res = load_results(str(tmp_path / "b.db"))

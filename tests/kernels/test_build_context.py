@@ -43,6 +43,24 @@ def test_build_table_is_read_and_checked(tmp_path: Path) -> None:
             load_kernel(_folder(tmp_path / str(abs(hash(build))), build))
 
 
+@pytest.mark.parametrize(("arg", "why"), [
+    ("-maxrregcount=16", "sets the ptxas control 'maxrregcount': fixed arguments reach only the front end"),
+    ("-flcm=ca", "sets the ptxas control 'force_load_cache'"),
+    ("-ftz=true", "sets the compiler control 'ftz', which the search sets per candidate"),
+    ("-fatbin", "chooses what nvcc writes"),
+])
+def test_a_cuda_builds_fixed_arguments_are_never_controls_or_outputs(tmp_path: Path, arg: str, why: str) -> None:
+    src = tmp_path / "k.cu"
+    src.write_text(KERNEL.replace('#include "k.h"\n', ""))
+    with pytest.raises(ConfigurationError, match="neither a searched compiler control nor an output choice") as err:
+        load_kernel(src, build=BuildContext.make(args=[arg]))
+    assert why in str(err.value) and repr(arg) in str(err.value) and "--controls NAME" in str(err.value)
+    assert load_kernel(src, build=BuildContext.make(args=["-std=c++17", "-ftemplate-depth=2000"])).build.args
+    c = tmp_path / "lib.c"
+    c.write_text("int f(int x) { return x + 1; }\nint main(void) { return f(0); }\n")
+    assert load_kernel(c, build=BuildContext.make(args=["-fno-strict-aliasing"])).build.args  # a C compiler's -f
+
+
 def test_entry_and_block_are_for_bare_files(tmp_path: Path) -> None:
     with pytest.raises(ConfigurationError, match="kernel.toml"):
         load_kernel("reduction", entry="other")

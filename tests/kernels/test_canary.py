@@ -75,6 +75,20 @@ def test_a_cuda_kernel_with_the_ptxas_catalog_passes(tmp_path, caplog):
 
 
 @needs_cuda
+def test_a_define_the_source_defines_again_is_warned_about(tmp_path, caplog):
+    from compileiq_lab.kernels import BuildContext, load_kernel
+
+    src = tmp_path / "d.cu"
+    src.write_text('#define MAXB 1024\n#ifndef KEPT\n#define KEPT 1\n#endif\n'
+                   'extern "C" __global__ void k(float* x) { x[threadIdx.x] = MAXB + KEPT; }\n')
+    kernel = load_kernel(src, build=BuildContext.make(defines=["MAXB=512", "KEPT=2"]))
+    with caplog.at_level(logging.WARNING, logger="compileiq_lab.kernels.canary"):
+        assert canary(KernelRun(kernel, PTXAS, ["registers"], measure=False, workdir=tmp_path / "w")).ok
+    assert 'the source #defines MAXB again, after the --define MAXB=...' in caplog.text
+    assert "#ifndef MAXB" in caplog.text and "KEPT" not in caplog.text
+
+
+@needs_cuda
 def test_nvcc_checks_both_stages_and_a_subset_borrows_the_curated_level(tmp_path):
     both = canary(KernelRun("sgemm", NVCC, ["registers"], measure=False, workdir=tmp_path / "a"))
     assert both.ok and both.checked == ("opt_level", "cicc_opt") and both.control == "opt_level"

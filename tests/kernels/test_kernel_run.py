@@ -127,7 +127,12 @@ def test_baseline_verdict_stops_only_where_no_searched_control_can_help(tmp_path
     header = _failed("k.cu:1:10: fatal error: missing.cuh: No such file or directory", "frontend")
     backend = _failed("ptxas error   : Entry function uses too much shared data", "backend")
     assert "cannot change that" in (ptxas_only.baseline_verdict(syntax) or "")
-    assert front.baseline_verdict(syntax) is None  # front-end controls are searched: search on
+    # the C++ front end's verdict on the source: no searched nvcc control changes the macros it reads
+    assert "no searched control changes that" in (front.baseline_verdict(syntax) or "")
+    unknown = _failed("nvcc fatal   : Unknown option '-march=native'", "frontend")  # a fixed argument nvcc rejects
+    assert "no searched control changes that" in (front.baseline_verdict(unknown) or "")
+    directive = _failed("k.cu:2:2: error: #error needs BLOCK", "frontend")  # the preprocessor's, which macros decide
+    assert front.baseline_verdict(directive) is None
     assert knobs.baseline_verdict(syntax) is None  # the -D knobs (BLOCK) go to the front end: search on
     assert "include" in (front.baseline_verdict(header) or "")  # no control brings a header back
     assert ptxas_only.baseline_verdict(backend) is None and front.baseline_verdict(backend) is None

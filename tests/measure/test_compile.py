@@ -314,3 +314,16 @@ def test_per_entry_errors_state_the_rule_and_the_kernels(tmp_path):
         inspect_elf(path, entry="helper")
     with pytest.raises(ConfigurationError, match="kind='cubin'"):
         inspect_elf(path, kind="host", entry="A")
+
+
+@needs_nvcc
+def test_a_ptx_module_the_arch_cannot_take_gets_the_fix_for_its_case():
+    from compileiq_lab.measure.nvcc import ptx_problem
+
+    ptxas = find_tool("ptxas")
+    high = ptx_problem(ptxas, "8.0", "sm_90", "sm_80")  # the module targets a newer GPU than asked
+    assert "Pass --arch sm_90 (the module's own target)" in high and "nvcc -ptx -arch=sm_80" in high
+    assert "newer CUDA toolkit" not in high and high.endswith(".")
+    new = ptx_problem(ptxas, "99.9", "sm_80", "sm_80")  # an ISA this ptxas does not read yet
+    assert "Regenerate the PTX for an ISA this ptxas reads" in new and new.endswith(".")
+    assert ptx_problem(ptxas, "8.0", "sm_80", "sm_90") == ""

@@ -130,6 +130,19 @@ def test_resolve_entry_errors_list_the_kernels_and_the_fix(fake_demangler):
         resolve_entry("k", [])
 
 
+def test_an_unknown_entry_lists_the_files_own_kernels_before_a_librarys_and_at_most_twelve(monkeypatch):
+    lib = {f"_ZN3cub6KernelILi{i}EEEvPi": f"void cub::Kernel<{i}>(int*)" for i in range(20)}
+    own = {"_Z4mineILi1EEvPf": "void mine<1>(float*)", "_Z4mineILi2EEvPf": "void mine<2>(float*)"}
+    readable = {**lib, **own}
+    monkeypatch.setattr(entries, "demangle", lambda names: {n: readable.get(n, n) for n in names})
+    with pytest.raises(ConfigurationError) as unknown:
+        resolve_entry("theirs", [*lib, *own], "argsort.cu")
+    text = str(unknown.value)
+    assert text.index("void mine<1>(float*)") < text.index("void mine<2>(float*)") < text.index("cub::Kernel<0>")
+    assert "cub::Kernel<9>" in text and "cub::Kernel<10>" not in text and "and 10 more" in text
+    assert text.endswith("Pass one of these names (the mangled one always works).")
+
+
 def test_demangle_falls_back_to_the_names_and_never_fails(monkeypatch, tmp_path):
     names = ["_ZN2ns4kernEPfi", "c_kernel"]
     monkeypatch.setattr(entries, "_demanglers", list)

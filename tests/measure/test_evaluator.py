@@ -157,3 +157,14 @@ def test_concurrent_identical_builds_never_see_half_a_binary(tmp_path):
     assert {m.status for m in results} == {"ok"}
     assert len({m.detail["code_hash"] for m in results}) == 1
     assert all(m.detail["metrics"]["compile_time"] > 0 for m in results)  # cache hits report the real build time
+
+
+def test_a_long_failure_message_keeps_its_start_and_its_end():
+    from compileiq_lab.measure.evaluator import MESSAGE_CHARS, _ends
+
+    text = "entry: `the entry names exactly one kernel` must hold " + "k; " * 2000 + "Pass one of the mangled names."
+    kept = _ends(text)
+    assert kept.startswith("entry: `the entry names exactly one kernel`") and kept.endswith("mangled names.")
+    assert MESSAGE_CHARS <= len(kept) < MESSAGE_CHARS + 50
+    assert f"[... {len(text) - MESSAGE_CHARS} characters ...]" in kept
+    assert _ends("short") == "short"

@@ -7,7 +7,7 @@ from typing import Any
 from compileiq_lab import space as ss
 from compileiq_lab.space.catalogs.base import Catalog, Conflict, Control
 
-__all__ = ["NVCC", "NVCC_FRONTEND", "NVRTC", "PTXAS"]
+__all__ = ["NVCC", "NVCC_FRONTEND", "NVRTC", "PTXAS", "fixed_arg_problem"]
 
 _BOOL = [True, False]
 
@@ -161,3 +161,44 @@ NVCC = Catalog("nvcc", _FRONTEND_CONTROLS + _PTXAS_CONTROLS, _PTXAS_CONFLICTS)
 #: The same controls as NVRTC options (front end as is, ptxas ones through -Xptxas=); NVRTC has no -Xcicc.
 NVRTC = Catalog("nvrtc", tuple(c for c in _FRONTEND_CONTROLS if c.name != "cicc_opt") + _PTXAS_CONTROLS,
                 _PTXAS_CONFLICTS)
+
+#: nvcc options that choose what a compile writes, or write files of their own: never fixed arguments of a CUDA
+#: build (the tool picks the output). Compared without their dashes and ``=value``.
+_OUTPUT_OPTIONS = frozenset({"fatbin", "cubin", "ptx", "fdevice-time-trace", "fdevice-syntax-only", "m32", "machine",
+                             "forward-unknown-to-host-linker", "optix-ir", "ltoir", "lto", "dlink", "dlto", "lib",
+                             "link", "run"})
+
+
+def _option_name(text: str) -> str:
+    """An option without its dashes and ``=value``, in lower case (``-maxrregcount=16`` -> ``maxrregcount``)."""
+    return text.strip().lstrip("-").split("=", 1)[0].lower()
+
+
+def _control_spellings() -> dict[str, Control]:
+    """Each spelling of a CUDA control's option (its ``--help`` name, its template's option, a flag value that is an
+    option) without dashes, to the control."""
+    names: dict[str, Control] = {}
+    for c in NVCC.controls:
+        spelled = [c.option, c.template.split()[0]] + [v for v in c.param.values if isinstance(v, str)]
+        for text in spelled:
+            if text.startswith("-") and "{" not in _option_name(text) and not text.startswith("-X"):
+                names.setdefault(_option_name(text), c)
+    return names
+
+
+def fixed_arg_problem(arg: str) -> str | None:
+    """Why a fixed argument may not go in a CUDA build, or None. Fixed arguments reach only the front end (``nvcc
+    -ptx``, NVRTC) while ptxas builds each candidate, so a ptxas control given as one (``-maxrregcount=16``) would be
+    missing from the code measured though a real build has it; a front-end control (``-ftz=true``) is the search's to
+    set per candidate; an option that picks the output (``-fatbin``) is the tool's to choose."""
+    name = _option_name(arg)
+    if name in _OUTPUT_OPTIONS:
+        return "it chooses what nvcc writes, which the tool chooses"
+    control = _control_spellings().get(name)
+    if control is None:
+        return None
+    if control.stage == "backend":
+        return (f"it sets the ptxas control {control.name!r}: fixed arguments reach only the front end (nvcc -ptx, "
+                "NVRTC), so the code measured would lack it while a real build has it")
+    return (f"it sets the compiler control {control.name!r}, which the search sets per candidate (and the baseline "
+            "leaves at the compiler's default)")

@@ -61,7 +61,7 @@ def add_tune_parser(sub: Any) -> None:
     t.add_argument("--objectives", default=None, help="comma list, e.g. registers,sass_instructions,compile_time "
                                                        "(CUDA), runtime,energy,power (CUDA on a GPU) or "
                                                        "runtime,instructions (C); default: runtime,energy on a GPU, "
-                                                       "runtime,text_bytes for a runnable C kernel, else "
+                                                       "runtime for a runnable C kernel, else "
                                                        "sass_instructions,registers (CUDA) or text_bytes,compile_time")
     t.add_argument("--categories", default=None, help="comma list of control categories to search")
     t.add_argument("--controls", default=None, help="comma list of control names to search")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import math
@@ -9,6 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NamedTuple
 
+from compileiq_lab import space as ss
 from compileiq_lab.exceptions import ConfigurationError
 from compileiq_lab.kernels.spec import GPU_LANGUAGES, KernelSpec
 from compileiq_lab.measure.backends.base import CUBIN_METRICS, HOST_METRICS, Backend
@@ -40,6 +42,7 @@ __all__ = [
     "run_target",
     "static_metrics",
     "targets",
+    "without_avx512",
 ]
 
 log = logging.getLogger(__name__)
@@ -237,3 +240,26 @@ def run_backend(k: KernelSpec, catalog: Catalog, arch: str, workdir: Path, timeo
         return Nvrtc(k.source_path, k.entry, arch, workdir, k.build)
     kind = CudaTwoStage if two_stage else CudaFull
     return kind(k.source_path, k.entry, arch, workdir, timeout_s, k.build)
+
+
+#: The -march level valgrind cannot run (AVX-512): never searched where instructions are counted under it.
+_AVX512_LEVEL = "x86-64-v4"
+
+
+def without_avx512(catalog: Catalog) -> tuple[Catalog, tuple[tuple[str, str], ...]]:
+    """The catalog without ``-march=x86-64-v4`` (and the note saying so) for a run that counts instructions under
+    valgrind, which stops at the first AVX-512 instruction; unchanged where it has no such value."""
+    controls = []
+    dropped: tuple[tuple[str, str], ...] = ()
+    for c in catalog.controls:
+        values = list(getattr(c.param, "values", ()))
+        if c.name == "march" and _AVX512_LEVEL in values:
+            kept = [v for v in values if v != _AVX512_LEVEL]
+            dropped = ((f"march={_AVX512_LEVEL}", "instructions are counted under valgrind, which cannot run "
+                        "AVX-512 code"),)
+            if len(kept) < 1:
+                continue
+            c = dataclasses.replace(c, param=ss.choice(kept, knockout_prob=c.param.knockout_prob))
+        controls.append(c)
+    return (dataclasses.replace(catalog, controls=tuple(controls)) if dropped else catalog), dropped
+

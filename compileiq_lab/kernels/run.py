@@ -25,6 +25,7 @@ from compileiq_lab.kernels.choices import (
     run_catalog,
     run_metrics,
     run_target,
+    without_avx512,
 )
 from compileiq_lab.kernels.load import acf_kernel_ref, acf_nvidia_file, adapt_kernel, kernel_ref, load_kernel
 from compileiq_lab.kernels.spec import GPU_LANGUAGES, KernelSpec
@@ -83,7 +84,7 @@ class KernelRun(ClusterStages):
         catalog: A catalog name (restricted to what the installed compiler supports) or a Catalog used as
             it is; default: nvcc for CUDA kernels, gcc for C kernels.
         objectives: Objective names (see ``compileiq_lab.space.METRICS``); default: by target
-            (GPU: runtime, energy; CPU: runtime, text_bytes; static CUDA: sass_instructions, registers;
+            (GPU: runtime, energy; CPU: runtime; static CUDA: sass_instructions, registers;
             static C: text_bytes, compile_time).
         target: "gpu", "cpu" or "static"; default: from the objectives, else the first this machine offers
             for the kernel (a GPU for a runnable CUDA kernel where one is usable, the CPU for a runnable C one).
@@ -141,6 +142,9 @@ class KernelRun(ClusterStages):
         self.target = run_target(self.kernel, objectives, target)
         names = list(objectives) if objectives is not None else default_objectives(language, self.target)
         check_objectives(self.kernel, names)
+        if "instructions" in names:
+            self.catalog, dropped = without_avx512(self.catalog)
+            self.left_out += dropped
         self.objectives: list[Objective] = [METRICS[n] for n in names]
         runs = set(names) & run_metrics(language)
         self._gpu_runs = bool(runs) and language in GPU_LANGUAGES

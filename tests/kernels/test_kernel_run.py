@@ -159,3 +159,20 @@ def test_compile_time_runs_warm_the_compiler_up_outside_the_run_cache(tmp_path):
         assert cold._warmed  # no compile_time objective: nothing to warm up
     finally:
         cold.close()
+
+
+def test_counting_instructions_never_searches_the_avx512_level_valgrind_cannot_run():
+    from compileiq_lab import space as ss
+    from compileiq_lab.kernels.choices import without_avx512
+    from compileiq_lab.space.catalogs import GCC, Catalog, Control
+
+    levels = Control("march", "-march=", ss.choice(["x86-64", "x86-64-v3", "x86-64-v4"], knockout_prob=0.3),
+                     "-march={value}", "c", "code_generation", "target ISA level")
+    catalog = Catalog("gcc", (GCC["opt_level"], levels))  # a CPU with AVX-512 (the curated one offers what runs here)
+    kept, note = without_avx512(catalog)
+    assert list(kept["march"].param.values) == ["x86-64", "x86-64-v3"] and kept["march"].param.knockout_prob == 0.3
+    assert note == (("march=x86-64-v4", "instructions are counted under valgrind, which cannot run AVX-512 code"),)
+    assert kept["opt_level"] is catalog["opt_level"]
+    assert without_avx512(Catalog("gcc", (GCC["opt_level"],))) == (Catalog("gcc", (GCC["opt_level"],)), ())
+    run = KernelRun("matmul_c", "gcc", ["instructions"], measure=False)
+    assert "x86-64-v4" not in (run.search_space().get("march").values if "march" in run.search_space() else [])

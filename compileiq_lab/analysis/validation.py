@@ -77,7 +77,9 @@ def validate(results: Results, run: KernelRun, *, eval_ids: Sequence[int] | None
     gpu = run.gpu
     if gpu is None:
         raise ConfigurationError("validate needs a kernel run with a GPU objective (runtime, power or energy) "
-                                 "on a CUDA kernel; static metrics are exact and need no re-measurement")
+                                 "on a CUDA kernel; static metrics are exact and need no re-measurement, and a C "
+                                 "kernel's CPU runtime is not re-measured by validate yet (tune it again, or time "
+                                 "the exported flags against -O2 yourself)")
     base = results.baseline_record
     if base is None or base.status != "ok":
         raise ConfigurationError("validate compares with the baseline (compiler defaults), but the run's baseline "

@@ -121,8 +121,16 @@ def add_catalog_parser(sub: Any) -> None:
     c.add_argument("name", help=f"one of {', '.join(names)}")
 
 
-def _split(text: str | None) -> list[str] | None:
-    return [x.strip() for x in text.split(",") if x.strip()] if text else None
+def _split(text: str | None, option: str = "--objectives") -> list[str] | None:
+    """A comma list as its items; None when the option was not given. Given but empty is an error (not the
+    defaults)."""
+    if text is None:
+        return None
+    items = [x.strip() for x in text.split(",") if x.strip()]
+    if not items:
+        raise ConfigurationError(f"{option}: `a comma list of at least one name` must hold, but got {text!r}; "
+                                 f"leave {option} out for the defaults")
+    return items
 
 
 def run_catalog(args: argparse.Namespace) -> int:
@@ -199,8 +207,9 @@ def run_tune(args: argparse.Namespace) -> int:
                                  "create the folder first")
     remote = args.executor != "local"  # the workers build and measure; nothing is measured in this process
     run = KernelRun(kernel_argument(args, (Path(args.store).parent if args.store else Path(DEFAULT_DIR)) / "triton"),
-                    args.space, _split(args.objectives), arch=args.arch, controls=_split(args.controls),
-                    categories=_split(args.categories), unsafe_math=args.unsafe_math, two_stage=not args.full_nvcc,
+                    args.space, _split(args.objectives), arch=args.arch, controls=_split(args.controls, "--controls"),
+                    categories=_split(args.categories, "--categories"), unsafe_math=args.unsafe_math,
+                    two_stage=not args.full_nvcc,
                     timeout_s=args.timeout, workdir=args.workdir, workers=args.workers, nvidia_acfs=args.nvidia_acf,
                     remote=remote, **build_options(args))
     try:

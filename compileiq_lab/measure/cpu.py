@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import re
 import shutil
+import signal
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -116,7 +117,9 @@ class CpuRunner:
         if res.timed_out:
             return RunOutcome("run_timeout", f"kernel run exceeded {self.timeout_s} s")
         if res.returncode is not None and res.returncode < 0:
-            return RunOutcome("crashed", f"kernel process killed by signal {-res.returncode}: {res.tail()[-300:]}")
+            said = res.tail()[-300:].strip() or "it printed nothing"
+            return RunOutcome("crashed", f"kernel process killed by signal {-res.returncode} "
+                                         f"({_signal_name(-res.returncode)}): {said}")
         if res.returncode != 0:
             return RunOutcome("run_error", f"exit code {res.returncode}: {res.tail()[-500:]}")
         times = [float(x) for x in re.findall(r"^t ([\d.eE+-]+)$", res.stdout, re.M)]
@@ -154,3 +157,12 @@ class CpuRunner:
         if not ok:
             return RunOutcome("wrong_output", why, {"instructions": float(total)})
         return RunOutcome("ok", "", {"instructions": float(total)})
+
+
+def _signal_name(number: int) -> str:
+    """A signal's name (``SIGSEGV``), or "an unknown signal"."""
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return "an unknown signal"
+

@@ -31,6 +31,13 @@ def test_nonsense_numbers_are_usage_errors(tmp_path, option, value):
     assert not (tmp_path / "x.db").exists()  # nothing ran, nothing was stored
 
 
+@pytest.mark.parametrize("option", ["--objectives", "--controls", "--categories"])
+def test_an_empty_list_is_an_error_not_the_defaults(tmp_path, option):
+    out = cli("tune", "stencil_c", option, " , ", "--store", "x.db", cwd=tmp_path)
+    assert out.returncode == 1 and f"{option}: `a comma list of at least one name` must hold" in out.stderr
+    assert "Traceback" not in out.stderr and not (tmp_path / "x.db").exists()
+
+
 def test_python_api_refuses_the_same_numbers():
     from compileiq_lab import Search, SearchConfiguration
     from compileiq_lab.exceptions import ConfigurationError

@@ -107,6 +107,15 @@ def test_wrong_output_is_recorded(tmp_path):
 
 
 @needs_gcc
+def test_a_kernel_that_segfaults_is_a_crashed_row_naming_the_signal(tmp_path):
+    kernel = _broken_dot(tmp_path)
+    src = kernel.source_path
+    src.write_text(src.read_text().replace("((double *)bufs[2])[0] += 1.0;", "*(volatile int *)0 = 1;"))
+    m = KernelRun(load_kernel(kernel.folder), GCC, ["runtime"], workdir=tmp_path / "w")({"opt_level": 2})
+    assert m.status == "crashed" and "killed by signal 11 (SIGSEGV)" in m.error, (m.status, m.error)
+
+
+@needs_gcc
 @needs_valgrind
 def test_instructions_objective_is_reproducible(tmp_path):
     ev = KernelRun(load_kernel("dot"), GCC, ["instructions"], workdir=tmp_path)

@@ -262,4 +262,3 @@ def without_avx512(catalog: Catalog) -> tuple[Catalog, tuple[tuple[str, str], ..
             c = dataclasses.replace(c, param=ss.choice(kept, knockout_prob=c.param.knockout_prob))
         controls.append(c)
     return (dataclasses.replace(catalog, controls=tuple(controls)) if dropped else catalog), dropped
-

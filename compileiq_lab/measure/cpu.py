@@ -165,4 +165,3 @@ def _signal_name(number: int) -> str:
         return signal.Signals(number).name
     except ValueError:
         return "an unknown signal"
-

@@ -18,6 +18,7 @@ from compileiq_lab.kernels import (
     KernelSpec,
     load_triton_kernel,
     minimal_controls,
+    optimisation_controls,
 )
 from compileiq_lab.store import EvalRecord, Results, Validation
 from compileiq_lab.store.pick import default_pick, pick_point
@@ -175,13 +176,15 @@ def export_point(args: argparse.Namespace, path: str, results: Results, run: Ker
     return 0
 
 
-#: Optimisation levels of the CUDA compilers when left at their default (ptxas -O3, NVVM -O3).
-_DEFAULT_LEVELS = {"opt_level": 3, "cicc_opt": 3}
+#: The optimisation level of the CUDA compilers when left at their default (ptxas -O3, NVVM -O3).
+_CUDA_DEFAULT_LEVEL = 3
 
 
 def _lowered_optimisation(run: KernelRun, controls: dict[str, Any]) -> list[str]:
-    """The exported controls that lower an optimisation level below the build's default (the control's declared
-    default, else the CUDA compilers' -O3) or trade code quality for compile time (``fast_compile``), in words."""
+    """The exported controls that lower an optimisation level (the canary's ``optimisation_controls``) below the
+    build's default (the control's declared default, else the CUDA compilers' -O3) or trade code quality for compile
+    time (``fast_compile``), in words."""
+    levels = {c.name for c in optimisation_controls(run.catalog)}
     out = []
     for c in run.catalog.controls:
         value = controls.get(c.name)
@@ -189,8 +192,8 @@ def _lowered_optimisation(run: KernelRun, controls: dict[str, Any]) -> list[str]
             continue
         if c.name == "fast_compile":
             out.append(f"{c.name} = {value!r}")
-        elif c.name in _DEFAULT_LEVELS and isinstance(value, int) and not isinstance(value, bool):
-            default = c.param.default if c.param.has_default else _DEFAULT_LEVELS[c.name]
+        elif c.name in levels and isinstance(value, int) and not isinstance(value, bool):
+            default = c.param.default if c.param.has_default else _CUDA_DEFAULT_LEVEL
             if isinstance(default, int) and value < default:
                 out.append(f"{c.name} = {value} against the default {default}")
     return out

@@ -51,11 +51,12 @@ __all__ = [
     "minimal_controls",
     "objective_choices",
     "offered_catalog",
+    "optimisation_controls",
     "targets",
 ]
 
 if TYPE_CHECKING:
-    from compileiq_lab.kernels.canary import CanaryResult, canary, check_canary
+    from compileiq_lab.kernels.canary import CanaryResult, canary, check_canary, optimisation_controls
     from compileiq_lab.kernels.minimal import Minimal, minimal_controls
     from compileiq_lab.kernels.run import KernelRun
     from compileiq_lab.kernels.triton_src import TRITON_PREFIX
@@ -70,6 +71,6 @@ def __getattr__(name: str) -> Any:
         return importlib.import_module("compileiq_lab.kernels.triton_src").TRITON_PREFIX
     if name in ("Minimal", "minimal_controls"):
         return getattr(importlib.import_module("compileiq_lab.kernels.minimal"), name)
-    if name in ("CanaryResult", "canary", "check_canary"):
+    if name in ("CanaryResult", "canary", "check_canary", "optimisation_controls"):
         return getattr(importlib.import_module("compileiq_lab.kernels.canary"), name)
     raise AttributeError(f"module 'compileiq_lab.kernels' has no attribute {name!r}")

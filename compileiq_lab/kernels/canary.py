@@ -24,7 +24,7 @@ import numpy as np
 from compileiq_lab.exceptions import ConfigurationError
 from compileiq_lab.measure.backends.base import Backend
 from compileiq_lab.measure.binary import inspect_elf
-from compileiq_lab.measure.evaluator import config_argv
+from compileiq_lab.measure.evaluator import config_argv, keep_ends
 from compileiq_lab.measure.gpu import GpuRunner
 from compileiq_lab.measure.stats import compare
 from compileiq_lab.space.catalogs import CATALOGS, Catalog, Control
@@ -173,7 +173,7 @@ def _compile(run: KernelRun, catalog: Catalog, backend: Backend, config: Mapping
     outcome = backend.compile(argv)
     if not outcome.ok or outcome.path is None:
         stage = f" ({outcome.stage} stage)" if outcome.stage else ""
-        return _Build(argv, None, None, f"{outcome.status}{stage}: {outcome.error.strip()[-1200:]}")
+        return _Build(argv, None, None, f"{outcome.status}{stage}: {keep_ends(outcome.error.strip(), 1200)}")
     code = inspect_elf(outcome.path, kind=backend.binary_kind, entry=outcome.symbol).code_hash
     return _Build(argv, outcome.path, code, "", outcome.log)
 

@@ -22,7 +22,8 @@ from compileiq_lab.space import params as ss
 from compileiq_lab.space.catalogs.base import Catalog, controls_of, run_argv
 from compileiq_lab.toolchain.nvidia_acf import KEY as NVIDIA_ACF_KEY
 
-__all__ = ["Built", "KernelEvaluator", "config_argv", "config_conflict", "finish_built", "kernel_space"]
+__all__ = ["MESSAGE_CHARS", "Built", "KernelEvaluator", "config_argv", "config_conflict", "finish_built", "keep_ends",
+           "kernel_space"]
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +76,7 @@ def kernel_space(kernel: Kernel, catalog: Catalog) -> dict[str, Any]:
 MESSAGE_CHARS = 1500
 
 
-def _ends(text: str, limit: int = MESSAGE_CHARS) -> str:
+def keep_ends(text: str, limit: int = MESSAGE_CHARS) -> str:
     """``text`` cut to about ``limit`` characters, keeping its start and its end, with the cut marked."""
     if len(text) <= limit:
         return text
@@ -229,7 +230,7 @@ class KernelEvaluator:
         with self._lock:
             self.stats["compiles"] += 1
         if not outcome.ok or outcome.path is None:
-            return Measurement(outcome.status, error=_ends(outcome.error),
+            return Measurement(outcome.status, error=keep_ends(outcome.error),
                                detail={"argv": argv, "failed_stage": outcome.stage})
         info = inspect_elf(outcome.path, kind=self.backend.binary_kind, entry=outcome.symbol)
         metrics = dict(outcome.metrics)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from compileiq_lab import space as ss
@@ -174,6 +175,7 @@ def _option_name(text: str) -> str:
     return text.strip().lstrip("-").split("=", 1)[0].lower()
 
 
+@functools.cache
 def _control_spellings() -> dict[str, Control]:
     """Each spelling of a CUDA control's option (its ``--help`` name, its template's option, a flag value that is an
     option) without dashes, to the control."""

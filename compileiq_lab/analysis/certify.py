@@ -107,6 +107,7 @@ def certificate(validation: Validation, row: Mapping[str, Any], code_hash: str |
         workloads[name] = {k: e.get(k) for k in ("speedup", "low", "high", "win", "loss", "error") if k in e}
     return {"certified": bool(row.get("certified")), "why_not": row.get("why_not", ""),
             **{f"gpu_{k}" if k != "name" else "gpu": device.get(k) for k in DEVICE_FACTS},
+            **({"cpu": device["cpu"]} if device.get("cpu") else {}),
             "cache": validation.cache, "rounds": validation.rounds, "confidence": validation.confidence,
             "method": validation.method, "holm_points": len(validation.rows),
             "aa": dict(validation.baseline.get("aa") or {}), "noise_floor": validation.noise_floor,
@@ -142,7 +143,8 @@ class Recheck:
 def recheck(controls: Mapping[str, Any], run: KernelRun, *, recorded: Mapping[str, Any] | None = None,
             recorded_hash: str | None = None, rounds: int = 40, tolerance: float | None = None,
             confidence: float | None = None, method: str | None = None) -> Recheck:
-    """Re-measure a point (an ACF's controls) and the baseline interleaved, with an A/A control, on this GPU.
+    """Re-measure a point (an ACF's controls) and the baseline interleaved, with an A/A control, on this GPU (or, for
+    a C kernel, this CPU).
 
     A regression gate for CI: it passes while the re-measured lower bound stays at or above ``1 - tolerance``. The
     default tolerance is the noise the A/A control shows: the larger of the A/A floor the ACF recorded, the one
@@ -159,7 +161,7 @@ def recheck(controls: Mapping[str, Any], run: KernelRun, *, recorded: Mapping[st
         confidence, method: Of the intervals (default: the recorded ones, else 0.95 and the paired bootstrap).
 
     Raises:
-        ConfigurationError: No GPU runner, bad rounds or tolerance, or a build that fails.
+        ConfigurationError: Nothing that times the kernel, bad rounds or tolerance, or a build that fails.
     """
     recorded = recorded or {}
     confidence = float(confidence if confidence is not None else recorded.get("confidence", 0.95))
@@ -167,18 +169,18 @@ def recheck(controls: Mapping[str, Any], run: KernelRun, *, recorded: Mapping[st
     if tolerance is not None and not (isinstance(tolerance, (int, float)) and 0 <= tolerance < 1):
         raise ConfigurationError(f"tolerance must lie in [0, 1), but got {tolerance!r}; e.g. 0.01 lets the lower "
                                  "bound fall to 0.99")
-    gpu = run.gpu
-    if gpu is None:
-        raise ConfigurationError("validate --acf re-measures on a GPU: it needs a kernel run with a GPU objective "
-                                 "(runtime) on a machine with an NVIDIA GPU")
+    timer = run.timer
+    if timer is None:
+        raise ConfigurationError("validate --acf re-measures the runtime: it needs a kernel run with a runtime "
+                                 "objective, on a machine with an NVIDIA GPU for a CUDA kernel")
     if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 10:
         raise ConfigurationError(f"rounds must be an integer >= 10, but got {rounds!r}; use e.g. --rounds 40")
     base_path, base_hash = run.build(SearchSpace(run.search_space()).baseline() or {})
     point_path, point_hash = run.build(dict(controls))
     defines = controls.get("defines")
     items = {"baseline": (base_path, None), "baseline#aa": (base_path, None), "point": (point_path, defines)}
-    gpu.close()
-    reply = gpu.remeasure(items, rounds=rounds, energy_rounds=0)
+    timer.close()
+    reply = timer.remeasure(items, rounds=rounds, energy_rounds=0)
     failed = {k: msg for k, (ok, msg) in reply["checks"].items() if not ok}
     if failed:
         raise ConfigurationError(f"the re-measured codes must produce the reference output, but {failed}")

@@ -11,12 +11,14 @@ import numpy as np
 
 from compileiq_lab.analysis.certify import DEVICE_FACTS, certify, noise_floor
 from compileiq_lab.exceptions import ConfigurationError
+from compileiq_lab.measure.cpu import cpu_model
 from compileiq_lab.measure.stats import METHODS, compare, median_ci
 from compileiq_lab.store.header import RunHeader, Validation
 from compileiq_lab.store.sqlite import MEMORY, EvalRecord, RunStore
 
 if TYPE_CHECKING:
     from compileiq_lab.kernels.run import KernelRun
+    from compileiq_lab.measure.cpu import CpuRunner
     from compileiq_lab.measure.gpu import GpuRunner
     from compileiq_lab.store.results import Results
 
@@ -42,7 +44,8 @@ def validate(results: Results, run: KernelRun, *, eval_ids: Sequence[int] | None
              rounds: int = 40, energy_rounds: int | None = None, confidence: float = 0.95,
              method: str = "paired-bootstrap", max_points: int = 8, save: bool = True,
              workloads: Sequence[str] | None = None) -> Validation:
-    """Re-measure points of a GPU run and the baseline interleaved, in a fresh worker, with speedup CIs.
+    """Re-measure points of a run and the baseline interleaved (a GPU run's in a fresh worker, a timed C kernel's in
+    fresh processes, each sample its fastest call), with speedup CIs.
 
     Each point's code is rebuilt (cached), identical machine code is measured once, and all are
     timed in ``rounds`` interleaved rounds (ABAB..., order reversed every other round), so drift
@@ -54,11 +57,11 @@ def validate(results: Results, run: KernelRun, *, eval_ids: Sequence[int] | None
 
     Args:
         results: The run (its baseline must have succeeded).
-        run: A KernelRun of the same kernel, catalog and arch with a GPU objective (e.g. the one that tuned,
-            or ``KernelRun.from_header(results.header)``).
+        run: A KernelRun of the same kernel, catalog and arch with a GPU objective, or a C kernel's with runtime (e.g.
+            the one that tuned, or ``KernelRun.from_header(results.header)``).
         eval_ids: Points to re-measure (default: the Pareto front, best runtime first, at most ``max_points``).
         rounds: Timing samples per point.
-        energy_rounds: Interleaved energy windows per point (default 2 when NVML works, else 0).
+        energy_rounds: Interleaved energy windows per point (default 2 when NVML works, else 0; none on a CPU).
         confidence: Level of the intervals.
         method: See ``compileiq_lab.measure.stats.compare``.
         max_points: Cap on front points re-measured.
@@ -66,20 +69,20 @@ def validate(results: Results, run: KernelRun, *, eval_ids: Sequence[int] | None
             run is writing is refused before anything is measured). ``results`` itself is a snapshot and stays
             as it was: ``load_results(path)`` reads the stored validation.
         workloads: The kernel's other ``[[workloads]]`` to re-measure every point on as well (default: all
-            it declares; [] for none). Each point's row gets ``workloads`` (name -> speedup, low, high, win,
-            loss, or the error when its output is wrong there) and ``mixed`` (a win on the tuning workload
-            but a loss on another: a warning is logged and the lab shows it).
+            it declares; [] for none; a C kernel's are not re-measured yet). Each point's row gets ``workloads``
+            (name -> speedup, low, high, win, loss, or the error when its output is wrong there) and ``mixed`` (a
+            win on the tuning workload but a loss on another: a warning is logged and the lab shows it).
 
     Raises:
-        ConfigurationError: No GPU runner, a failed baseline, a point that no longer compiles or checks.
+        ConfigurationError: Nothing that times the kernel, a failed baseline, a point that no longer compiles or
+            checks.
     """
     _check_settings(rounds, confidence, method)
-    gpu = run.gpu
-    if gpu is None:
-        raise ConfigurationError("validate needs a kernel run with a GPU objective (runtime, power or energy) "
-                                 "on a CUDA kernel; static metrics are exact and need no re-measurement, and a C "
-                                 "kernel's CPU runtime is not re-measured by validate yet (tune it again, or time "
-                                 "the exported flags against -O2 yourself)")
+    timer = run.timer
+    if timer is None:
+        raise ConfigurationError("validate needs a kernel run with a measured objective: a GPU one (runtime, power "
+                                 "or energy) on a CUDA kernel, or runtime on a runnable C kernel; static metrics "
+                                 "are exact and need no re-measurement")
     base = results.baseline_record
     if base is None or base.status != "ok":
         raise ConfigurationError("validate compares with the baseline (compiler defaults), but the run's baseline "
@@ -92,14 +95,23 @@ def validate(results: Results, run: KernelRun, *, eval_ids: Sequence[int] | None
     try:
         if writer is not None:
             writer.acquire()
-        validation = _remeasure(run, gpu, base, points, rounds, energy_rounds, confidence, method,
-                                list(run.kernel.workloads) if workloads is None else list(workloads))
+        validation = _remeasure(run, timer, base, points, rounds, energy_rounds, confidence, method,
+                                _workloads(run, workloads))
         if writer is not None:
             writer.update_header(validation=validation)
     finally:
         if writer is not None:
             writer.close()
     return validation
+
+
+def _workloads(run: KernelRun, asked: Sequence[str] | None) -> list[str]:
+    """The other workloads to re-measure on: those asked (default: every one the kernel declares); none on a CPU."""
+    names = list(run.kernel.workloads) if asked is None else list(asked)
+    if names and run.gpu is None:
+        log.warning("workloads %s not re-measured: a C kernel is re-measured on its own inputs only", names)
+        return []
+    return names
 
 
 def _check_settings(rounds: int, confidence: float, method: str) -> None:
@@ -120,24 +132,26 @@ def _codes(run: KernelRun, recs: Sequence[EvalRecord]) -> tuple[dict[str, tuple[
     for rec in recs:
         path, code_hash = run.build(rec.params)
         defines = rec.params.get("defines")
-        key = f"{code_hash[:16]}:{run.kernel.launch_dims(defines)}"
+        key = f"{code_hash[:16]}:{run.kernel.launch_dims(defines) if run.gpu is not None else 'cpu'}"
         label_of[rec.eval_id] = key
         items.setdefault(key, (path, defines))
     items[label_of[recs[0].eval_id] + "#aa"] = items[label_of[recs[0].eval_id]]
     return items, label_of
 
 
-def _remeasure(run: KernelRun, gpu: GpuRunner, base: EvalRecord, points: list[EvalRecord], rounds: int,
-               energy_rounds: int | None, confidence: float, method: str, workloads: list[str]) -> Validation:
-    """Time the baseline and the points interleaved in a fresh worker, on the tuning workload and the others."""
+def _remeasure(run: KernelRun, runner: GpuRunner | CpuRunner, base: EvalRecord, points: list[EvalRecord],
+               rounds: int, energy_rounds: int | None, confidence: float, method: str,
+               workloads: list[str]) -> Validation:
+    """Time the baseline and the points interleaved (in a fresh worker on a GPU), on the tuning workload and (on a GPU)
+    the others."""
     items, label_of = _codes(run, [base, *points])
     b_label = label_of[base.eval_id]
     aa_label = b_label + "#aa"
     if energy_rounds is None:
-        energy_rounds = 0 if gpu.info.get("nvml") else 2
+        energy_rounds = 0 if runner.info.get("nvml") or run.gpu is None else 2  # (None: NVML works)
     log.info("re-measuring %d distinct codes (%d points + baseline), %d rounds", len(items), len(points), rounds)
-    gpu.close()  # the search's worker: one CUDA context at a time (it restarts if the run is used again)
-    reply = gpu.remeasure(items, rounds=rounds, energy_rounds=energy_rounds)
+    runner.close()  # a GPU search's worker: one CUDA context at a time (it restarts if the run is used again)
+    reply = runner.remeasure(items, rounds=rounds, energy_rounds=energy_rounds)
     failed = {k: msg for k, (ok, msg) in reply["checks"].items() if not ok}
     if failed:
         raise ConfigurationError(f"re-measured points must still produce the reference output, but {failed}")
@@ -159,7 +173,9 @@ def _remeasure(run: KernelRun, gpu: GpuRunner, base: EvalRecord, points: list[Ev
                      "samples": len(samples[label]),
                      "energy": ec, "energy_ratio": ec / eb if ec is not None and eb else None,
                      "same_code_as_baseline": label == b_label})
-    for name in workloads:
+    gpu = run.gpu
+    for name in workloads:  # (none on a CPU: see _workloads)
+        assert gpu is not None
         _validate_workload(gpu, name, items, label_of, points, rows, rounds, confidence, method)
     launches = reply.get("launches_per_sample")
     timer = {"resolution_s": reply.get("timer_resolution_s"),
@@ -174,12 +190,12 @@ def _remeasure(run: KernelRun, gpu: GpuRunner, base: EvalRecord, points: list[Ev
                              "energy": energy_mean(b_label),
                              "aa": {"speedup": aa.speedup, "low": aa.low, "high": aa.high}, "noise_floor": floor},
         rounds=rounds, confidence=confidence, method=method, workloads=workloads,
-        gpu={**gpu.info.get("power", {}), **reply.get("state", {})},
+        gpu={**runner.info.get("power", {}), **reply.get("state", {})},
         created=datetime.now(UTC).isoformat(timespec="seconds"),
         samples={"baseline": list(samples[b_label]), "baseline_aa": list(samples[aa_label]),
                  **{str(rec.eval_id): list(samples[label_of[rec.eval_id]]) for rec in points}},
-        cache=str(getattr(gpu.options, "cache", "warm")), timer=timer,
-        device={k: gpu.info.get(k) for k in DEVICE_FACTS})
+        cache=str(reply.get("cache") or getattr(getattr(runner, "options", None), "cache", "warm")), timer=timer,
+        device={k: runner.info.get(k) for k in DEVICE_FACTS} if run.gpu is not None else {"cpu": cpu_model()})
 
 
 def save_validation(path: str, validation: Validation) -> RunHeader:

@@ -172,7 +172,8 @@ def export_point(args: argparse.Namespace, path: str, results: Results, run: Ker
     if lowered and run.target == "static":
         print(f"note: this point makes the compiler optimise less than by default ({', '.join(lowered)}); static "
               f"metrics ({', '.join(run.objective_names)}) can favour code that unrolls or schedules less, so measure "
-              f"it before using it (on a GPU: compileiq-lab validate --acf {path})", file=sys.stderr)
+              f"it before using it ({'a runnable C kernel on this CPU' if run.kernel.language == 'c' else 'on a GPU'}: "
+              f"compileiq-lab validate --acf {path})", file=sys.stderr)
     return 0
 
 

@@ -69,8 +69,9 @@ def add_run_parsers(sub: Any) -> None:
                 "  1  UNKNOWN   the ACF records no machine-code hash to compare with\n"
                 "  1  an unreadable or invalid ACF, or a kernel that cannot be loaded (compileiq-lab: error: ...)\n"
                 "  2  bad arguments")
-    va = _sub(sub, "validate", "re-measure a GPU run's front and baseline interleaved (speedups with 95 % CIs, "
-                               "Holm-adjusted certification), or re-check an ACF's win on this GPU",
+    va = _sub(sub, "validate", "re-measure a run's front and baseline interleaved (a GPU run's, or a C kernel's "
+                               "CPU runtime: speedups with 95 % CIs, Holm-adjusted certification), or re-check an "
+                               "ACF's win on this machine",
               "compileiq-lab validate run.db --rounds 60\n         compileiq-lab validate --acf best.acf   (a CI gate)")
     va.add_argument("store", nargs="?", default=None, help="the run's .db file (or --acf)")
     va.add_argument("--acf", default=None, help="re-measure this ACF's point and the baseline (with an A/A control) "
@@ -164,7 +165,8 @@ def print_validation(v: Validation) -> None:
     """Print a validation as a table: speedup with its CI, win, energy change."""
     b = v.baseline
     print(f"\nre-measured interleaved ({v.rounds} rounds, {v.method}, {v.confidence:.0%} CI); "
-          f"baseline {b['runtime_median'] * 1e6:.2f} us per launch; A/A noise floor {v.noise_floor * 100:.2f} %")
+          f"baseline {b['runtime_median'] * 1e6:.2f} us per {'launch' if v.gpu else 'call'}; "
+          f"A/A noise floor {v.noise_floor * 100:.2f} %")
     print(f"{'eval':>5}  {'runtime us':>10}  {'speedup':>8}  {'CI':>17}  {'win':>4}  energy  (win: CI above 1 + floor)")
     for r in v.rows:
         energy = f"{(r['energy_ratio'] - 1) * 100:+.1f} %" if r["energy_ratio"] is not None else "n/a"
@@ -198,7 +200,8 @@ def _validate(args: argparse.Namespace) -> int:
 
 
 def _recheck_acf(args: argparse.Namespace) -> int:
-    """``validate --acf``: re-measure the point against the baseline on this GPU; 1 when its win no longer holds."""
+    """``validate --acf``: re-measure the point against the baseline on this GPU (a C kernel's on this CPU); 1 when
+    its win no longer holds."""
     acf = load_acf(Path(args.acf))
     run = KernelRun.from_acf(acf, kernel=args.kernel, acf_folder=Path(args.acf).resolve().parent, measure=True,
                              objectives=["runtime"], gpu_backend=args.gpu_backend)

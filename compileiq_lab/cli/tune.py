@@ -107,8 +107,9 @@ def add_tune_parser(sub: Any) -> None:
                    help="skip the check that the controls reach the compiler (-O0 must change the machine code and, "
                         "on a GPU, the time) before the search")
     t.add_argument("--validate", type=int_at_least(0, "timing rounds; 0 turns it off"), default=None, metavar="ROUNDS",
-                   help="after a GPU run, re-measure the front and the baseline interleaved for ROUNDS rounds and "
-                        "report speedups with 95 %% CIs (default 40 for GPU objectives; 0 turns it off)")
+                   help="after a run with a measured runtime (GPU objectives, or a C kernel's runtime), re-measure the "
+                        "front and the baseline interleaved for ROUNDS rounds and report speedups with 95 %% CIs "
+                        "(default 40; 0 turns it off)")
 
 
 def add_catalog_parser(sub: Any) -> None:
@@ -252,7 +253,7 @@ def _tune(args: argparse.Namespace, run: KernelRun) -> int:
     _print_front(results, run)
     validation = None
     rounds = 40 if args.validate is None else args.validate
-    if run.gpu is not None and rounds > 0 and results.status != "interrupted" and results.pareto_front():
+    if run.timer is not None and rounds > 0 and results.status != "interrupted" and results.pareto_front():
         validation = _validate_run(results, run, rounds)
     if args.export:
         export_point(args, args.export, results, run, validation)

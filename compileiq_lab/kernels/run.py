@@ -372,6 +372,12 @@ class KernelRun(ClusterStages):
         runner = self._evaluator.runner if self._evaluator is not None else None
         return runner if isinstance(runner, GpuRunner) else None
 
+    @property
+    def timer(self) -> GpuRunner | CpuRunner | None:
+        """What times this run's kernel for a re-measurement: the GPU worker, or a timed C kernel's CPU runner."""
+        runner = self._evaluator.runner if self._evaluator is not None else None
+        return runner if isinstance(runner, GpuRunner) or (isinstance(runner, CpuRunner) and runner.timed) else None
+
     def argv(self, config: Mapping[str, Any]) -> dict[str, list[str]]:
         """The compiler arguments of a config, per stage."""
         return config_argv(self.kernel, self.catalog, config)

@@ -3,20 +3,23 @@
 from __future__ import annotations
 
 import logging
+import platform
 import re
 import shutil
 import signal
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from compileiq_lab.exceptions import ConfigurationError
 from compileiq_lab.measure.kernel import Kernel
 from compileiq_lab.measure.runner import RunOutcome
 from compileiq_lab.toolchain.tools import run_tool
 
-__all__ = ["CPU_METRICS", "CpuRunner", "parse_callgrind_total", "timing_summary"]
+__all__ = ["CPU_METRICS", "CpuRunner", "cpu_model", "parse_callgrind_total", "timing_summary"]
 
 log = logging.getLogger(__name__)
 #: A timed total under this is not trusted to rank flag sets alone (shared machines jitter).
@@ -32,6 +35,15 @@ def timing_summary(times: Sequence[float]) -> dict[str, float]:
     return {"runtime": float(t.min()), "runtime_median": float(np.median(t)), "runtime_mean": mean,
             "runtime_cv": float(t.std(ddof=1) / mean) if len(t) > 1 and mean > 0 else 0.0,
             "samples": float(len(t)), "trusted": float(t.sum() >= TRUSTED_TOTAL_S)}
+
+
+def cpu_model(path: str = "/proc/cpuinfo") -> str:
+    """The CPU's model name (from ``path``; else the platform's processor or machine name)."""
+    try:
+        m = re.search(r"^model name\s*:\s*(.+)$", Path(path).read_text(errors="replace"), re.M)
+    except OSError:
+        m = None
+    return m.group(1).strip() if m else platform.processor() or platform.machine()
 
 
 def parse_callgrind_total(text: str) -> int | None:
@@ -88,6 +100,41 @@ class CpuRunner:
 
     def close(self) -> None:
         """Nothing to release."""
+
+    def remeasure(self, items: Mapping[str, tuple[str | Path, Mapping[str, Any] | None]], rounds: int = 40,
+                  energy_rounds: int = 0) -> dict[str, Any]:
+        """Time several executables in interleaved rounds (ABAB..., order reversed every other round), as
+        ``GpuRunner.remeasure`` does on a GPU: each round runs every executable once (a fresh process, at least
+        ``min_repeats`` calls and ``min_seconds`` of them) and keeps its fastest call, the statistic a timed C
+        search ranks by. Every run checks the outputs; the first run's verdict is reported.
+
+        Args:
+            items: label -> (executable, define values; ignored: a C kernel's defines are built in).
+            rounds: Samples per executable, one per round.
+            energy_rounds: Ignored (a CPU has no energy counter here).
+
+        Returns:
+            {"samples": {label: [s per call, ...]}, "energy": {}, "checks": {label: (ok, message)}, "state": {},
+            "cache": "warm", "timer_resolution_s": the monotonic clock's resolution, "launches_per_sample":
+            {label: 1}}.
+
+        Raises:
+            ConfigurationError: An executable that fails to run (its status and message).
+        """
+        labels = list(items)
+        samples: dict[str, list[float]] = {k: [] for k in labels}
+        checks: dict[str, tuple[bool, str]] = {}
+        for r in range(rounds):
+            for label in labels if r % 2 == 0 else labels[::-1]:
+                out = self.time(Path(items[label][0]))
+                if out.status not in ("ok", "wrong_output"):
+                    raise ConfigurationError(f"re-measuring {label!r} must run the kernel, but it was "
+                                             f"{out.status}: {out.error}")
+                checks.setdefault(label, (out.status == "ok", out.error))
+                samples[label].append(float(out.metrics["runtime"]))
+        return {"samples": samples, "energy": {}, "checks": checks, "state": {}, "cache": "warm",
+                "timer_resolution_s": time.get_clock_info("monotonic").resolution,
+                "launches_per_sample": dict.fromkeys(labels, 1)}
 
     def run(self, binary: Path, defines: Mapping[str, Any] | None = None) -> RunOutcome:
         """Time the kernel (if asked) and count its instructions (if asked), checking the outputs of each."""

@@ -127,7 +127,7 @@ def test_validation_certifies_writes_a_certificate_and_validate_acf_rechecks_it(
 def test_recheck_needs_a_gpu_and_reports_a_changed_machine_code(tmp_path, caplog):
     static = KernelRun(load_kernel("reduction"), PTXAS.select(names=["opt_level"]), ["registers"],
                        workdir=tmp_path / "s")
-    with pytest.raises(Exception, match="needs a kernel run with a GPU objective"):
+    with pytest.raises(Exception, match="needs a kernel run with a runtime objective"):
         recheck({}, static)
     run = KernelRun(load_kernel("reduction"), PTXAS.select(names=["opt_level"]), ["runtime"],
                     workdir=tmp_path / "w", gpu_backend=STANDIN_BACKEND)

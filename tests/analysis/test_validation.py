@@ -207,3 +207,37 @@ def test_validation_refuses_a_store_another_run_writes_before_measuring(tmp_path
     finally:
         ev.close()
     assert load_results(store).validation is None
+
+
+needs_gcc = pytest.mark.skipif(not tool_available("gcc"), reason="gcc not installed")
+
+
+@needs_gcc
+def test_a_c_kernel_timed_for_real_is_re_measured_on_the_cpu(tmp_path):
+    """validate and the ACF gate on a C kernel's CPU runtime: fresh runs of each build, interleaved, with an A/A
+    control; the result stored in the run and carried into the ACF's certificate."""
+    from compileiq_lab.analysis.certify import recheck
+
+    run = KernelRun(load_kernel("dot"), "gcc", ["runtime"], workdir=tmp_path / "w")
+    store = str(tmp_path / "c.db")
+    results = Search.of(run, store=store, generations=1, pool_size=3).start()
+    v = validate(results, run, rounds=10, max_points=2)
+    front = {r.eval_id for r in results.front_records()}
+    assert v.rounds == 10 and 1 <= len(v.rows) <= 2 and {r["eval_id"] for r in v.rows} <= front
+    assert all(len(v.samples[str(r["eval_id"])]) == 10 for r in v.rows) and len(v.samples["baseline_aa"]) == 10
+    assert all(r["energy"] is None and r["low"] <= r["speedup"] <= r["high"] for r in v.rows)
+    assert v.device["cpu"] and v.baseline["aa"]["low"] <= v.baseline["aa"]["high"]
+    assert load_results(store).validation.rows == v.rows  # stored in the run
+    acf = point_acf(load_results(store), results.record(v.rows[0]["eval_id"]), run.kernel, run.catalog)
+    assert acf.validation["certificate"]["cpu"] == v.device["cpu"]
+    # the gate fails on a real regression: one accumulator makes the sum one chain of dependent adds
+    base = results.baseline_record.params
+    slow = recheck({**base, "defines": {**base["defines"], "ACCUMULATORS": 1}}, run, rounds=10, tolerance=0.0)
+    assert not slow.passed and slow.high < 1.0 and slow.rounds == 10
+
+
+def test_validate_says_what_it_re_measures_for_static_objectives(tmp_path):
+    run = KernelRun(load_kernel("dot"), "gcc", ["text_bytes"], workdir=tmp_path / "w")
+    results = Search.of(run, store=":memory:", generations=1, pool_size=3).start()
+    with pytest.raises(ConfigurationError, match="runtime on a runnable C kernel; static metrics are exact"):
+        validate(results, run, rounds=10)

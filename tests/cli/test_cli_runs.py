@@ -112,7 +112,7 @@ def test_export_when_the_baseline_failed(tmp_path):
 @needs_gcc
 def test_verify_a_c_point_tuned_for_runtime(tmp_path):
     out = cli("tune", "matmul_c", "--objectives", "text_bytes,runtime", "--generations", "1", "--pool-size", "3",
-              "--store", "m.db", "--export", "rt.acf", cwd=tmp_path)
+              "--store", "m.db", "--export", "rt.acf", "--validate", "0", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     ok = cli("verify", "rt.acf", cwd=tmp_path)
     assert ok.returncode == 0 and "verify: OK" in ok.stdout, ok.stdout + ok.stderr

@@ -65,10 +65,18 @@ def test_tune_a_held_out_bare_cu_file(tmp_path):
 @needs_gcc
 def test_tune_c_kernel_for_runtime(tmp_path):
     out = cli("tune", "dot", "--objectives", "runtime", "--generations", "2", "--pool-size", "4",
-              "--store", "c.db", "--export", "c.json", cwd=tmp_path)
+              "--store", "c.db", "--export", "c.json", "--validate", "10", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     doc = json.loads((tmp_path / "c.json").read_text())
     assert "-O2" in doc["argv"]["c"] and doc["objectives"]["runtime"] > 0
+    # the front re-measured against the baseline on this CPU, interleaved, with an A/A control
+    assert "re-measured interleaved (10 rounds" in out.stdout and "us per call" in out.stdout, out.stdout
+    cert = doc["validation"]["certificate"]
+    assert doc["validation"]["rounds"] == 10 and cert["cpu"] and cert["gpu"] is None and cert["aa"]["low"] > 0
+    # and the ACF's win re-checked here (a CI gate on a CPU kernel): exit 0 exactly when it holds
+    again = cli("validate", "--acf", "c.json", "--rounds", "10", cwd=tmp_path)
+    assert "re-measured 10 interleaved rounds" in again.stdout and "Traceback" not in again.stderr, again.stderr
+    assert (again.returncode == 0) == ("validate: PASSED" in again.stdout), again.stdout + again.stderr
 
 
 def test_catalog_and_user_errors(tmp_path):

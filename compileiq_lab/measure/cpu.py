@@ -175,8 +175,18 @@ class CpuRunner:
         ok, why = self._check(tag)
         metrics = timing_summary(times)
         if not ok:
-            return RunOutcome("wrong_output", why, metrics)
+            return RunOutcome("wrong_output", why + self._written(res.stdout), metrics)
         return RunOutcome("ok", "", metrics)
+
+    def _written(self, stdout: str) -> str:
+        """What a wrong output's message adds when the kernel changed input buffers (the harness says which)."""
+        names = [self.kernel.inputs[int(i)].name for i in re.findall(r"^written (\d+)$", stdout, re.M)
+                 if int(i) < len(self.kernel.inputs)]
+        if not names:
+            return ""
+        return (f"; the kernel writes its input buffer{'s' if len(names) > 1 else ''} {', '.join(map(repr, names))}, "
+                "but the harness calls it many times on the same buffers, so each call starts from the last one's "
+                "result: a kernel must not write its inputs (copy them to a scratch output and work there)")
 
     def _check(self, tag: str) -> tuple[bool, str]:
         outputs = {b.name: np.fromfile(self.workdir / "out" / f"{tag}-{b.name}.bin", dtype=b.dtype)

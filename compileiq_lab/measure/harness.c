@@ -1,7 +1,8 @@
 /* compileiq-lab CPU timing harness: loads buffers, calls cil_kernel, times repeats, saves outputs.
  *
  * usage: harness MIN_REPEATS MIN_SECONDS NPARAMS P1..Pn NBUFS (in|out BYTES PATH)...
- * Prints one line "t SECONDS" per timed call after one untimed warm-up call.
+ * Prints one line "t SECONDS" per timed call after one untimed warm-up call, then "written INDEX" for each input
+ * buffer the calls changed (a kernel must not write its inputs: every call is made on the same buffers).
  */
 #define _POSIX_C_SOURCE 199309L
 #include <stdio.h>
@@ -59,6 +60,16 @@ int main(int argc, char **argv) {
         double dt = now() - t0;
         total += dt;
         printf("t %.9f\n", dt);
+    }
+    for (int i = 0; i < nb; i++) {
+        if (is_out[i]) continue;
+        char *again = malloc((size_t)sizes[i] + 1);
+        FILE *f = fopen(paths[i], "rb");
+        if (!again || !f || fread(again, 1, (size_t)sizes[i], f) != (size_t)sizes[i])
+            die("cannot reread input", paths[i]);
+        fclose(f);
+        if (memcmp(again, bufs[i], (size_t)sizes[i]) != 0) printf("written %d\n", i);
+        free(again);
     }
     for (int i = 0; i < nb; i++) {
         if (!is_out[i]) continue;

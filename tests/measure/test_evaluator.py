@@ -103,7 +103,17 @@ def _broken_dot(tmp_path):
 def test_wrong_output_is_recorded(tmp_path):
     ev = KernelRun(_broken_dot(tmp_path), GCC, ["runtime"], workdir=tmp_path / "w")
     m = ev({"opt_level": 2})
+    assert m.status == "wrong_output" and "writes its input" not in m.error, (m.status, m.error)
+
+
+@needs_gcc
+def test_a_kernel_that_writes_its_inputs_is_told_why_its_output_is_wrong(tmp_path):
+    kernel = _broken_dot(tmp_path)
+    src = kernel.source_path  # each call changes x[0]: the next call sums another vector
+    src.write_text(src.read_text().replace("((double *)bufs[2])[0] += 1.0;", "((float *)bufs[0])[0] += 1.0f;"))
+    m = KernelRun(load_kernel(kernel.folder), GCC, ["runtime"], workdir=tmp_path / "w")({"opt_level": 2})
     assert m.status == "wrong_output", (m.status, m.error)
+    assert "the kernel writes its input buffer 'x'" in m.error and "copy them to a scratch output" in m.error
 
 
 @needs_gcc

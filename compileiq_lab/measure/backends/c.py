@@ -46,7 +46,9 @@ class CHost:
 
     def compile(self, argv: Mapping[str, Sequence[str]]) -> CompileOutcome:
         flags = [*self.context.argv(), *argv["c"]]
-        key = hashlib.sha256("\0".join([self.kernel.source_sha256(), self.compiler, str(self.link), *flags]).encode())
+        harness = hashlib.sha256(self.harness.read_bytes()).hexdigest() if self.link else ""
+        key = hashlib.sha256("\0".join([self.kernel.source_sha256(), harness, self.compiler, str(self.link),
+                                        *flags]).encode())
         out = self.workdir / "bin" / (f"k-{key.hexdigest()[:20]}" + ("" if self.link else ".o"))
         source = str(self.kernel.source_path)
 

@@ -103,6 +103,26 @@ def test_resume_with_another_setup_is_refused(tmp_path):
 
 
 @needs_cuda
+def test_resume_with_another_entry_or_build_context_is_refused(tmp_path):
+    """A bare multi-kernel file: continuing a store with another --entry or another --define would append another
+    kernel's (or build's) rows under the first one's header."""
+    source = Path(__file__).resolve().parents[1] / "data" / "public_kernels" / "llm.c" / "dev" / "cuda" / \
+        "softmax_forward.cu"
+    base = ("tune", str(source), "--space", "ptxas", "--objectives", "registers", "--pool-size", "3", "--no-canary",
+            "--store", "s.db")
+    first = cli(*base, "--entry", "softmax_forward_kernel1", "--generations", "1", cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    same = cli(*base, "--entry", "softmax_forward_kernel1", "--generations", "2", cwd=tmp_path)
+    assert same.returncode == 0, same.stderr  # the same setup continues
+    entry = cli(*base, "--entry", "softmax_forward_kernel4", "--generations", "3", cwd=tmp_path)
+    assert entry.returncode == 1 and "another setup" in entry.stderr and "entry: stored 'softmax_forward_kernel1'" \
+        in entry.stderr, entry.stderr
+    define = cli(*base, "--entry", "softmax_forward_kernel1", "--define", "X=1", "--generations", "3", cwd=tmp_path)
+    assert define.returncode == 1 and "another setup" in define.stderr and "build:" in define.stderr, define.stderr
+    assert load_results(str(tmp_path / "s.db")).header.kernel.extra["entry"] == "softmax_forward_kernel1"
+
+
+@needs_cuda
 def test_mismatched_catalog_and_bad_arch_are_clear_errors(tmp_path):
     wrong = cli("tune", "reduction", "--space", "gcc", "--generations", "1", cwd=tmp_path)
     assert wrong.returncode == 1 and "use nvcc, ptxas or nvrtc" in wrong.stderr

@@ -223,7 +223,8 @@ class RunHooks:
 
         def hooked(event: RunEvent) -> None:
             if isinstance(event, EvaluationEvent):
-                self._ok_seen |= event.record.status == "ok"
+                # the baseline (generation 0) does not count: CompileIQ asks whether the searched configs all failed
+                self._ok_seen |= event.record.status == "ok" and event.record.generation >= 1
             elif isinstance(event, GenerationEvent) and event.generation >= 1:
                 if self.options.dump_results:
                     dump(results(), self.options.dump_results)

@@ -31,6 +31,7 @@ from compileiq_lab import (
     SearchConfiguration,
     Worker,
     WorkerTypes,
+    load_results,
 )
 from compileiq_lab.exceptions import ConfigurationError, SearchFailedError, SearchStateError
 
@@ -213,6 +214,21 @@ def test_exit_on_failure_stops_after_a_failed_first_generation(tmp_path: Path) -
     quiet = Search(broken, _toy_space(False), SearchConfiguration(generations=2, pool_size=4),
                    store=tmp_path / "other.db")
     assert len(quiet.start()) == 8
+
+
+def test_exit_on_failure_leaves_a_baseline_that_ran_out(tmp_path: Path) -> None:
+    """CompileIQ's usual setup: the compiler defaults build (the baseline, {}), every searched config fails."""
+    def objective(config: dict[str, Any]) -> float:
+        if not config:
+            return 1.0
+        raise RuntimeError("nvcc failed")
+
+    s = Search(objective, {"x": ss.range(1, 50)}, SearchConfiguration(generations=3, pool_size=4, normalize=True),
+               exit_on_failure=True, store=tmp_path / "run.db")
+    with pytest.raises(SearchFailedError, match="nvcc failed"):
+        s.start()
+    stored = load_results(str(tmp_path / "run.db"))
+    assert stored.baseline_record.status == "ok" and max(r.generation for r in stored.records) == 1
 
 
 def test_dump_results_writes_the_table_as_csv(tmp_path: Path) -> None:

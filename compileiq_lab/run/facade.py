@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import os
 import sqlite3
 import threading
@@ -220,7 +221,15 @@ class Search:
             raise ConfigurationError(f"start() got {sorted(worker_kwargs)}: CompileIQ passes such arguments to a "
                                      "custom Worker, which compileiq-lab has none of; bind them into the objective "
                                      "(functools.partial) instead")
-        n = num_workers or workers
+        if num_workers is not None and workers is not None and num_workers != workers:
+            raise ConfigurationError(f"start(): workers is given twice, as workers={workers!r} and "
+                                     f"num_workers={num_workers!r}; pass one of them")
+        n = num_workers if num_workers is not None else workers
+        if task_timeout is not None and (isinstance(task_timeout, bool) or not isinstance(task_timeout, (int, float))
+                                         or not 0 < task_timeout < math.inf):
+            raise ConfigurationError(f"start(): `0 < task_timeout < inf` must hold, but got "
+                                     f"task_timeout={task_timeout!r}; pass seconds per objective call as a positive "
+                                     "number, or None for no limit")
         if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
             raise ConfigurationError(f"start(): `workers is an int >= 1` must hold, but got workers={n!r}; pass the "
                                      "number of objective calls to run at once")

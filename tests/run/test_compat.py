@@ -231,6 +231,20 @@ def test_exit_on_failure_leaves_a_baseline_that_ran_out(tmp_path: Path) -> None:
     assert stored.baseline_record.status == "ok" and max(r.generation for r in stored.records) == 1
 
 
+@pytest.mark.parametrize("kwargs, rule", [({"task_timeout": 0}, "0 < task_timeout"),
+                                           ({"task_timeout": -1}, "0 < task_timeout"),
+                                           ({"task_timeout": float("nan")}, "0 < task_timeout"),
+                                           ({"num_workers": 0}, "workers is an int >= 1"),
+                                           ({"num_workers": 2, "workers": 3}, "given twice")])
+def test_start_refuses_bad_worker_settings_before_any_call(kwargs: dict[str, Any], rule: str) -> None:
+    calls: list[dict[str, Any]] = []
+    s = Search(lambda c: calls.append(c) or 1.0, _toy_space(False), SearchConfiguration(generations=1, pool_size=4),
+               store=":memory:")
+    with pytest.raises(ConfigurationError, match=rule):
+        s.start(**kwargs)
+    assert calls == []
+
+
 def test_dump_results_writes_the_table_as_csv(tmp_path: Path) -> None:
     out = tmp_path / "results.csv"
     s = Search(lambda c: c["x"], _toy_space(False), SearchConfiguration(generations=2, pool_size=4),

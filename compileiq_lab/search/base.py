@@ -201,15 +201,20 @@ class Strategy(ABC):
                 yield x
 
     def draw_unseen(self, rng: np.random.Generator, n: int, exclude: set[bytes] | None = None) -> np.ndarray:
-        """Up to ``n`` prior samples whose configs were never asked (nor are in ``exclude``)."""
+        """Up to ``n`` prior samples whose configs were never asked (nor are in ``exclude``); where the prior has no
+        more of them (a knockout_prob of 0 or 1, seed bounds narrower than the values), draws uniform over every
+        gene's whole domain, so that a space is only called exhausted when it is."""
         rows: list[np.ndarray] = []
         keys = set(exclude or ())
-        for _ in range(self.max_draw_rounds):
-            for x in self.fresh(self.space.sample(rng, max(n, 8)), keys):
+        space = self.space
+        for r in range(2 * self.max_draw_rounds):
+            X = space.sample(rng, max(n, 8)) if r < self.max_draw_rounds else \
+                rng.integers(space.xl, space.xu + 1, size=(max(n, 8), space.n_genes))
+            for x in self.fresh(X, keys):
                 rows.append(x)
                 if len(rows) == n:
                     return np.array(rows)
-        return np.array(rows, dtype=np.int64).reshape(len(rows), self.space.n_genes)
+        return np.array(rows, dtype=np.int64).reshape(len(rows), space.n_genes)
 
     @abstractmethod
     def _ask(self, n: int) -> np.ndarray:

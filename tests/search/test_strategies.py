@@ -95,6 +95,17 @@ def test_knockout_is_an_evolvable_gene():
     assert best["score_1"] == 0 and "penalty" not in best["params"]
 
 
+@pytest.mark.parametrize("strategy", ["ga", "random"])
+@pytest.mark.parametrize("prob", [0.0, 1.0])
+def test_a_knockout_prob_of_0_or_1_is_a_prior_not_a_fence(strategy, prob):
+    """Every config is asked before the run calls the space exhausted, though the prior never draws half of them."""
+    space = {"x": ss.range(1, 6), **{f"f{i}": ss.literal(f"-f{i}", knockout_prob=prob) for i in range(3)}}
+    res = Search(lambda c: c["x"] + len(c), space,
+                 SearchConfiguration(generations=200, pool_size=6, strategy=strategy), store=":memory:").start()
+    assert res.status == "exhausted" and len(res.records) == 6 * 2 ** 3
+    assert len({tuple(sorted(r.params)) for r in res.records}) == 2 ** 3
+
+
 def test_small_space_is_exhausted_not_looped():
     space = {"a": ss.choice([1, 2, 3]), "b": ss.flag("-b")}
     res = _run(lambda c: c["a"], space, generations=50, pool_size=4)

@@ -6,11 +6,12 @@ import itertools
 import math
 import warnings
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from compileiq_lab.exceptions import ConfigurationError
 from compileiq_lab.search.factory import STRATEGIES
+from compileiq_lab.space.grid import plain
 from compileiq_lab.space.objectives import Objective, objectives_from_settings
 
 __all__ = ["MAX_GENERATIONS", "MAX_OBJECTIVES", "MAX_POOL_SIZE", "MAX_WARM_START", "MODELS", "TRAJECTORY_KEYS",
@@ -162,6 +163,8 @@ class SearchConfiguration:
     learn_conflicts: bool = True
 
     def __post_init__(self) -> None:
+        for f in fields(self):  # numpy numbers (a seed from np.random, a pool from a sweep) as Python's
+            setattr(self, f.name, plain(getattr(self, f.name)))
         if not _is_int(self.generations) or self.generations < 1:
             raise _fail("generations is an int >= 1", f"generations={self.generations!r}", "Pass a positive int.")
         if self.generations > MAX_GENERATIONS:

@@ -7,14 +7,28 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from compileiq_lab.exceptions import SpaceDefinitionError
 
-__all__ = ["check_number", "fail", "grid", "grid_size", "preview", "seed_indices"]
+__all__ = ["check_number", "fail", "grid", "grid_size", "plain", "preview", "seed_indices"]
 
 
 def fail(func: str, rule: str, got: str, fix: str) -> SpaceDefinitionError:
     """The error of a DSL call: the rule, the value received and the fix."""
     return SpaceDefinitionError(f"{func}(): `{rule}` must hold, but got {got}. {fix}")
+
+
+def plain(value: Any) -> Any:
+    """numpy scalars and arrays (in lists and tuples too) as the Python numbers and lists they hold: CompileIQ's DSL
+    takes them, and a space or a setting is stored as JSON."""
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, (list, tuple)):
+        return type(value)(plain(v) for v in value)
+    return value
 
 
 def check_number(func: str, name: str, value: Any) -> float:

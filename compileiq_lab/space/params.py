@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import builtins
+import functools
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 from compileiq_lab.exceptions import SpaceDefinitionError
-from compileiq_lab.space.grid import check_number, fail, grid, grid_size, preview, seed_indices
+from compileiq_lab.space.grid import check_number, fail, grid, grid_size, plain, preview, seed_indices
 
 __all__ = [
     "MAX_VALUES",
@@ -148,11 +149,13 @@ class Param:
 
 def _alias(func: str, name: str, value: Any, alias: str, aliased: Any) -> Any:
     """The value given under ``name`` or under its CompileIQ name ``alias`` (exactly one of them)."""
-    missing = (None, UNSET)
-    if (value in missing) == (aliased in missing) and not (value is None and aliased is UNSET and func == "literal"):
+    def missing(v: Any) -> bool:
+        return v is None or v is UNSET
+
+    if missing(value) == missing(aliased) and not (value is None and aliased is UNSET and func == "literal"):
         raise fail(func, f"exactly one of {name} and {alias} is given", f"{name}={value!r}, {alias}={aliased!r}",
                     f"Pass the {name} (or CompileIQ's {alias}).")
-    return value if aliased in missing else aliased
+    return value if missing(aliased) else aliased
 
 
 def _declared(func: str, values: Sequence[Any], default: Any, args: dict[str, Any]) -> Any:
@@ -160,14 +163,30 @@ def _declared(func: str, values: Sequence[Any], default: Any, args: dict[str, An
     if default is UNSET:
         return UNSET
     key = _json_key(default, func)
-    for v in values:
-        if _json_key(v, func) == key:
-            args["default"] = v
-            return v
+    number = isinstance(default, (int, float)) and not isinstance(default, bool)
+    same = [v for v in values if _json_key(v, func) == key] or \
+        [v for v in values if number and isinstance(v, (int, float)) and not isinstance(v, bool) and v == default]
+    if same:  # the value as the domain holds it (4 for a range's 4.0): the same config either way
+        args["default"] = same[0]
+        return same[0]
     raise fail(func, "default is one of the values", f"default={default!r}",
                 f"Pass one of {preview(list(values))}, or leave default out.")
 
 
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _takes_numpy(func: Callable[_P, _R]) -> Callable[_P, _R]:
+    """A DSL function that also takes numpy scalars and arrays (``choice(np.arange(4))``), as CompileIQ's does: they
+    are read as the Python values they hold."""
+    @functools.wraps(func)
+    def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        return func(*(plain(a) for a in args), **{k: plain(v) for k, v in kwargs.items()})
+    return wrapper
+
+
+@_takes_numpy
 def range(  # noqa: A001 - the CompileIQ DSL name
     start: float,
     end: float,
@@ -219,6 +238,7 @@ def range(  # noqa: A001 - the CompileIQ DSL name
                  _declared("range", values, default, args))
 
 
+@_takes_numpy
 def choice(values: Sequence[Any] | None = None, knockout_prob: float | None = None, default: Any = UNSET, *,
            choice_list: Sequence[Any] | None = None) -> Param:
     """One of an unordered set of values.
@@ -255,6 +275,7 @@ def choice(values: Sequence[Any] | None = None, knockout_prob: float | None = No
                  default=_declared("choice", values, default, args))
 
 
+@_takes_numpy
 def literal(value: Any = UNSET, knockout_prob: float | None = None, default: Any = UNSET, *,
             const_value: Any = UNSET) -> Param:
     """A constant value that can be switched on and off through knockout.
@@ -275,6 +296,7 @@ def literal(value: Any = UNSET, knockout_prob: float | None = None, default: Any
                  default=_declared("literal", [value], default, args))
 
 
+@_takes_numpy
 def log_sampling(start: float, end: float, total: int = 10, knockout_prob: float | None = None,
                  default: Any = UNSET) -> Param:
     """``total`` values spaced geometrically from ``start`` to ``end`` (both included).
@@ -321,6 +343,7 @@ def log_sampling(start: float, end: float, total: int = 10, knockout_prob: float
                  args=args, default=_declared("log_sampling", values, default, args))
 
 
+@_takes_numpy
 def flag(name_or_value: Any, knockout_prob: float = 0.5) -> Param:
     """An on/off switch: present with its value, or absent (knocked out).
 

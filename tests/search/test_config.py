@@ -160,3 +160,11 @@ def test_directions_from_list() -> None:
     cfg = SearchConfiguration(generations=1, problem_type=("max", "min"), num_objectives=2)
     assert cfg.directions == ["max", "min"]
     assert cfg.problem_type == ["max", "min"]
+
+
+def test_numpy_numbers_are_taken_as_python_numbers() -> None:
+    import numpy as np
+
+    c = SearchConfiguration(generations=np.int64(5), pool_size=np.int64(8), seed=np.int32(3),
+                            mutate_rate=np.float32(0.25))
+    assert (c.generations, c.pool_size, c.seed) == (5, 8, 3) and type(c.seed) is int and c.mutate_rate == 0.25

@@ -351,3 +351,21 @@ def test_param_from_spec_unknown_kind_lists_valid_kinds() -> None:
 def test_param_from_spec_missing_kind() -> None:
     with pytest.raises(SpaceDefinitionError, match="unknown parameter kind None; valid kinds"):
         ss.param_from_spec({"start": 0, "end": 1})
+
+
+def test_numpy_values_are_read_as_the_python_values_they_hold() -> None:
+    """CompileIQ's DSL takes numpy arrays and scalars (a sweep built with np.arange): the same space as plain ints."""
+    assert ss.choice(np.arange(4)).values == (0, 1, 2, 3)
+    assert ss.choice(list(np.arange(1, 4)), knockout_prob=np.float32(0.5)).knockout_prob == 0.5
+    r = ss.range(np.int64(0), np.int64(10), step=np.int64(2), default=np.int64(4))
+    assert r.values == (0, 2, 4, 6, 8, 10) and r.default == 4 and all(type(v) is int for v in r.values)
+    assert ss.literal(np.float64(2.5)).values == (2.5,) and ss.log_sampling(1, 64, np.int64(7)).values[-1] == 64
+
+
+def test_a_default_matches_the_value_it_equals() -> None:
+    """default=4 on a grid of floats is its 4.0 (and 4.0 on a grid of ints its 4): the same config either way."""
+    assert ss.range(1.0, 20.0, step=0.5, default=4).default == 4.0
+    assert ss.range(1, 9, default=4.0).default == 4 and ss.choice([1, 2, 3], default=1.0).default == 1
+    assert ss.range(0, 1, step=0.25, default=0.0).default == 0
+    with pytest.raises(SpaceDefinitionError, match="default is one of the values"):
+        ss.choice([1, 2, 3], default=True)  # a bool is not the number 1 here

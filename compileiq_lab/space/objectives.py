@@ -60,15 +60,17 @@ class Objective:
         return format_quantity(value, self.unit)
 
     def change(self, value: float | None, baseline: float | None) -> str | None:
-        """A value against the baseline's as a change with its sense, e.g. "-19 % vs baseline, better";
-        None when either is missing or not finite, or the baseline is 0."""
-        if value is None or baseline is None or not (math.isfinite(value) and math.isfinite(baseline)) \
-                or baseline == 0:
+        """A value against the baseline's as a change with its sense, e.g. "-19 % vs baseline, better" ("from 0 to 168
+        bytes, worse" against a baseline of 0, which has no percentage); None when either is missing or not
+        finite."""
+        if value is None or baseline is None or not (math.isfinite(value) and math.isfinite(baseline)):
             return None
-        pct = 100.0 * (value - baseline) / abs(baseline)
         if value == baseline:
             return "same as baseline"
         verdict = "better" if self.sign * (value - baseline) < 0 else "worse"
+        if baseline == 0:
+            return f"from 0 to {self.format(value)}, {verdict}"
+        pct = 100.0 * (value - baseline) / abs(baseline)
         digits = 0 if abs(pct) >= 10 else 1 if abs(pct) >= 1 else 2
         return f"{pct:+.{digits}f} % vs baseline, {verdict}"
 

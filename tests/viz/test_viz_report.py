@@ -178,7 +178,9 @@ def test_change_wording_and_units() -> None:
     assert regs.change(25, 31) == "-19 % vs baseline, better"  # the example: 25 registers vs 31
     assert ct.change(0.29 * 1.246, 0.29) == "+25 % vs baseline, worse"
     assert Objective("gflops", "max", "").change(110.0, 100.0) == "+10 % vs baseline, better"
-    assert Objective("x").change(1.0, 0.0) is None and Objective("x").change(None, 1.0) is None
+    assert Objective("x").change(None, 1.0) is None and Objective("x").change(0.0, 0.0) == "same as baseline"
+    spill = Objective("spill_bytes", unit="bytes")  # a regression from 0 has no percentage, but is one
+    assert spill.change(168.0, 0.0) == f"from 0 to {spill.format(168.0)}, worse"
     assert ct.format(0.000123) == "123 \u00b5s" and regs.format(25.0) == "25 count"
     assert quantity_text("ptxas_time_ms", 12.5) == "12.5 ms" and quantity_text("spill_bytes", 8.0) == "8 bytes"
     assert quantity_text("launches_per_sample", 3.0) == "3"

@@ -50,7 +50,8 @@ def build_section(kernel: KernelSpec, bundled: bool, nvidia_acf: str | None = No
         rel = _relative(d, where)
         if rel is None:
             raise ConfigurationError(f"an ACF records include directories relative to the kernel source's folder "
-                                     f"(at most 8 levels up), but {d} is not; keep the headers in the kernel's project")
+                                     f"(at most 8 levels up, printable names), but {d} is not; keep the headers in "
+                                     "the kernel's project")
         dirs.append(rel)
     ref = kernel.source_path if kernel.spec_file is None else kernel.folder
     out = {**NO_BUILD, "source": None if bundled else _relative(ref, Path.cwd()), "entry": kernel.entry,

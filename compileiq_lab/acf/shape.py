@@ -39,7 +39,9 @@ _BUILD_KEYS = ("source", "entry", "include_dirs", "defines", "args")
 _BUILD_OPTIONAL = ("nvidia_acfs",)
 _LABEL = re.compile(r"[A-Za-z0-9_.-]{1,64}\Z")
 _SHA256 = re.compile(r"[0-9a-f]{64}\Z")
-_PART = re.compile(r"[A-Za-z0-9_.+-]{1,255}\Z")
+#: One name of a recorded path: printable, no separator (spaces and brackets are common in users' folder names; the
+#: paths are opened, never run through a shell)
+_PART = re.compile(r"[^/\\\x00-\x1f\x7f]{1,255}\Z")
 _ENTRY = re.compile(r"[A-Za-z0-9_$.:<>,()*& ~\[\]-]{1,1024}\Z")
 #: validation: key -> (check, rule)
 _VALIDATION: dict[str, tuple[Callable[[Any], bool], str]] = {

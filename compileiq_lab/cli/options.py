@@ -172,9 +172,16 @@ def export_point(args: argparse.Namespace, path: str, results: Results, run: Ker
     if lowered and run.target == "static":
         print(f"note: this point makes the compiler optimise less than by default ({', '.join(lowered)}); static "
               f"metrics ({', '.join(run.objective_names)}) can favour code that unrolls or schedules less, so measure "
-              f"it before using it ({'a runnable C kernel on this CPU' if run.kernel.language == 'c' else 'on a GPU'}: "
-              f"compileiq-lab validate --acf {path})", file=sys.stderr)
+              f"it before using it ({_how_to_measure(run)}: compileiq-lab validate --acf {path})", file=sys.stderr)
     return 0
+
+
+def _how_to_measure(run: KernelRun) -> str:
+    """Where ``validate --acf`` can measure a point of this run's kernel."""
+    where = "on this CPU" if run.kernel.language == "c" else "on a GPU"
+    if run.kernel.spec_file is None:  # a bare file: nothing says what inputs to run it with
+        return f"{where}, once it is a kernel folder whose kernel.toml gives its inputs"
+    return where
 
 
 #: The optimisation level of the CUDA compilers when left at their default (ptxas -O3, NVVM -O3).

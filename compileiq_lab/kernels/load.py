@@ -6,6 +6,7 @@ import dataclasses
 import hashlib
 import logging
 import os
+import re
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -113,7 +114,10 @@ def _load(name_or_path: str | os.PathLike[str]) -> KernelSpec:
         return _load_folder(path if path.is_dir() else path.parent)
     language, path = {v: k for k, v in LANGUAGES.items()}.get(path.suffix), path.resolve()
     if path.is_file() and language:
-        return KernelSpec(name=path.stem, language=language, source=path.name, entry=None, folder=path.parent,
+        # the name runs and ACFs record: the file's stem in letters, digits, '_', '.' and '-' ("my kernel(1).cu"
+        # is my_kernel_1_); the file itself is recorded as it is
+        name = (re.sub(r"[^A-Za-z0-9_.-]", "_", path.stem).lstrip(".-") or "kernel")[:128]
+        return KernelSpec(name=name, language=language, source=path.name, entry=None, folder=path.parent,
                           source_path=path, description=f"static-only {language} file {path.name}")
     raise ConfigurationError(f"load_kernel: `the kernel is a bundled name, a folder with {SPEC_FILE} or a "
                              f".cu/.ptx/.c file` must hold, but got {text!r}. Use one of {list_kernels()} or fix the "

@@ -207,3 +207,33 @@ def test_an_export_that_lowers_an_optimisation_level_is_named():
     gcc = SimpleNamespace(catalog=GCC)  # the C build's base is -O2: -O1 lowers it, -O3 and -Os do not
     assert _lowered_optimisation(gcc, {"opt_level": 1}) == ["opt_level = 1 against the default 2"]
     assert _lowered_optimisation(gcc, {"opt_level": 3}) == _lowered_optimisation(gcc, {"opt_level": "s"}) == []
+    # and where to measure it: a bare file first needs the inputs a kernel folder gives
+    from compileiq_lab.cli.options import _how_to_measure
+
+    def run(language: str, spec_file: object) -> SimpleNamespace:
+        return SimpleNamespace(kernel=SimpleNamespace(language=language, spec_file=spec_file))
+
+    assert _how_to_measure(run("cuda", "kernel.toml")) == "on a GPU"
+    assert _how_to_measure(run("c", "kernel.toml")) == "on this CPU"
+    assert "once it is a kernel folder whose kernel.toml gives its inputs" in _how_to_measure(run("cuda", None))
+
+
+@needs_cuda
+def test_a_file_and_a_header_folder_named_as_users_name_them_export_and_verify(tmp_path):
+    """Spaces and brackets in a kernel file's name and an include folder's: the run's kernel name is the stem in
+    plain characters, the ACF records both paths as they are, and verify rebuilds the point from them."""
+    (tmp_path / "my headers").mkdir()
+    (tmp_path / "my headers" / "scale.h").write_text("#define SCALE 3.0f\n")
+    (tmp_path / "my kernel(1).cu").write_text(
+        '#include "scale.h"\n__global__ void k(float *x, int n) { int i = threadIdx.x;\n'
+        "  for (int j = 0; j < n; ++j) x[i] = x[i] * SCALE + j; }\n")
+    out = cli("tune", "my kernel(1).cu", "-I", "my headers", "--space", "ptxas", "--objectives", "registers",
+              "--generations", "1", "--pool-size", "3", "--export", "k.acf", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    from compileiq_lab import load_acf
+
+    acf = load_acf(tmp_path / "k.acf")
+    assert acf.kernel == "my_kernel_1_" and acf.build["source"] == "my kernel(1).cu"
+    assert acf.build["include_dirs"] == ["my headers"]
+    ok = cli("verify", "k.acf", cwd=tmp_path)
+    assert ok.returncode == 0 and "verify: OK" in ok.stdout, ok.stdout + ok.stderr

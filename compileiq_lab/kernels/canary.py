@@ -24,6 +24,7 @@ import numpy as np
 from compileiq_lab.exceptions import ConfigurationError
 from compileiq_lab.measure.backends.base import Backend
 from compileiq_lab.measure.binary import inspect_elf
+from compileiq_lab.measure.entries import cubin_entries
 from compileiq_lab.measure.evaluator import config_argv, keep_ends
 from compileiq_lab.measure.gpu import GpuRunner
 from compileiq_lab.measure.stats import compare
@@ -212,6 +213,11 @@ def _check(run: KernelRun, catalog: Catalog, controls: Sequence[Control], backen
         return CanaryResult(True, f"not checked: the baseline does not compile ({baseline.error[:300]}); the search's "
                                   "baseline row reports it", baseline_argv=baseline.argv)
     _warn_overridden_defines(run, baseline.log)
+    if backend.binary_kind == "cubin" and baseline.path is not None and not cubin_entries(baseline.path):
+        return CanaryResult(False, f"{run.kernel.source_path.name} must hold a kernel to tune (a __global__ function, "
+                                   "or a PTX .entry), but it holds none: it compiled to a module without one; fix: "
+                                   "tune the file that defines the kernel (a file of host code or device functions "
+                                   "alone has nothing to measure)", baseline_argv=baseline.argv)
     tested: list[tuple[Control, Any, _Build]] = []
     skipped: list[str] = []
     for control in controls:

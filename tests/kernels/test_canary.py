@@ -89,6 +89,20 @@ def test_a_define_the_source_defines_again_is_warned_about(tmp_path, caplog):
 
 
 @needs_cuda
+@pytest.mark.parametrize("source", ["", "#include <cstdio>\nint main() { puts(\"hi\"); return 0; }\n",
+                                    "__device__ float twice(float x) { return 2 * x; }\n"])
+def test_a_file_without_a_kernel_is_said_to_hold_none(tmp_path, source):
+    """Not blamed on a compiler wrapper: the baseline compiled, to a module without an entry."""
+    from compileiq_lab.kernels import load_kernel
+
+    src = tmp_path / "none.cu"
+    src.write_text(source)
+    result = canary(KernelRun(load_kernel(src), PTXAS, ["registers"], measure=False, workdir=tmp_path / "w"))
+    assert not result.ok and "none.cu must hold a kernel to tune" in result.reason, result.reason
+    assert "wrapper" not in result.reason
+
+
+@needs_cuda
 def test_nvcc_checks_both_stages_and_a_subset_borrows_the_curated_level(tmp_path):
     both = canary(KernelRun("sgemm", NVCC, ["registers"], measure=False, workdir=tmp_path / "a"))
     assert both.ok and both.checked == ("opt_level", "cicc_opt") and both.control == "opt_level"

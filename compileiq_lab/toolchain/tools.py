@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -52,25 +54,47 @@ def find_tool(name: str) -> str:
 
 
 def cuda_include_dirs() -> list[str]:
-    """The CUDA toolkit's header folders (next to nvcc, under ``$CUDA_HOME``/``$CUDA_PATH``, or in the CUDA wheels),
-    for compilers that do not know them (NVRTC): the folders that hold ``cuda_runtime.h``, first found first."""
+    """The CUDA toolkit's header folders, for compilers that do not know them (NVRTC): under ``$CUDA_HOME`` /
+    ``$CUDA_PATH``, the ones nvcc itself passes (its ``--dryrun``, which sees through a wrapper script on PATH), next
+    to nvcc, or in the CUDA wheels; each folder that holds ``cuda_runtime.h``, then its ``cccl`` folder (CUDA 13's
+    ``cuda/std``, ``nv/target`` and CUB, which cooperative_groups.h needs), first found first."""
     import importlib.util
 
-    roots: list[Path] = []
-    for var in ("CUDA_HOME", "CUDA_PATH"):
-        if os.environ.get(var):
-            roots.append(Path(os.environ[var]))
+    env = [Path(os.environ[v]) for v in ("CUDA_HOME", "CUDA_PATH") if os.environ.get(v)]
     nvcc = shutil.which("nvcc") or _wheel_tool("nvcc")
-    if nvcc:
-        roots.append(Path(nvcc).resolve().parent.parent)
+    told = [Path(d) for d in _nvcc_include_dirs(nvcc)] if nvcc else []
+    near = [Path(nvcc).resolve().parent.parent] if nvcc else []
     spec = importlib.util.find_spec("nvidia")
-    roots += [Path(b) / "cu13" for b in ((spec.submodule_search_locations or []) if spec else [])]
+    wheels = [Path(b) / "cu13" for b in ((spec.submodule_search_locations or []) if spec else [])]
     found: list[str] = []
-    for root in roots:
-        for inc in [root / "include", *sorted(root.glob("targets/*/include"))]:
-            if (inc / "cuda_runtime.h").is_file() and str(inc.resolve()) not in found:
-                found.append(str(inc.resolve()))
+    for inc in [*_headers_of(env), *told, *_headers_of([*near, *wheels])]:
+        for folder in (inc, inc / "cccl"):
+            if (inc / "cuda_runtime.h").is_file() and folder.is_dir() and str(folder.resolve()) not in found:
+                found.append(str(folder.resolve()))
     return found
+
+
+def _headers_of(roots: Sequence[Path]) -> list[Path]:
+    """The include folders a toolkit root may hold: ``include`` and ``targets/*/include``."""
+    return [c for r in roots for c in [r / "include", *sorted(r.glob("targets/*/include"))]]
+
+
+@functools.cache
+def _nvcc_include_dirs(nvcc: str) -> tuple[str, ...]:
+    """The include folders nvcc passes to its own front end (``-I`` and ``-isystem`` of its ``--dryrun``)."""
+    try:
+        res = subprocess.run([nvcc, "--dryrun", "-x", "cu", "-c", os.devnull, "-o", os.devnull], capture_output=True,
+                             text=True, timeout=PROBE_TIMEOUT_S, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return ()
+    dirs: list[str] = []
+    for line in re.findall(r"^#\$ (?:SYSTEM_)?INCLUDES=(.*)$", res.stdout + res.stderr, re.M):
+        try:
+            tokens = shlex.split(line)
+        except ValueError:
+            continue
+        dirs += [t[2:] if t.startswith("-I") else t for t in tokens if t.startswith("-I") or not t.startswith("-")]
+    return tuple(d for d in dirs if d)
 
 
 def kill_process_group(proc: subprocess.Popen[Any]) -> None:

@@ -211,3 +211,23 @@ def test_a_working_fake_help_still_parses(tmp_path: Path) -> None:
     usage = "echo '--maxrregcount <N>   (-maxrregcount)'; echo '--opt-level <N>   (-O)'; exit 1"
     _fake(tmp_path, "ptxas", {"--version": _VERSION, "--help": usage})
     assert {"--maxrregcount", "-maxrregcount", "--opt-level", "-O"} <= help_options("ptxas")
+
+
+def test_cuda_headers_are_found_through_an_nvcc_wrapper_with_their_cccl_folder(tmp_path, monkeypatch):
+    """nvcc on PATH may be a script that execs the real one (its folder has no include/): the folders nvcc passes
+    its own front end (--dryrun) are used, each with its cccl folder (CUDA 13's cuda/std, which
+    cooperative_groups.h includes)."""
+    toolkit = tmp_path / "toolkit" / "targets" / "x86_64-linux" / "include"
+    (toolkit / "cccl" / "cuda").mkdir(parents=True)
+    (toolkit / "cuda_runtime.h").write_text("")
+    wrapper = tmp_path / "bin" / "nvcc"
+    wrapper.parent.mkdir()
+    wrapper.write_text("#!/bin/sh\n"
+                       f"echo '#$ INCLUDES=\"-I{toolkit}\"  ' >&2\n"
+                       f"echo '#$ SYSTEM_INCLUDES=\"-isystem\" \"{toolkit}/cccl\"  ' >&2\n")
+    wrapper.chmod(wrapper.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", f"{wrapper.parent}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.delenv("CUDA_HOME", raising=False)
+    monkeypatch.delenv("CUDA_PATH", raising=False)
+    found = tools.cuda_include_dirs()
+    assert found[:2] == [str(toolkit.resolve()), str((toolkit / "cccl").resolve())]

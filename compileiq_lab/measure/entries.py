@@ -173,8 +173,14 @@ def _strip_templates(name: str) -> str:
     return "".join(out)
 
 
+#: An integer literal's suffix, as a demangler writes template arguments (``512u``) and a user may not (``512``).
+_INT_SUFFIX = re.compile(r"\b(\d+)[uUlL]+\b")
+
+
 def _squash(text: str) -> str:
-    return "".join(text.split())
+    """A spelling compared without whitespace and integer suffixes (``reduce6<float,512,true>`` reads as the
+    demangled ``reduce6<float, 512u, true>``)."""
+    return _INT_SUFFIX.sub(r"\1", "".join(text.split()))
 
 
 def _spellings(readable: str) -> set[str]:
@@ -245,7 +251,10 @@ def resolve_entry(name: str, entries: Sequence[str], where: str = "") -> str:
     if len(matches) == 1:
         return matches[0]
     if not matches:
-        found = (f"the kernels are: {_listing(kernels, readable)}" if kernels
+        bare = _squash(_strip_templates(name))
+        named = [k for k in kernels if bare in _spellings(readable[k])]  # another instantiation of the template
+        found = (f"the kernels of that name are: {_listing(named, readable)}" if named
+                 else f"the kernels are: {_listing(kernels, readable)}" if kernels
                  else "the module holds no kernel (no __global__ function, no PTX .entry)")
         raise ConfigurationError(
             f"{who}: `the entry names a kernel of the module (its C++ name, demangled signature or mangled symbol)` "

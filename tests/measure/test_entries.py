@@ -110,6 +110,12 @@ def test_resolve_entry_by_demangled_spelling(fake_demangler):
     assert resolve_entry("ns::kern", kernels) == "_ZN2ns4kernEPfi"
     assert resolve_entry("ns::kern(float*, int)", kernels) == "_ZN2ns4kernEPfi"
     assert resolve_entry("plain_kernel(float*, float const*, int)", kernels) == "_Z12plain_kernelPfPKfi"
+    # as the source writes the template arguments: no spaces, no unsigned suffix
+    assert resolve_entry("reduce6<float,256,true>", kernels) == "_Z7reduce6IfLj256ELb1EEvPT_PKS0_i"
+    with pytest.raises(ConfigurationError) as other:  # an instantiation the file has not: those it has are listed
+        resolve_entry("reduce6<float,512,true>", kernels)
+    assert "the kernels of that name are" in str(other.value) and "plain_kernel" not in str(other.value)
+    assert "(_Z7reduce6IfLj256ELb1EEvPT_PKS0_i)" in str(other.value)
 
 
 def test_resolve_entry_errors_list_the_kernels_and_the_fix(fake_demangler):

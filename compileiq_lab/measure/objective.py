@@ -81,7 +81,8 @@ def call_objective(fn: Callable[[dict[str, Any]], Any], config: dict[str, Any], 
     """Call ``fn(config)`` and return a Measurement; exceptions become status "error".
 
     KeyboardInterrupt and EnvironmentFaultError (a full disk: the machine's failure, not the config's) are not
-    caught: they stop the run (with every finished row kept).
+    caught: they stop the run (with every finished row kept). Every other exception, BaseException subclasses such as
+    SystemExit or asyncio.CancelledError included, is the config's row.
 
     Args:
         fn: The objective function.
@@ -94,9 +95,10 @@ def call_objective(fn: Callable[[dict[str, Any]], Any], config: dict[str, Any], 
     t0 = time.perf_counter()
     try:
         value = fn(config)
-    except EnvironmentFaultError:
+    except (EnvironmentFaultError, KeyboardInterrupt, GeneratorExit):
         raise
-    except (Exception, SystemExit) as exc:  # noqa: BLE001 - failures are values
+    except BaseException as exc:  # noqa: BLE001 - failures are values (SystemExit, asyncio.CancelledError, a timeout
+        # library's own BaseException), as they are when the objective runs in a worker process
         elapsed = time.perf_counter() - t0
         tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)[-_TB_LINES:])
         return Measurement("error", error=f"{type(exc).__name__}: {exc}"[:500], elapsed_s=elapsed,

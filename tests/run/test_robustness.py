@@ -179,3 +179,21 @@ def test_killing_the_run_ends_the_objectives_children(tmp_path):
     if alive:
         os.kill(child, signal.SIGKILL)
     assert not alive
+
+
+@pytest.mark.parametrize("timeout_s", [None, 30.0])
+def test_an_objective_raising_a_base_exception_is_its_row_in_process_and_in_a_worker(timeout_s):
+    """asyncio.CancelledError and timeout libraries' exceptions derive from BaseException: a row each, in the run's
+    process as in a worker process, not a run that stops (in process) or a crashed row (in a worker)."""
+    import asyncio
+
+    def objective(config):
+        if config["x"] % 2:
+            raise asyncio.CancelledError("gave up")
+        return float(config["x"])
+
+    res = Search(objective, {"x": ss.range(1, 8)}, SearchConfiguration(generations=2, pool_size=4, timeout_s=timeout_s),
+                 store=":memory:").start()
+    assert res.status == "finished"
+    odd = [r for r in res.records if r.params["x"] % 2]
+    assert odd and all(r.status == "error" and "CancelledError: gave up" in r.error for r in odd)

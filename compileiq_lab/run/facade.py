@@ -95,6 +95,11 @@ class Search:
             raise ConfigurationError("Search needs search_space, e.g. {'x': ss.range(1, 10)}")
         if search_config is None:
             raise ConfigurationError("Search needs search_config, e.g. SearchConfiguration(generations=10)")
+        if not isinstance(search_config, (SearchConfiguration, Mapping)):
+            raise ConfigurationError(
+                f"Search: `search_config is a SearchConfiguration or a dict of its arguments` must hold, but got "
+                f"{type(search_config).__name__} {search_config!r}; a CompileIQ config file is not read here: pass "
+                "SearchConfiguration(generations=..., pool_size=..., ...) with the file's settings")
         if objective_function is not None and not callable(objective_function):
             raise ConfigurationError(f"objective_function must be callable, but got "
                                      f"{type(objective_function).__name__}; pass a function of one config dict")

@@ -268,3 +268,9 @@ def test_task_timeout_kills_slow_calls(tmp_path: Path) -> None:
     assert {r.params["y"] for r in results.records} == {1, 3}
     assert all(r.status == ("timeout" if r.params["y"] == 3 else "ok") for r in results.records)
     assert all(math.isfinite(r.elapsed_s) and r.elapsed_s < 10 for r in results.records)
+
+
+@pytest.mark.parametrize("given", [Path("main.config"), "main.config", 10])
+def test_a_search_config_that_is_not_settings_is_refused_with_the_fix(given: Any) -> None:
+    with pytest.raises(ConfigurationError, match="search_config is a SearchConfiguration or a dict"):
+        Search(lambda c: 1.0, _toy_space(False), given, store=":memory:")

@@ -162,7 +162,7 @@ class ACF:
     def _need_cuda(self, what: str) -> None:
         if self.compiler not in _CUDA:
             raise _fail("compiler", f"{what} needs a CUDA catalog ({', '.join(_CUDA)})", self.compiler,
-                        "Use c_args() (or args('c')) for gcc/clang ACFs.")
+                        "Use c_args() (or args('c'); `flags --stage c` on the command line) for gcc/clang ACFs.")
 
     def nvcc_args(self) -> list[str]:
         """nvcc arguments: the target, the front-end ones, then each ptxas token as ``-Xptxas TOKEN``.
@@ -190,7 +190,8 @@ class ACF:
         """gcc/clang arguments."""
         if self.compiler in _CUDA:
             raise _fail("compiler", "c_args() needs a gcc or clang ACF", self.compiler,
-                        "Use nvcc_args(), ptxas_args() or nvrtc_options() for CUDA ACFs.")
+                        "Use nvcc_args(), ptxas_args() or nvrtc_options() (`flags --stage nvcc`, `ptxas` or `nvrtc` on "
+                        "the command line) for CUDA ACFs.")
         return ["-std=c11", *self.argv["c"]]  # the dialect every tuned build used
 
     def args(self, stage: str) -> list[str]:

@@ -152,9 +152,18 @@ def acf_kernel_ref(name: str, source: str | None, acf_folder: Path | None) -> st
         if found is not None:
             return str(found)
         raise ConfigurationError(f"the ACF's kernel {source!r} (relative to the folder it was exported from) "
-                                 f"must be found, but it is neither under {Path.cwd()} nor under {acf_folder}; "
+                                 f"must be found, but it is not under {_places(Path.cwd(), acf_folder)}; "
                                  "pass --kernel PATH (verify, validate --acf) or kernel= to name the kernel")
     return name
+
+
+def _places(*folders: Path | None) -> str:
+    """Folders for a message, each once ("/a" or "/a nor under /b")."""
+    shown: list[str] = []
+    for f in folders:
+        if f is not None and str(f.resolve()) not in shown:
+            shown.append(str(f.resolve()))
+    return " nor under ".join(shown)
 
 
 def kernel_ref(kernel: KernelSpec) -> str:

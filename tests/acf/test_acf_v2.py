@@ -40,9 +40,13 @@ def test_a_moved_kernel_is_never_taken_for_the_bundled_one_of_its_name(tmp_path:
 
     monkeypatch.chdir(tmp_path)
     assert acf_kernel_ref("softmax", None, tmp_path) == "softmax"  # an ACF of the bundled kernel records no source
-    with pytest.raises(ConfigurationError, match="'softmax.cu' .* must be found, but it is neither under") as err:
+    with pytest.raises(ConfigurationError, match="'softmax.cu' .* must be found, but it is not under") as err:
         acf_kernel_ref("softmax", "softmax.cu", tmp_path / "acfs")  # a user's softmax.cu, moved away
-    assert "--kernel PATH" in str(err.value)
+    assert "--kernel PATH" in str(err.value) and f"{tmp_path.resolve()} nor under {(tmp_path / 'acfs').resolve()}" \
+        in str(err.value)
+    with pytest.raises(ConfigurationError) as once:  # the ACF in the working folder: the folder said once
+        acf_kernel_ref("softmax", "softmax.cu", tmp_path)
+    assert "nor under" not in str(once.value)
     (tmp_path / "acfs").mkdir()
     (tmp_path / "acfs" / "softmax.cu").write_text("__global__ void k() {}\n")
     assert acf_kernel_ref("softmax", "softmax.cu", tmp_path / "acfs") == str(tmp_path / "acfs" / "softmax.cu")

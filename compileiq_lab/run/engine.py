@@ -186,8 +186,9 @@ class Engine:
             waiting = self.awaiting()
             if waiting:
                 raise SearchStateError(
-                    f"all {len(self._pending)} candidates of generation {self._generation} were asked and "
-                    f"{len(waiting)} await tell(); tell their scores first")
+                    f"{len(waiting)} asked candidates of generation {self._generation} await tell(), and the next "
+                    "ones are chosen with their scores (a generation is picked part by part, each part with the "
+                    "results before it); tell their scores first")
             self._advance(n)
         return []
 

@@ -42,7 +42,7 @@ def test_tell_accepts_failures_as_values(store_path):
 def test_misuse_is_rejected_with_the_fix():
     s = Search(None, PROBLEM.space(), CFG, store=":memory:")
     base = s.ask()
-    with pytest.raises(SearchStateError, match="await tell"):
+    with pytest.raises(SearchStateError, match="1 asked candidates of generation 0 await tell"):
         s.ask()
     with pytest.raises(ConfigurationError, match="one score per candidate"):
         s.tell(base, [1.0, 2.0])

@@ -25,7 +25,7 @@ from compileiq_lab.kernels.rules import (
     show_bytes,
     show_int,
 )
-from compileiq_lab.space.catalogs.cuda import fixed_arg_problem
+from compileiq_lab.space.catalogs.cuda import FIXED_ARG_RULE, fixed_arg_fix, fixed_arg_problem
 from compileiq_lab.toolchain.context import BuildContext
 from compileiq_lab.toolchain.nvidia_acf import NvidiaAcf
 
@@ -119,11 +119,7 @@ class KernelSpec:
             return
         for arg in self.build.args:
             problem = fixed_arg_problem(arg)
-            need(problem is None, f"kernel {self.name!r}", "a fixed argument of a CUDA build (after --, or [build] "
-                 "args) is neither a searched compiler control nor an output choice", arg,
-                 f"{str(problem)[:1].upper()}{str(problem)[1:]}. Drop it: search the control instead (--controls NAME; "
-                 "`compileiq-lab catalog` lists each control's values), or keep only dialect, warning and front-end "
-                 "switches such as -std=c++17.")
+            need(problem is None, f"kernel {self.name!r}", FIXED_ARG_RULE, arg, fixed_arg_fix(str(problem)))
 
     @property
     def static_only(self) -> bool:

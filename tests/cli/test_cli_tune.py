@@ -207,3 +207,14 @@ def test_tune_show_export_and_the_report_pick_one_representative(tmp_path):
     html = (tmp_path / "r.html").read_text()
     rows = html.split('<tr class="front-row">')[1:]
     assert len(rows) == len(res.distinct_front()) and f">{chosen.eval_id}" in rows[0]
+
+
+@needs_cuda
+@pytest.mark.parametrize("arg, control", [("--use_fast_math", "use_fast_math"), ("--fmad=false", "fmad"),
+                                          ("-ftz=true", "ftz")])
+def test_a_compiler_control_after_the_double_dash_is_named(tmp_path, arg, control):
+    """Whatever its spelling (off the allow-list or on it), a fixed argument that is a control is said to be one."""
+    (tmp_path / "k.cu").write_text("__global__ void k(float *x) { x[threadIdx.x] *= 2; }\n")
+    out = cli("tune", "k.cu", "--generations", "1", "--", arg, cwd=tmp_path)
+    assert out.returncode == 1 and "Traceback" not in out.stderr
+    assert f"It sets the compiler control {control!r}" in out.stderr and "--controls NAME" in out.stderr, out.stderr

@@ -188,6 +188,18 @@ def _control_spellings() -> dict[str, Control]:
     return names
 
 
+#: The rule a CUDA build's fixed arguments keep (see ``fixed_arg_problem``).
+FIXED_ARG_RULE = ("a fixed argument of a CUDA build (after --, or [build] args) is neither a searched compiler "
+                  "control nor an output choice")
+
+
+def fixed_arg_fix(problem: str) -> str:
+    """What a message about a refused fixed argument says: why (``fixed_arg_problem``'s answer), then the fix."""
+    return (f"{problem[:1].upper()}{problem[1:]}. Drop it: search the control instead (--controls NAME; "
+            "`compileiq-lab catalog` lists each control's values), or keep only dialect, warning and front-end "
+            "switches such as -std=c++17.")
+
+
 def fixed_arg_problem(arg: str) -> str | None:
     """Why a fixed argument may not go in a CUDA build, or None. Fixed arguments reach only the front end (``nvcc
     -ptx``, NVRTC) while ptxas builds each candidate, so a ptxas control given as one (``-maxrregcount=16``) would be

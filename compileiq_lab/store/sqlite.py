@@ -67,6 +67,11 @@ class RunStore:
 
     def __init__(self, path: str | os.PathLike[str] = MEMORY, *, readonly: bool = False,
                  header: RunHeader | None = None) -> None:
+        if isinstance(path, bool) or not isinstance(path, (str, os.PathLike)) or not os.fspath(path):
+            raise StoreError(f"run store: `the store is a .db path or ':memory:'` must hold, but got "
+                             f"{type(path).__name__} {path!r}; "
+                             "pass e.g. 'runs/tune.db', ':memory:' for a run kept in memory only, or leave it out "
+                             "for a new file under ./compileiq_runs/")
         self.path = str(path)
         self.readonly = readonly
         self._file = None if self.path == MEMORY else self.path  # read page by page where SQLite cannot

@@ -141,3 +141,15 @@ def test_a_damaged_row_is_skipped_and_named(pristine, tmp_path):
         from compileiq_lab.store.sqlite import RunStore
 
         RunStore(path, header=res.header)
+
+
+@pytest.mark.parametrize("given", ["", 3, None.__class__])
+def test_a_store_that_is_not_a_path_is_refused_without_a_file(given, tmp_path, monkeypatch):
+    """An empty name used to open an anonymous SQLite database (and leave a .lock here), 3 a file named 3."""
+    from compileiq_lab.exceptions import StoreError
+    from compileiq_lab.store import RunStore
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(StoreError, match="the store is a .db path or ':memory:'"):
+        RunStore(given)
+    assert list(tmp_path.iterdir()) == []

@@ -235,6 +235,10 @@ class RunStore:
             conn.executescript(_SCHEMA)  # an empty SQLite file: no run has written it yet
             return
         missing = {"meta", "evals"} - tables
+        if missing == {"meta", "evals"} and problems == ["ok"]:  # intact, and none of a run store's tables
+            raise StoreError(f"run store {self.path!r}: `the file is a run store (or new, or empty)` must hold, but it "
+                             f"is an SQLite database of something else (its tables: {', '.join(sorted(tables))}); "
+                             "pass a new path for the run (no run was written into this one)")
         if missing or problems != ["ok"]:
             why = self._row_damage + [f"the {t} table is missing" for t in sorted(missing)]
             raise StoreError(f"run store {self.path!r} is damaged ({'; '.join(why)}): it cannot be continued, "

@@ -153,3 +153,18 @@ def test_a_store_that_is_not_a_path_is_refused_without_a_file(given, tmp_path, m
     with pytest.raises(StoreError, match="the store is a .db path or ':memory:'"):
         RunStore(given)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_another_programs_sqlite_database_is_not_called_a_damaged_run(tmp_path):
+    from compileiq_lab import Search, SearchConfiguration
+    from compileiq_lab.exceptions import StoreError
+    from compileiq_lab.testing import toy_objective, toy_space
+
+    other = tmp_path / "app.db"
+    with sqlite3.connect(other) as conn:
+        conn.execute("CREATE TABLE users (name TEXT)")
+    with pytest.raises(StoreError, match=r"an SQLite database of something else \(its tables: users\)") as err:
+        Search(toy_objective, toy_space(), SearchConfiguration(generations=1), store=str(other)).start()
+    assert "damaged" not in str(err.value)
+    with sqlite3.connect(other) as conn:  # no run's table was added to it
+        assert [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")] == ["users"]

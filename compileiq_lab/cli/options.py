@@ -19,8 +19,8 @@ from compileiq_lab.kernels import (
     load_triton_kernel,
     minimal_controls,
     optimisation_controls,
+    refuse_fixed_controls,
 )
-from compileiq_lab.space.catalogs.cuda import FIXED_ARG_RULE, fixed_arg_fix, fixed_arg_problem
 from compileiq_lab.store import EvalRecord, Results, Validation
 from compileiq_lab.store.pick import default_pick, pick_point
 from compileiq_lab.toolchain.context import parse_define
@@ -133,12 +133,9 @@ def build_options(args: argparse.Namespace) -> dict[str, Any]:
         context = BuildContext.make(args.include_dir, args.define, extra, where="command line")
     except ConfigurationError:
         # not on the allow-list: where it is a CUDA compiler control (--use_fast_math, --fmad=false), say that
-        problem = next(((a, p) for a in extra if (p := fixed_arg_problem(a)) is not None), None)
-        if problem is None or Path(args.kernel).suffix == ".c":
-            raise
-        arg, why = problem
-        raise ConfigurationError(f"command line args: `{FIXED_ARG_RULE}` must hold, but got {arg!r}. "
-                                 f"{fixed_arg_fix(why)}") from None
+        if Path(args.kernel).suffix != ".c":
+            refuse_fixed_controls(extra, "command line args")
+        raise
     block = None
     if args.block:
         try:

@@ -18,7 +18,7 @@ from compileiq_lab.kernels.choices import (
     targets,
 )
 from compileiq_lab.kernels.load import ENV_VAR, kernels_root, list_kernels, load_kernel, load_triton_kernel
-from compileiq_lab.kernels.spec import GPU_LANGUAGES, BufferSpec, KernelSpec, eval_expr
+from compileiq_lab.kernels.spec import GPU_LANGUAGES, BufferSpec, KernelSpec, eval_expr, refuse_fixed_controls
 from compileiq_lab.space.objectives import METRICS, Objective
 from compileiq_lab.toolchain.context import BuildContext
 
@@ -52,6 +52,7 @@ __all__ = [
     "objective_choices",
     "offered_catalog",
     "optimisation_controls",
+    "refuse_fixed_controls",
     "targets",
 ]
 

@@ -7,7 +7,7 @@ import importlib.util
 import logging
 import re
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,7 +30,7 @@ from compileiq_lab.toolchain.context import BuildContext
 from compileiq_lab.toolchain.nvidia_acf import NvidiaAcf
 
 __all__ = ["MAX_BUFFER_BYTES", "MAX_DIMS", "MAX_EXPR_CHARS", "BufferSpec", "KernelSpec", "eval_expr", "fail", "need",
-           "raised_in", "show_bytes", "show_int"]
+           "raised_in", "refuse_fixed_controls", "show_bytes", "show_int"]
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +75,18 @@ class BufferSpec:
     init: str | None = None
 
 
+def refuse_fixed_controls(args: Sequence[str], who: str) -> None:
+    """Refuse fixed arguments of a CUDA build that are compiler controls or output choices (``fixed_arg_problem``),
+    naming the control and the fix.
+
+    Raises:
+        ConfigurationError: For the first such argument.
+    """
+    for arg in args:
+        problem = fixed_arg_problem(arg)
+        need(problem is None, who, FIXED_ARG_RULE, arg, fixed_arg_fix(str(problem)))
+
+
 @dataclass(frozen=True)
 class KernelSpec:
     """A kernel and all that is needed to compile, feed, launch and check it (see kernel.toml).
@@ -115,11 +127,8 @@ class KernelSpec:
     nvidia_acfs: dict[str, NvidiaAcf] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if self.language != "cuda":
-            return
-        for arg in self.build.args:
-            problem = fixed_arg_problem(arg)
-            need(problem is None, f"kernel {self.name!r}", FIXED_ARG_RULE, arg, fixed_arg_fix(str(problem)))
+        if self.language == "cuda":
+            refuse_fixed_controls(self.build.args, f"kernel {self.name!r}")
 
     @property
     def static_only(self) -> bool:

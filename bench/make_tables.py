@@ -181,6 +181,13 @@ SPECS = [
               f"{PUBLIC}/cuda-samples/Samples/2_Concepts_and_Techniques/convolutionSeparable/convolutionSeparable.cu",
               PTXAS_WIDE, ("sass_instructions",), includes=("../../../Common",),
               origin="NVIDIA/cuda-samples (BSD-3-Clause), 2 kernels"),
+    # added on 2026-12-05 to the tune half only (see split.json): the six-control set on two kernel files the tune
+    # half already used, so that a default can be chosen on spaces as large as the held-out half's largest
+    TableSpec("matrixmul_wide_ptxas", "ptxas",
+              f"{PUBLIC}/cuda-samples/Samples/0_Introduction/matrixMulDrv/matrixMul_kernel.cu", PTXAS_WIDE,
+              ("sass_instructions",), origin="NVIDIA/cuda-samples (BSD-3-Clause), 3 kernels"),
+    TableSpec("sgemm2d_wide_ptxas", "ptxas", f"{SGEMM_CUDA}/blocktiling_2d.cu", PTXAS_WIDE,
+              ("sass_instructions",), includes=("stub",), origin=_SIBOEHM),
 ]
 
 

@@ -66,6 +66,10 @@ def default_pool_size(n_genes: int, n_objectives: int = 1) -> int:
     was picked one at a time (tune half, seeds 400-459, paired by seed, catalog / plain space,
     bench/results/variants_pool.md): a pool of 3 took 0.99 (90 % interval 0.91-1.08) / 1.24 (1.11-1.36) times the
     calls of 5, 4 took 1.08 (1.00-1.16) / 1.05 (0.94-1.17) and 8 1.02 (0.93-1.11) / 1.12 (1.02-1.23): 5 stays.
+    Nor does it grow with the space's size: with the tune half's two tables of 15,120 configs added (six controls,
+    bench/results/variants_pool_wide.md, same seeds) a pool of 8 took 1.04 (0.95-1.13) / 1.09 (1.00-1.20), 12
+    1.15 (1.07-1.23) / 1.17 (1.06-1.28) and 16 1.22 (1.12-1.31) / 1.19 (1.10-1.29) times the calls of 5, on those
+    two tables as on the small ones.
     """
     if n_objectives == 1 and n_genes <= SMALL_SPACE_GENES:
         return SMALL_POOL_SIZE

@@ -188,6 +188,10 @@ class RunStore:
             conn = sqlite3.connect(uri + suffix, uri=True, check_same_thread=False)
             try:
                 self._check_schema(conn)
+                tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+                if tables and not tables & {"meta", "evals"}:
+                    conn.close()
+                    raise self._foreign(tables, "pass the path of a run's .db file")
                 return conn
             except sqlite3.OperationalError as exc:
                 conn.close()
@@ -236,15 +240,17 @@ class RunStore:
             return
         missing = {"meta", "evals"} - tables
         if missing == {"meta", "evals"} and problems == ["ok"]:  # intact, and none of a run store's tables
-            raise StoreError(f"run store {self.path!r}: `the file is a run store (or new, or empty)` must hold, but it "
-                             f"is an SQLite database of something else (its tables: {', '.join(sorted(tables))}); "
-                             "pass a new path for the run (no run was written into this one)")
+            raise self._foreign(tables, "pass a new path for the run (no run was written into this one)")
         if missing or problems != ["ok"]:
             why = self._row_damage + [f"the {t} table is missing" for t in sorted(missing)]
             raise StoreError(f"run store {self.path!r} is damaged ({'; '.join(why)}): it cannot be continued, "
                              f"since writing into it could lose more. `compileiq-lab show {self.path}` reads what "
                              "is intact; continue in a new store (--store NEW.db --warm-start "
                              f"{self.path})")
+
+    def _foreign(self, tables: set[str], fix: str) -> StoreError:
+        return StoreError(f"run store {self.path!r}: `the file is a run store (or new, or empty)` must hold, but it is "
+                          f"an SQLite database of something else (its tables: {', '.join(sorted(tables))}); {fix}")
 
     def _check_schema(self, conn: sqlite3.Connection) -> None:
         try:

@@ -168,3 +168,16 @@ def test_another_programs_sqlite_database_is_not_called_a_damaged_run(tmp_path):
     assert "damaged" not in str(err.value)
     with sqlite3.connect(other) as conn:  # no run's table was added to it
         assert [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")] == ["users"]
+
+
+def test_another_programs_sqlite_database_is_refused_when_read_too(tmp_path):
+    from compileiq_lab.exceptions import StoreError
+    from compileiq_lab.store import load_results
+
+    other = tmp_path / "app.db"
+    with sqlite3.connect(other) as conn:
+        conn.execute("CREATE TABLE users (name TEXT)")
+    with pytest.raises(StoreError, match=r"something else \(its tables: users\); pass the path of a run's .db file"):
+        load_results(str(other))  # before: empty Results with notes of a damaged run
+    with sqlite3.connect(other) as conn:
+        assert [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")] == ["users"]

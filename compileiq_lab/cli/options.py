@@ -119,7 +119,7 @@ def kernel_argument(args: argparse.Namespace, out_dir: Path) -> str | KernelSpec
         raise ConfigurationError("a Triton kernel takes --signature, --define NAME=VALUE (its constexprs), --num-warps "
                                  "and --num-stages; -I, --block, --entry and arguments after -- do not apply")
     constexprs = dict(parse_define(d, "--define") for d in args.define)
-    return load_triton_kernel(args.kernel, args.signature or "", constexprs, args.arch or "sm_90a", out_dir,
+    return load_triton_kernel(args.kernel, args.signature or "", constexprs, args.arch, out_dir,
                               num_warps=args.num_warps, num_stages=args.num_stages)
 
 

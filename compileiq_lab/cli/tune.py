@@ -55,7 +55,8 @@ def add_tune_parser(sub: Any) -> None:
     add_build_arguments(t)
     add_triton_arguments(t)
     t.add_argument("--arch", default=None, help="CUDA target, e.g. sm_90 or sm_90a (default: the GPU's own for GPU "
-                                                "objectives, else sm_90)")
+                                                "objectives, else sm_90; a Triton kernel: the GPU's own, "
+                                                "arch-specific from sm_90 on, else sm_90a)")
     t.add_argument("--space", default=None, help="catalog: nvcc (front end + ptxas), ptxas, nvrtc (in-process "
                                                   "NVRTC), gcc, clang (default: nvcc for CUDA, gcc for C)")
     t.add_argument("--objectives", default=None, help="comma list, e.g. registers,sass_instructions,compile_time "

@@ -198,7 +198,7 @@ def acf_nvidia_file(label: str, entry: Mapping[str, str], acf_folder: Path | Non
                              f"{Path.cwd()} or {acf_folder}, but it is in neither; copy it there")
 
 
-def load_triton_kernel(ref: str, signature: str, constexprs: Mapping[str, Any], arch: str, out_dir: Path, *,
+def load_triton_kernel(ref: str, signature: str, constexprs: Mapping[str, Any], arch: str | None, out_dir: Path, *,
                        num_warps: int = 4, num_stages: int = 3, ptx_version: str | None = None) -> KernelSpec:
     """A ``@triton.jit`` kernel as a PTX kernel: compiled to PTX without a GPU (``triton_src.triton_ptx``, cached
     in ``out_dir``), named after the function, its one entry, its launch block (``32 * num_warps`` threads) and
@@ -208,7 +208,8 @@ def load_triton_kernel(ref: str, signature: str, constexprs: Mapping[str, Any], 
         ref: ``triton:path/to/module.py:function``.
         signature: The runtime parameters' types, e.g. ``"*fp16:16,*fp16:16,*fp16:16,i32,i32,i32"``.
         constexprs: ``tl.constexpr`` values (text such as "128" is read as a number or a bool).
-        arch: The target, e.g. "sm_90a".
+        arch: The target, e.g. "sm_90a"; None: the GPU's own as Triton picks it (arch-specific from sm_90 on), or
+            sm_90a without a GPU (``triton_src.triton_arch``).
         out_dir: Where the PTX goes (keep it: the run and its ACFs name the file).
         num_warps, num_stages, ptx_version: Triton's options.
 
@@ -217,9 +218,11 @@ def load_triton_kernel(ref: str, signature: str, constexprs: Mapping[str, Any], 
         ConfigurationError: The reference, signature or constants are wrong, or Triton cannot compile the function
             for ``arch`` (one line each).
     """
-    from compileiq_lab.kernels.triton_src import parse_triton_ref, triton_ptx
+    from compileiq_lab.kernels.choices import gpu_arch
+    from compileiq_lab.kernels.triton_src import parse_triton_ref, triton_arch, triton_ptx
 
     module, function = parse_triton_ref(ref)
+    arch = arch or triton_arch(gpu_arch())
     made = triton_ptx(module, function, signature, {k: _constant(v) for k, v in constexprs.items()}, arch, out_dir,
                       ptx_version=ptx_version, num_warps=num_warps, num_stages=num_stages)
     spec = _load(made.path)

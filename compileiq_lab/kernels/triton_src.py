@@ -32,8 +32,8 @@ from compileiq_lab.kernels.triton_pipeline import (
 from compileiq_lab.measure.build import write_atomic
 from compileiq_lab.measure.entries import ptx_entries, ptx_header
 
-__all__ = ["TRITON_MISSING", "TRITON_PREFIX", "TRITON_TYPES", "TritonPtx", "installed_triton_version",
-           "parse_signature", "parse_triton_ref", "triton_ptx"]
+__all__ = ["TRITON_DEFAULT_ARCH", "TRITON_MISSING", "TRITON_PREFIX", "TRITON_TYPES", "TritonPtx",
+           "installed_triton_version", "parse_signature", "parse_triton_ref", "triton_arch", "triton_ptx"]
 
 log = logging.getLogger(__name__)
 
@@ -179,6 +179,20 @@ def parse_signature(text: str, function_params: Sequence[str]) -> dict[str, str]
     need(not missing, "signature", f"every runtime parameter of the function ({listed}) has a type", text,
          f"Add {', '.join(f'{p}=<type>' for p in missing)}.")
     return {p: given[p] for p in params}
+
+
+#: A Triton kernel's target where no GPU is here to take it from (Triton's own for a compute capability 9.0 GPU).
+TRITON_DEFAULT_ARCH = "sm_90a"
+
+
+def triton_arch(gpu: str | None) -> str:
+    """The target a Triton kernel is compiled for when none is given: the GPU's own as Triton picks it (its
+    arch-specific variant from sm_90 on: "sm_90" -> "sm_90a", "sm_80" stays), or ``TRITON_DEFAULT_ARCH`` without
+    a GPU (``gpu`` None)."""
+    if gpu is None:
+        return TRITON_DEFAULT_ARCH
+    cc, specific = _parse_arch(gpu)
+    return gpu if specific or cc < 90 else f"{gpu}a"
 
 
 def _parse_arch(arch: str) -> tuple[int, bool]:

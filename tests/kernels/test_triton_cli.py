@@ -50,6 +50,18 @@ def test_triton_kernel_tunes_exports_verifies_and_continues(tmp_path, monkeypatc
     assert len(load_results("t.db")) > before
 
 
+@pytest.mark.parametrize(("gpu", "arch"), [("sm_80", "sm_80"), ("sm_90", "sm_90a")])
+def test_without_arch_a_triton_kernel_targets_the_gpu_here(tmp_path, monkeypatch, gpu, arch):
+    import compileiq_lab.kernels.choices as choices
+
+    shutil.copy(DATA / "matmul.py", tmp_path / "matmul.py")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(choices, "gpu_arch", lambda: gpu)  # the GPU here, as probed (static objectives: no run)
+    tune = [a for a in TUNE if a not in ("--arch", "sm_90a")]
+    assert main([*tune, "--objectives", "registers", "--generations", "1"]) == 0
+    assert load_results("t.db").header.kernel.arch == arch
+
+
 def test_a_triton_function_that_does_not_compile_is_one_line(tmp_path, monkeypatch, capsys):
     (tmp_path / "bad.py").write_text("import triton\nimport triton.language as tl\n\n@triton.jit\n"
                                      "def k(x_ptr, n):\n    tl.store(x_ptr + tl.arange(0, 100), 1.0)\n")

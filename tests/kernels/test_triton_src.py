@@ -22,6 +22,7 @@ from compileiq_lab.kernels.triton_src import (
     installed_triton_version,
     parse_signature,
     parse_triton_ref,
+    triton_arch,
     triton_ptx,
 )
 from compileiq_lab.measure.entries import ptx_entries, ptx_header
@@ -104,6 +105,12 @@ def test_parse_triton_ref_errors_say_the_rule_the_value_and_the_fix(tmp_path, re
     text = _error(parse_triton_ref, ref)
     assert said in text and text.startswith("Triton kernel: ")
     assert "e.g. triton:" in text or "Check the path" in text
+
+
+@pytest.mark.parametrize(("gpu", "arch"), [(None, "sm_90a"), ("sm_90", "sm_90a"), ("sm_100", "sm_100a"),
+                                            ("sm_80", "sm_80"), ("sm_89", "sm_89"), ("sm_90a", "sm_90a")])
+def test_the_default_target_is_the_gpus_own_as_triton_picks_it(gpu, arch):
+    assert triton_arch(gpu) == arch
 
 
 def test_parse_signature_positional_and_named():

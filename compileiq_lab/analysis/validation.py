@@ -144,11 +144,12 @@ def _remeasure(run: KernelRun, runner: GpuRunner | CpuRunner, base: EvalRecord, 
                workloads: list[str]) -> Validation:
     """Time the baseline and the points interleaved (in a fresh worker on a GPU), on the tuning workload and (on a GPU)
     the others."""
+    gpu = run.gpu  # None: a C kernel timed on the CPU
     items, label_of = _codes(run, [base, *points])
     b_label = label_of[base.eval_id]
     aa_label = b_label + "#aa"
     if energy_rounds is None:
-        energy_rounds = 0 if runner.info.get("nvml") or run.gpu is None else 2  # (None: NVML works)
+        energy_rounds = 0 if runner.info.get("nvml") or gpu is None else 2  # (None: NVML works)
     log.info("re-measuring %d distinct codes (%d points + baseline), %d rounds", len(items), len(points), rounds)
     runner.close()  # a GPU search's worker: one CUDA context at a time (it restarts if the run is used again)
     reply = runner.remeasure(items, rounds=rounds, energy_rounds=energy_rounds)
@@ -173,7 +174,6 @@ def _remeasure(run: KernelRun, runner: GpuRunner | CpuRunner, base: EvalRecord, 
                      "samples": len(samples[label]),
                      "energy": ec, "energy_ratio": ec / eb if ec is not None and eb else None,
                      "same_code_as_baseline": label == b_label})
-    gpu = run.gpu
     for name in workloads:  # (none on a CPU: see _workloads)
         assert gpu is not None
         _validate_workload(gpu, name, items, label_of, points, rows, rounds, confidence, method)
@@ -195,7 +195,7 @@ def _remeasure(run: KernelRun, runner: GpuRunner | CpuRunner, base: EvalRecord, 
         samples={"baseline": list(samples[b_label]), "baseline_aa": list(samples[aa_label]),
                  **{str(rec.eval_id): list(samples[label_of[rec.eval_id]]) for rec in points}},
         cache=str(reply.get("cache") or getattr(getattr(runner, "options", None), "cache", "warm")), timer=timer,
-        device={k: runner.info.get(k) for k in DEVICE_FACTS} if run.gpu is not None else {"cpu": cpu_model()})
+        device={k: runner.info.get(k) for k in DEVICE_FACTS} if gpu is not None else {"cpu": cpu_model()})
 
 
 def save_validation(path: str, validation: Validation) -> RunHeader:

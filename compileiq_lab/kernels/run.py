@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import atexit
-import dataclasses
 import logging
 import os
 import shutil
@@ -11,9 +10,9 @@ import tempfile
 import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
-from compileiq_lab.exceptions import ConfigurationError, SearchStateError
+from compileiq_lab.exceptions import SearchStateError
 from compileiq_lab.kernels.baseline import baseline_stop_reason
 from compileiq_lab.kernels.choices import (
     DEFAULT_ARCH,
@@ -27,7 +26,8 @@ from compileiq_lab.kernels.choices import (
     run_target,
     without_avx512,
 )
-from compileiq_lab.kernels.load import acf_kernel_ref, acf_nvidia_file, adapt_kernel, kernel_ref, load_kernel
+from compileiq_lab.kernels.load import adapt_kernel, kernel_ref, load_kernel
+from compileiq_lab.kernels.reopen import RecordedPoint, acf_arguments, header_arguments
 from compileiq_lab.kernels.spec import GPU_LANGUAGES, KernelSpec
 from compileiq_lab.kernels.stages import ClusterStages, portable
 from compileiq_lab.measure.backends.base import Backend
@@ -37,8 +37,7 @@ from compileiq_lab.measure.evaluator import KernelEvaluator, config_argv, config
 from compileiq_lab.measure.gpu import GpuOptions, GpuRunner, start_gpu_runner
 from compileiq_lab.measure.measurement import Measurement
 from compileiq_lab.measure.runner import Runner
-from compileiq_lab.space.catalogs import Catalog, get_catalog
-from compileiq_lab.space.catalogs.base import NON_CONTROLS
+from compileiq_lab.space.catalogs import Catalog
 from compileiq_lab.space.objectives import METRICS, Objective
 from compileiq_lab.space.space import SearchSpace
 from compileiq_lab.store.header import KernelMeta, RunHeader
@@ -48,27 +47,6 @@ from compileiq_lab.toolchain.context import BuildContext
 __all__ = ["KernelRun", "RecordedPoint"]
 
 log = logging.getLogger(__name__)
-
-
-class RecordedPoint(Protocol):
-    """What ``KernelRun.from_acf`` reads of a recorded point (an ``compileiq_lab.acf.ACF``)."""
-
-    @property
-    def kernel(self) -> str: ...
-
-    @property
-    def compiler(self) -> str: ...
-
-    @property
-    def arch(self) -> str | None: ...
-
-    @property
-    def objectives(self) -> Mapping[str, float]: ...
-
-    @property
-    def build(self) -> Mapping[str, Any]: ...
-
-    def build_context(self, kernel_folder: str | os.PathLike[str]) -> BuildContext: ...
 
 
 class KernelRun(ClusterStages):
@@ -196,24 +174,8 @@ class KernelRun(ClusterStages):
         Raises:
             ConfigurationError: The run was not made by a KernelRun (its header names no kernel).
         """
-        meta = header.kernel
-        if meta is None:
-            raise ConfigurationError("this run was not made by `compileiq-lab tune` (nor by the lab's form or a "
-                                     "KernelRun): its header names no kernel and catalog, so its points cannot be "
-                                     "turned into compiler arguments")
-        names = [k for k in header.space if k not in NON_CONTROLS]
-        extra = meta.extra
-        context = BuildContext.make(**extra["build"]) if isinstance(extra.get("build"), dict) else None
-        files = extra.get("nvidia_acfs")
-        more = {"entry": extra.get("entry"), "build": context,
-                "block": tuple(extra["block"]) if extra.get("block") else None,
-                "nvidia_acfs": [f["file"] for f in files.values()] if isinstance(files, dict) and files else None}
-        path = str(kernel or extra.get("kernel_path") or meta.kernel)
-        ref: str | KernelSpec = path
-        if kernel is None and isinstance(extra.get("origin"), dict):  # a generated kernel (Triton): its PTX, its name
-            ref = dataclasses.replace(load_kernel(path), name=meta.kernel, origin=dict(extra["origin"]))
-        return cls(ref, get_catalog(meta.catalog).select(names=names), list(meta.objectives),
-                   arch=meta.arch, catalog_name=meta.catalog, **{**more, **options})
+        args, kwargs = header_arguments(header, kernel)
+        return cls(*args, **{**kwargs, **options})
 
     @classmethod
     def from_acf(cls, acf: RecordedPoint, kernel: str | None = None, acf_folder: Path | None = None,
@@ -233,19 +195,9 @@ class KernelRun(ClusterStages):
             ConfigurationError: A CUDA ACF without arch, or a kernel that cannot be found or loaded (the message
                 says to pass ``kernel``).
         """
-        build = acf.build
-        spec = load_kernel(kernel or acf_kernel_ref(acf.kernel, build.get("source"), acf_folder))
-        if spec.language in GPU_LANGUAGES and not acf.arch:
-            raise ConfigurationError(f"the ACF of {spec.language} kernel {acf.kernel!r} records no arch; it cannot be "
-                                     "rebuilt")
-        context = acf.build_context(spec.source_path.parent)
-        entry = build.get("entry") if spec.spec_file is None else None
-        # built as the tune built it: an executable with the timing harness where CPU runs were measured
-        names = options.pop("objectives", None) or [n for n in acf.objectives if n in METRICS] or None
-        files = [acf_nvidia_file(label, f, acf_folder) for label, f in (build.get("nvidia_acfs") or {}).items()]
-        return cls(spec, get_catalog(acf.compiler), names, arch=acf.arch, catalog_name=acf.compiler,
-                   **{"measure": False, "entry": entry, "build": context or None, "nvidia_acfs": files or None,
-                      **options})
+        names = options.pop("objectives", None)
+        args, kwargs = acf_arguments(acf, kernel, acf_folder, names)
+        return cls(*args, **{**kwargs, **options})
 
     # -- what a search needs (the Problem protocol of ``compileiq_lab.run``) ----------------------
     def __call__(self, config: dict[str, Any]) -> Measurement:
@@ -369,7 +321,7 @@ class KernelRun(ClusterStages):
     @property
     def gpu(self) -> GpuRunner | None:
         """The GPU worker measuring this run's GPU objectives, if any."""
-        runner = self._evaluator.runner if self._evaluator is not None else None
+        runner = self.timer
         return runner if isinstance(runner, GpuRunner) else None
 
     @property

@@ -18,10 +18,10 @@ from compileiq_lab.search.pareto import pareto_mask
 from compileiq_lab.space import Param, param_from_spec
 from compileiq_lab.space.catalogs import get_catalog
 
-__all__ = ["DERIVED", "METRIC_COLUMNS", "OBJECTIVES", "UNSET_VALUE", "Table", "TableCompileError", "TableObjective",
-           "add_derived", "front_of", "read_rows", "table_best"]
+__all__ = ["DERIVED", "METRIC_COLUMNS", "OBJECTIVES", "TEXT_COLUMNS", "UNSET_VALUE", "Table", "TableCompileError",
+           "TableObjective", "add_derived", "front_of", "read_rows", "table_best"]
 
-#: The metrics a table may hold, each minimised.
+#: The metrics the project's own tables hold, each minimised (a table may hold other numeric columns too).
 METRIC_COLUMNS = ("sass_instructions", "registers", "spill_bytes", "stack_bytes", "text_bytes", "instructions")
 #: Objectives computed from a row's metrics. ``occupancy_first`` is lexicographic: fewest registers (occupancy),
 #: then fewest spill bytes, then fewest instructions, as one number (each term stays below 10^4).
@@ -30,7 +30,7 @@ def _occupancy_first(r: Mapping[str, Any]) -> float:
 
 
 DERIVED: dict[str, Callable[[Mapping[str, Any]], float]] = {"occupancy_first": _occupancy_first}
-#: Every objective a table can be searched for.
+#: Every objective the project's own tables can be searched for.
 OBJECTIVES = (*METRIC_COLUMNS, *DERIVED)
 #: The value that means "leave the compiler's default" in a plain (user-written) space of a table.
 UNSET_VALUE = "unset"
@@ -51,16 +51,35 @@ def add_derived(row: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
-def read_rows(path: str | Path) -> list[dict[str, Any]]:
+#: Columns of a table's CSV that are text whatever they hold (besides the controls).
+TEXT_COLUMNS = ("status", "message", "code_hash")
+
+
+def _number(text: str) -> float | None:
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def read_rows(path: str | Path, controls: Sequence[str] | None = None) -> list[dict[str, Any]]:
     """The rows of a table's CSV as written (control columns as JSON text, "" for unset), with its metrics as numbers
-    and the derived objectives added."""
+    and the derived objectives added.
+
+    The metrics are ``METRIC_COLUMNS``; given the table's ``controls``, every other column besides
+    ``TEXT_COLUMNS`` is a metric too where its values are numbers (a table made elsewhere may record a runtime or a
+    compile time). A metric's empty cell (a failed compile has no metrics) is left out of the row.
+    """
     with gzip.open(path, "rt", newline="") as fh:
         rows: list[dict[str, Any]] = list(csv.DictReader(fh))
+    skip = set(TEXT_COLUMNS) | set(controls or ())
+    metrics = [c for c in (rows[0] if rows else ()) if c not in skip] if controls is not None else list(METRIC_COLUMNS)
     for r in rows:
-        for m in METRIC_COLUMNS:
-            if r.get(m):
-                r[m] = float(r[m])
-            else:  # a failed compile has no metrics
+        for m in metrics:
+            value = _number(r[m]) if r.get(m) else None
+            if value is not None:
+                r[m] = value
+            elif not r.get(m) or m in METRIC_COLUMNS:
                 r.pop(m, None)
         add_derived(r)
     return rows
@@ -92,7 +111,8 @@ class Table:
 
     Attributes:
         name: The table's name (its file stem).
-        catalog: The catalog its controls come from ("ptxas", "nvcc", "gcc").
+        catalog: The catalog its controls come from ("ptxas", "nvcc", "gcc"), whose known conflicts are the catalog
+            space's constraint; None (no ``catalog`` in the manifest) for controls no catalog has.
         controls: Each control as a catalog parameter (values restricted to the enumerated ones).
         objectives: The metrics of the table's problem, each minimised.
         manifest: The table's JSON manifest (toolchain, counts, best known values).
@@ -100,7 +120,7 @@ class Table:
     """
 
     name: str
-    catalog: str
+    catalog: str | None
     controls: dict[str, Param]
     objectives: list[str]
     manifest: dict[str, Any]
@@ -119,9 +139,29 @@ class Table:
         manifest = json.loads(mpath.read_text())
         controls = {n: param_from_spec(s) for n, s in manifest["controls"].items()}
         names = list(controls)
-        keep = ("status", "message", *OBJECTIVES)
-        rows = {tuple(rec[n] for n in names): {k: rec[k] for k in keep if k in rec} for rec in read_rows(cpath)}
-        return cls(stem, manifest["catalog"], controls, list(manifest["objectives"]), manifest, rows)
+        rows = {tuple(rec[n] for n in names): {k: v for k, v in rec.items() if k not in names and k != "code_hash"}
+                for rec in read_rows(cpath, names)}
+        table = cls(stem, manifest.get("catalog"), controls, list(manifest["objectives"]), manifest, rows)
+        table.check_objectives(table.objectives)
+        return table
+
+    @property
+    def metrics(self) -> list[str]:
+        """The objectives this table can be searched for: its numeric columns and the derived objectives its rows
+        have the metrics for, in column order."""
+        ok = [r for r in self.rows.values() if r.get("status") == "ok"]
+        if not ok:
+            return []
+        every = set.intersection(*({k for k, v in r.items() if isinstance(v, float)} for r in ok))
+        return [k for k in ok[0] if k in every]
+
+    def check_objectives(self, objectives: Sequence[str]) -> None:
+        """Raise ValueError, naming the table's metrics, for objectives that are not among them."""
+        have = self.metrics
+        bad = [o for o in objectives if o not in have]
+        if bad or not objectives:
+            raise ValueError(f"table {self.name!r}: objectives must be metrics of the table (numeric columns of every "
+                             f"ok row), one or more, but got {list(objectives)!r}; its metrics: {have}")
 
     @property
     def size(self) -> int:
@@ -154,7 +194,10 @@ class Table:
         return out
 
     def constraint(self, config: Mapping[str, Any]) -> str | None:
-        """The catalog's known conflict a config hits (the reason), or None: the search's constraint."""
+        """The catalog's known conflict a config hits (the reason), or None: the search's constraint (none for a
+        table without a catalog)."""
+        if self.catalog is None:
+            return None
         flat = {n: v for n, v in config.items() if v != UNSET_VALUE}
         return get_catalog(self.catalog).select(list(self.controls)).conflict(flat)
 
@@ -188,9 +231,7 @@ class TableObjective:
     def __init__(self, table: Table | str | Path, objectives: Sequence[str] | None = None) -> None:
         self.table = table if isinstance(table, Table) else Table.load(table)
         self.objectives = list(objectives or self.table.objectives)
-        bad = [o for o in self.objectives if o not in OBJECTIVES]
-        if bad:
-            raise ValueError(f"TableObjective: objectives must be among {list(OBJECTIVES)}, got {bad}")
+        self.table.check_objectives(self.objectives)
         self.calls = 0
         self.history: list[tuple[str, ...]] = []
 

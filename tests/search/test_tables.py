@@ -73,8 +73,45 @@ def test_configs_outside_the_table_are_refused_with_the_reason(table: Table):
         obj({"not_a_control": 1})
     with pytest.raises(KeyError, match="enumerated values"):
         obj({"opt_level": 7})
-    with pytest.raises(ValueError, match="objectives must be among"):
+    with pytest.raises(ValueError, match=r"objectives must be metrics of the table .* but got \['runtime'\]; its "
+                                         r"metrics: \['sass_instructions', 'registers'"):
         TableObjective(table, ["runtime"])
+
+
+def test_a_table_made_elsewhere_replays_its_own_metrics_without_a_catalog(tmp_path: Path):
+    # a hand-made table of a compiler no catalog has: a runtime and a compile time per config, one config rejected
+    import csv
+    import gzip
+
+    from compileiq_lab import space as ss
+
+    controls = {"unroll": ss.choice([1, 2, 4], knockout_prob=0.5), "mode": ss.choice(["fast", "safe"])}
+    rows = []
+    for unroll, mode in itertools.product(["", "1", "2", "4"], ['"fast"', '"safe"']):
+        bad = unroll == "4" and mode == '"fast"'
+        runtime = "" if bad else str(10.0 - (int(unroll or 1) * (2 if mode == '"fast"' else 1)))
+        rows.append({"unroll": unroll, "mode": mode, "status": "compile_error" if bad else "ok",
+                     "message": "cc: unroll 4 conflicts with fast" if bad else "", "runtime_ms": runtime,
+                     "compile_s": "" if bad else "0.5", "note": "n/a"})
+    with gzip.open(tmp_path / "mine.csv.gz", "wt", newline="") as fh:
+        writer = csv.DictWriter(fh, list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    (tmp_path / "mine.json").write_text(json.dumps({"controls": {n: p.to_spec() for n, p in controls.items()},
+                                                    "objectives": ["runtime_ms"]}))
+    t = Table.load(tmp_path / "mine")
+    assert t.catalog is None and t.metrics == ["runtime_ms", "compile_s"] and t.size == 8
+    obj = TableObjective(t)
+    assert obj({"unroll": 2, "mode": "fast"}) == 6.0 and obj({"mode": "safe"}) == 9.0  # absent: the default
+    assert TableObjective(t, ["runtime_ms", "compile_s"])({"unroll": 1, "mode": "fast"}) == (8.0, 0.5)
+    with pytest.raises(TableCompileError, match="unroll 4 conflicts with fast"):
+        obj({"unroll": 4, "mode": "fast"})
+    assert t.constraint({"unroll": 4, "mode": "fast"}) is None  # no catalog: no known conflicts
+    assert t.best()["best"] == [6.0] and t.best()["holders"] == 2  # unroll 2 fast, unroll 4 safe
+    with pytest.raises(ValueError, match=r"but got \['note'\]"):  # text is no metric
+        TableObjective(t, ["note"])
+    res = Search(obj, t.plain_space(), SearchConfiguration(generations=6, seed=1), store=":memory:").start()
+    assert res.best_record(0) is not None and res.best_record(0).scores == [6.0]
 
 
 def test_every_conflict_the_catalog_knows_is_a_config_ptxas_rejected(table: Table):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sqlite3
 import threading
@@ -23,6 +24,8 @@ except ImportError:  # pragma: no cover - Windows: no writer lock
     fcntl = None  # type: ignore[assignment]
 
 __all__ = ["DEFAULT_DIR", "MEMORY", "SCHEMA_VERSION", "EvalRecord", "RunStore", "new_store_path"]
+
+log = logging.getLogger(__name__)
 
 DEFAULT_DIR = "compileiq_runs"
 MEMORY = ":memory:"
@@ -395,13 +398,27 @@ class RunStore:
         os.write(fd, str(os.getpid()).encode())
         self._lock_fd = fd
         if getattr(self, "_records", None) is not None:
+            self._journal("WAL")  # written again: readers read beside the writer
             self.refresh()  # rows another writer committed while this store was open are part of the run
 
     def release(self) -> None:
-        """Stop being the writer (the lock file stays; it is only a lock)."""
+        """Stop being the writer (the lock file stays; it is only a lock). The file leaves WAL mode where no reader
+        has it open: it is in WAL mode only while a run writes it, so reading it later makes no -wal/-shm files
+        beside it."""
         fd, self._lock_fd = self._lock_fd, None
         if fd is not None:
+            self._journal("DELETE")
             os.close(fd)  # closing the descriptor releases the flock
+
+    def _journal(self, mode: str) -> None:
+        """Set the file's journal mode; left as it is where it cannot change (a reader has the file open: SQLite
+        keeps it consistent either way)."""
+        conn = getattr(self, "_conn", None)
+        if conn is not None:
+            try:
+                conn.execute(f"PRAGMA journal_mode={mode}")
+            except sqlite3.Error as exc:
+                log.debug("run store %s stays in its journal mode (%s)", self.path, exc)
 
     def close(self) -> None:
         """Close the connection (the file stays)."""

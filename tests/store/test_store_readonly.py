@@ -79,3 +79,24 @@ def test_a_directory_or_missing_file_is_not_a_store(tmp_path):
         load_results(str(tmp_path))
     with pytest.raises(StoreError, match="does not exist"):
         load_results(str(tmp_path / "missing.db"))
+
+
+def test_a_finished_run_is_one_file_and_reading_it_adds_none(tmp_path):
+    from compileiq_lab.store.sqlite import RunStore
+
+    path = tmp_path / "run.db"
+    search = Search(PROBLEM, PROBLEM.space(), SearchConfiguration(generations=2, pool_size=4), store=path)
+    live = RunStore(str(path), readonly=True)  # a dashboard reading while the run writes (WAL mode)
+    search.start()
+    assert len(live.records()) + live.refresh() == len(search.results)
+    live.close()
+    search.close()
+    assert path.read_bytes()[18:20] == b"\x01\x01"  # out of WAL mode once no run writes it
+    assert len(load_results(str(path))) == len(load_results(str(path))) > 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.db", "run.db.lock"]  # no -wal / -shm beside it
+    again = Search(PROBLEM, PROBLEM.space(), SearchConfiguration(generations=4, pool_size=4), store=path)
+    reader = RunStore(str(path), readonly=True)
+    again.start()  # continued: WAL mode again while it writes, a reader keeps up
+    assert len(reader.records()) + reader.refresh() == len(again.results) > len(live.records())
+    reader.close()
+    again.close()

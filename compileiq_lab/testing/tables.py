@@ -105,6 +105,35 @@ def table_best(rows: Sequence[Mapping[str, Any]], objectives: Sequence[str]) -> 
             "holders": holders, "hv_reference": ref.tolist()}
 
 
+class _Cells:
+    """A control column's cells in the form a row key has them (``json.dumps`` of the value, "" for unset): a cell
+    written another way (``fast`` for ``"fast"``, ``32.0`` for ``32``) is read as the value it names."""
+
+    def __init__(self, table: str, name: str, prm: Param) -> None:
+        self.table, self.name, self.prm = table, name, prm
+        self.known = {json.dumps(v): json.dumps(v) for v in prm.values}
+        if prm.can_knockout:
+            self.known[""] = ""
+
+    def __call__(self, cell: str | None) -> str:
+        text = "" if cell is None else cell.strip()
+        if text in self.known:
+            return self.known[text]
+        try:
+            value = json.loads(text)
+        except ValueError:
+            value = text
+        same = [v for v in self.prm.values if (v is value if isinstance(value, bool) or isinstance(v, bool)
+                                                 else v == value)]
+        if not same:
+            raise ValueError(f"table {self.table!r}: every cell of control column {self.name!r} must be one of its "
+                             f"values {list(self.prm.values)} as JSON"
+                             f"{', or empty for unset' if self.prm.can_knockout else ''}, but got {cell!r}; fix the "
+                             "CSV or add the value to the control in the manifest")
+        self.known[text] = json.dumps(same[0])
+        return self.known[text]
+
+
 @dataclass
 class Table:
     """One exhaustive table: every config of a control set with the compiler's verdict and metrics.
@@ -139,7 +168,9 @@ class Table:
         manifest = json.loads(mpath.read_text())
         controls = {n: param_from_spec(s) for n, s in manifest["controls"].items()}
         names = list(controls)
-        rows = {tuple(rec[n] for n in names): {k: v for k, v in rec.items() if k not in names and k != "code_hash"}
+        cells = {n: _Cells(stem, n, prm) for n, prm in controls.items()}
+        rows = {tuple(cells[n](rec.get(n)) for n in names):
+                {k: v for k, v in rec.items() if k not in names and k != "code_hash"}
                 for rec in read_rows(cpath, names)}
         table = cls(stem, manifest.get("catalog"), controls, list(manifest["objectives"]), manifest, rows)
         table.check_objectives(table.objectives)

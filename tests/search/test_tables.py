@@ -87,19 +87,23 @@ def test_a_table_made_elsewhere_replays_its_own_metrics_without_a_catalog(tmp_pa
 
     controls = {"unroll": ss.choice([1, 2, 4], knockout_prob=0.5), "mode": ss.choice(["fast", "safe"])}
     rows = []
-    for unroll, mode in itertools.product(["", "1", "2", "4"], ['"fast"', '"safe"']):
+    for unroll, mode in itertools.product(["", "1", "2.0", "4"], ['"fast"', "safe"]):  # as written by hand
         bad = unroll == "4" and mode == '"fast"'
-        runtime = "" if bad else str(10.0 - (int(unroll or 1) * (2 if mode == '"fast"' else 1)))
+        runtime = "" if bad else str(10.0 - (int(float(unroll or 1)) * (2 if mode == '"fast"' else 1)))
         rows.append({"unroll": unroll, "mode": mode, "status": "compile_error" if bad else "ok",
                      "message": "cc: unroll 4 conflicts with fast" if bad else "", "runtime_ms": runtime,
                      "compile_s": "" if bad else "0.5", "note": "n/a"})
-    with gzip.open(tmp_path / "mine.csv.gz", "wt", newline="") as fh:
-        writer = csv.DictWriter(fh, list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-    (tmp_path / "mine.json").write_text(json.dumps({"controls": {n: p.to_spec() for n, p in controls.items()},
-                                                    "objectives": ["runtime_ms"]}))
-    t = Table.load(tmp_path / "mine")
+
+    def write(name: str, rows: list[dict[str, str]]) -> Path:
+        with gzip.open(tmp_path / f"{name}.csv.gz", "wt", newline="") as fh:
+            writer = csv.DictWriter(fh, list(rows[0]))
+            writer.writeheader()
+            writer.writerows(rows)
+        (tmp_path / f"{name}.json").write_text(json.dumps({"controls": {n: p.to_spec() for n, p in controls.items()},
+                                                           "objectives": ["runtime_ms"]}))
+        return tmp_path / name
+
+    t = Table.load(write("mine", rows))
     assert t.catalog is None and t.metrics == ["runtime_ms", "compile_s"] and t.size == 8
     obj = TableObjective(t)
     assert obj({"unroll": 2, "mode": "fast"}) == 6.0 and obj({"mode": "safe"}) == 9.0  # absent: the default
@@ -110,6 +114,9 @@ def test_a_table_made_elsewhere_replays_its_own_metrics_without_a_catalog(tmp_pa
     assert t.best()["best"] == [6.0] and t.best()["holders"] == 2  # unroll 2 fast, unroll 4 safe
     with pytest.raises(ValueError, match=r"but got \['note'\]"):  # text is no metric
         TableObjective(t, ["note"])
+    with pytest.raises(ValueError, match=r"control column 'unroll' must be one of its values \[1, 2, 4\] as JSON, "
+                                         r"or empty for unset, but got '8'"):
+        Table.load(write("typo", [{**rows[0], "unroll": "8"}, *rows[1:]]))
     res = Search(obj, t.plain_space(), SearchConfiguration(generations=6, seed=1), store=":memory:").start()
     assert res.best_record(0) is not None and res.best_record(0).scores == [6.0]
 

@@ -192,8 +192,7 @@ class RunStore:
             try:
                 self._check_schema(conn)
                 tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-                if tables and not tables & {"meta", "evals"}:
-                    conn.close()
+                if tables and not tables & {"meta", "evals"}:  # (closed below, as for any error)
                     raise self._foreign(tables, "pass the path of a run's .db file")
                 return conn
             except sqlite3.OperationalError as exc:

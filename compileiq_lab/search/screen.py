@@ -111,7 +111,10 @@ class DensityScreen:
     #: ``choice([24, 28, 32, "unset"])`` of register caps) ordered by size as well, its text values next to every
     #: number, took 1.07 / 1.05 times the calls on the tune half (one objective, seeds 400-459, paired by seed,
     #: catalog / plain; 90 % intervals 1.01-1.12 / 0.99-1.11), and with its untried moves starting from the prior as
-    #: an ordered control's do (``TwinModel.log_better``) 1.03 / 1.00 (0.98-1.08 / 0.93-1.06).
+    #: an ordered control's do (``TwinModel.log_better``) 1.03 / 1.00 (0.98-1.08 / 0.93-1.06). A bonus of 1.0 (0.5)
+    #: in log chance for an ordered control's next value took 1.11 (1.07) times the calls in the catalog space (90 %
+    #: intervals 1.02-1.21 / 0.99-1.14), and ranking the neighbours without the density ratio's tie-break
+    #: (``_hill_order``'s 1e-3 share) 1.10 (1.01-1.19) / 1.01 (tune half, seeds 400-459, paired by seed).
     HILL_PAIR_COST = 0.5
     HILL_STEP_COST = 1.0
     #: A generation asked in parts (with one evaluation slot, one pick at a time, each made with every result before

@@ -14,6 +14,7 @@ from typing import Any
 from urllib.parse import quote
 
 from compileiq_lab.exceptions import CompileIQLabError, EnvironmentFaultError, StoreError
+from compileiq_lab.store.checks import check_file, check_schema, foreign
 from compileiq_lab.store.damage import check_header_values, read_header_values, read_rows, scan_pages
 from compileiq_lab.store.header import HEADER_KEYS, SCHEMA_VERSION, RunHeader
 from compileiq_lab.store.record import COLUMNS, SELECT, EvalRecord
@@ -166,10 +167,10 @@ class RunStore:
                 conn.execute("PRAGMA journal_mode=WAL")
                 conn.execute("PRAGMA synchronous=NORMAL")
             if existed:  # never re-create a table a damaged file lost: check it as it is
-                self._check_file(conn)
+                check_file(conn, self.path, _SCHEMA)
             else:
                 conn.executescript(_SCHEMA)
-            self._check_schema(conn)
+            check_schema(conn, self.path)
         except sqlite3.DatabaseError as exc:
             conn.close()
             raise StoreError(f"{self.path!r} is not a compileiq-lab run store ({exc}); nothing can be read from it. "
@@ -190,10 +191,10 @@ class RunStore:
         for suffix in ("", "&immutable=1"):
             conn = sqlite3.connect(uri + suffix, uri=True, check_same_thread=False)
             try:
-                self._check_schema(conn)
+                check_schema(conn, self.path)
                 tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
                 if tables and not tables & {"meta", "evals"}:  # (closed below, as for any error)
-                    raise self._foreign(tables, "pass the path of a run's .db file")
+                    raise foreign(self.path, tables, "pass the path of a run's .db file")
                 return conn
             except sqlite3.OperationalError as exc:
                 conn.close()
@@ -230,48 +231,6 @@ class RunStore:
         self._row_damage.append(f"SQLite cannot open the file ({exc}); {len(rows)} rows and {len(meta)} header keys "
                                 "read from its pages directly")
         return conn
-
-    def _check_file(self, conn: sqlite3.Connection) -> None:
-        """Refuse to write into an existing file whose pages or tables are damaged."""
-        problems = [str(r[0]) for r in conn.execute("PRAGMA quick_check(5)")]
-        if problems != ["ok"]:
-            self._row_damage = [f"the file is damaged ({'; '.join(problems)[:300]})"]
-        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        if not tables:
-            conn.executescript(_SCHEMA)  # an empty SQLite file: no run has written it yet
-            return
-        missing = {"meta", "evals"} - tables
-        if missing == {"meta", "evals"} and problems == ["ok"]:  # intact, and none of a run store's tables
-            raise self._foreign(tables, "pass a new path for the run (no run was written into this one)")
-        if missing or problems != ["ok"]:
-            why = self._row_damage + [f"the {t} table is missing" for t in sorted(missing)]
-            raise StoreError(f"run store {self.path!r} is damaged ({'; '.join(why)}): it cannot be continued, "
-                             f"since writing into it could lose more. `compileiq-lab show {self.path}` reads what "
-                             "is intact; continue in a new store (--store NEW.db --warm-start "
-                             f"{self.path})")
-
-    def _foreign(self, tables: set[str], fix: str) -> StoreError:
-        return StoreError(f"run store {self.path!r}: `the file is a run store (or new, or empty)` must hold, but it is "
-                          f"an SQLite database of something else (its tables: {', '.join(sorted(tables))}); {fix}")
-
-    def _check_schema(self, conn: sqlite3.Connection) -> None:
-        try:
-            row = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
-        except sqlite3.OperationalError as exc:
-            if "no such table" in str(exc):
-                return  # a damaged store: its header notes say so
-            raise
-        except sqlite3.DatabaseError as exc:
-            if "not a database" in str(exc) or "encrypted" in str(exc):
-                raise
-            return  # damaged pages: what can be read is read row by row
-        try:
-            version = int(json.loads(row[0])) if row is not None else SCHEMA_VERSION
-        except (TypeError, ValueError):
-            return  # a damaged header value: its note says so
-        if version != SCHEMA_VERSION:
-            raise StoreError(f"run store {self.path!r} has schema version {row[0]}, this compileiq-lab "
-                             f"reads version {SCHEMA_VERSION}; open it with the version that wrote it")
 
     # -- damage ------------------------------------------------------------------------------
     @property

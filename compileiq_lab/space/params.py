@@ -20,6 +20,7 @@ __all__ = [
     "flag",
     "literal",
     "log_sampling",
+    "matching_values",
     "param_from_spec",
     "range",
 ]
@@ -158,14 +159,25 @@ def _alias(func: str, name: str, value: Any, alias: str, aliased: Any) -> Any:
     return value if missing(aliased) else aliased
 
 
+def matching_values(values: Sequence[Any], value: Any, func: str) -> list[Any]:
+    """The values of a domain that ``value`` names: those with its JSON, else, for a number, those equal to it as
+    numbers (4 for 4.0; a bool is no number here).
+
+    Raises:
+        SpaceDefinitionError: ``value`` is not JSON data (``func`` names who asks).
+    """
+    key = _json_key(value, func)
+    same = [v for v in values if _json_key(v, func) == key]
+    if same or isinstance(value, bool) or not isinstance(value, (int, float)):
+        return same
+    return [v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool) and v == value]
+
+
 def _declared(func: str, values: Sequence[Any], default: Any, args: dict[str, Any]) -> Any:
     """A declared default as the domain holds it (and recorded in ``args``), or UNSET; it must be a value."""
     if default is UNSET:
         return UNSET
-    key = _json_key(default, func)
-    number = isinstance(default, (int, float)) and not isinstance(default, bool)
-    same = [v for v in values if _json_key(v, func) == key] or \
-        [v for v in values if number and isinstance(v, (int, float)) and not isinstance(v, bool) and v == default]
+    same = matching_values(values, default, func)
     if same:  # the value as the domain holds it (4 for a range's 4.0): the same config either way
         args["default"] = same[0]
         return same[0]

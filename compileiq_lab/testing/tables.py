@@ -13,10 +13,11 @@ from typing import Any
 import numpy as np
 
 from compileiq_lab import space as ss
-from compileiq_lab.exceptions import CompileIQLabError
+from compileiq_lab.exceptions import CompileIQLabError, SpaceDefinitionError
 from compileiq_lab.search.pareto import pareto_mask
 from compileiq_lab.space import Param, param_from_spec
 from compileiq_lab.space.catalogs import get_catalog
+from compileiq_lab.space.params import matching_values
 
 __all__ = ["DERIVED", "METRIC_COLUMNS", "OBJECTIVES", "TEXT_COLUMNS", "UNSET_VALUE", "Table", "TableCompileError",
            "TableObjective", "add_derived", "front_of", "read_rows", "table_best"]
@@ -123,8 +124,10 @@ class _Cells:
             value = json.loads(text)
         except ValueError:
             value = text
-        same = [v for v in self.prm.values if (v is value if isinstance(value, bool) or isinstance(v, bool)
-                                                 else v == value)]
+        try:
+            same = matching_values(self.prm.values, value, "Table.load")
+        except SpaceDefinitionError:  # a cell that is no value at all (an object, NaN)
+            same = []
         if not same:
             raise ValueError(f"table {self.table!r}: every cell of control column {self.name!r} must be one of its "
                              f"values {list(self.prm.values)} as JSON"

@@ -8,7 +8,15 @@ import sqlite3
 from compileiq_lab.exceptions import StoreError
 from compileiq_lab.store.header import SCHEMA_VERSION
 
-__all__ = ["check_file", "check_schema", "foreign"]
+__all__ = ["RUN_TABLES", "check_file", "check_readable", "check_schema", "foreign", "tables_of"]
+
+#: The tables of a run store.
+RUN_TABLES = frozenset({"meta", "evals"})
+
+
+def tables_of(conn: sqlite3.Connection) -> set[str]:
+    """The names of a database's tables."""
+    return {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
 
 
 def foreign(path: str, tables: set[str], fix: str) -> StoreError:
@@ -26,18 +34,31 @@ def check_file(conn: sqlite3.Connection, path: str, schema: str) -> None:
     """
     problems = [str(r[0]) for r in conn.execute("PRAGMA quick_check(5)")]
     damage = [] if problems == ["ok"] else [f"the file is damaged ({'; '.join(problems)[:300]})"]
-    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    tables = tables_of(conn)
     if not tables:
         conn.executescript(schema)  # an empty SQLite file: no run has written it yet
         return
-    missing = {"meta", "evals"} - tables
-    if missing == {"meta", "evals"} and not damage:  # intact, and none of a run store's tables
+    missing = RUN_TABLES - tables
+    if missing == RUN_TABLES and not damage:  # intact, and none of a run store's tables
         raise foreign(path, tables, "pass a new path for the run (no run was written into this one)")
     if missing or damage:
         why = damage + [f"the {t} table is missing" for t in sorted(missing)]
         raise StoreError(f"run store {path!r} is damaged ({'; '.join(why)}): it cannot be continued, since writing "
                          f"into it could lose more. `compileiq-lab show {path}` reads what is intact; continue in a "
                          f"new store (--store NEW.db --warm-start {path})")
+
+
+def check_readable(conn: sqlite3.Connection, path: str) -> None:
+    """Refuse to read a run store of another schema version, or another program's database (``check_schema``).
+
+    Raises:
+        StoreError: Either of them.
+        sqlite3.DatabaseError: The file is no SQLite database, or SQLite cannot read it here.
+    """
+    check_schema(conn, path)
+    tables = tables_of(conn)
+    if tables and not tables & RUN_TABLES:
+        raise foreign(path, tables, "pass the path of a run's .db file")
 
 
 def check_schema(conn: sqlite3.Connection, path: str) -> None:

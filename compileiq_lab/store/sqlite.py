@@ -14,7 +14,7 @@ from typing import Any
 from urllib.parse import quote
 
 from compileiq_lab.exceptions import CompileIQLabError, EnvironmentFaultError, StoreError
-from compileiq_lab.store.checks import check_file, check_schema, foreign
+from compileiq_lab.store.checks import check_file, check_readable, check_schema
 from compileiq_lab.store.damage import check_header_values, read_header_values, read_rows, scan_pages
 from compileiq_lab.store.header import HEADER_KEYS, SCHEMA_VERSION, RunHeader
 from compileiq_lab.store.record import COLUMNS, SELECT, EvalRecord
@@ -191,10 +191,7 @@ class RunStore:
         for suffix in ("", "&immutable=1"):
             conn = sqlite3.connect(uri + suffix, uri=True, check_same_thread=False)
             try:
-                check_schema(conn, self.path)
-                tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-                if tables and not tables & {"meta", "evals"}:  # (closed below, as for any error)
-                    raise foreign(self.path, tables, "pass the path of a run's .db file")
+                check_readable(conn, self.path)  # (a refused file is closed below, as for any error)
                 return conn
             except sqlite3.OperationalError as exc:
                 conn.close()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import math
 import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -20,7 +21,7 @@ from compileiq_lab.search.factory import STRATEGIES
 from compileiq_lab.store.results import Results
 
 __all__ = ["BASELINE_CONFIG", "INVALID_SCORE", "EngineConfig", "MultiProcessWorker", "RunHooks", "Score",
-           "SearchOptions", "Worker", "WorkerTypes", "dump", "scores_by_id", "search_options"]
+           "SearchOptions", "Worker", "WorkerTypes", "dump", "scores_by_id", "search_options", "start_workers"]
 
 #: What an objective returns for a failed evaluation (recorded as "invalid", never ranked).
 INVALID_SCORE = "*"
@@ -143,6 +144,34 @@ def search_options(worker_type: Any = None, engine: str | EngineConfig | None = 
     return SearchOptions(manual=manual, isolated=isolated, exit_on_failure=bool(exit_on_failure),
                          dump_results=None if dump_results is None else str(dump_results), strategy=strategy,
                          settings=settings)
+
+
+def start_workers(workers: int | None, num_workers: int | None, task_timeout: float | None,
+                  worker_kwargs: Mapping[str, Any]) -> int | None:
+    """Check ``Search.start``'s worker arguments, CompileIQ's names among them; returns the objective calls to run at
+    once (None: the default).
+
+    Raises:
+        ConfigurationError: Arguments for a custom Worker, workers given twice with different values, a
+            ``task_timeout`` that is no positive finite number, or workers that are no int >= 1.
+    """
+    if worker_kwargs:
+        raise ConfigurationError(f"start() got {sorted(worker_kwargs)}: CompileIQ passes such arguments to a "
+                                 "custom Worker, which compileiq-lab has none of; bind them into the objective "
+                                 "(functools.partial) instead")
+    if num_workers is not None and workers is not None and num_workers != workers:
+        raise ConfigurationError(f"start(): workers is given twice, as workers={workers!r} and "
+                                 f"num_workers={num_workers!r}; pass one of them")
+    n = num_workers if num_workers is not None else workers
+    if task_timeout is not None and (isinstance(task_timeout, bool) or not isinstance(task_timeout, (int, float))
+                                     or not 0 < task_timeout < math.inf):
+        raise ConfigurationError(f"start(): `0 < task_timeout < inf` must hold, but got "
+                                 f"task_timeout={task_timeout!r}; pass seconds per objective call as a positive "
+                                 "number, or None for no limit")
+    if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
+        raise ConfigurationError(f"start(): `workers is an int >= 1` must hold, but got workers={n!r}; pass the "
+                                 "number of objective calls to run at once")
+    return n
 
 
 def _worker(worker_type: Any) -> tuple[bool, bool]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import math
 import os
 import sqlite3
 import threading
@@ -14,7 +13,7 @@ from typing import Any, Protocol, cast
 
 from compileiq_lab.exceptions import ConfigurationError, SearchStateError, StoreError
 from compileiq_lab.measure.objective import classify_return
-from compileiq_lab.run.compat import EngineConfig, RunHooks, Score, scores_by_id, search_options
+from compileiq_lab.run.compat import EngineConfig, RunHooks, Score, scores_by_id, search_options, start_workers
 from compileiq_lab.run.engine import Candidate, Constraint, Engine
 from compileiq_lab.run.events import FinishedEvent, RunEvent
 from compileiq_lab.run.executor import ExecutorSpec, open_executor
@@ -222,22 +221,7 @@ class Search:
         if self._options.manual:
             raise SearchStateError("start() is unavailable with worker_type=MANUAL: evaluate yourself with ask() "
                                    "and tell()")
-        if worker_kwargs:
-            raise ConfigurationError(f"start() got {sorted(worker_kwargs)}: CompileIQ passes such arguments to a "
-                                     "custom Worker, which compileiq-lab has none of; bind them into the objective "
-                                     "(functools.partial) instead")
-        if num_workers is not None and workers is not None and num_workers != workers:
-            raise ConfigurationError(f"start(): workers is given twice, as workers={workers!r} and "
-                                     f"num_workers={num_workers!r}; pass one of them")
-        n = num_workers if num_workers is not None else workers
-        if task_timeout is not None and (isinstance(task_timeout, bool) or not isinstance(task_timeout, (int, float))
-                                         or not 0 < task_timeout < math.inf):
-            raise ConfigurationError(f"start(): `0 < task_timeout < inf` must hold, but got "
-                                     f"task_timeout={task_timeout!r}; pass seconds per objective call as a positive "
-                                     "number, or None for no limit")
-        if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
-            raise ConfigurationError(f"start(): `workers is an int >= 1` must hold, but got workers={n!r}; pass the "
-                                     "number of objective calls to run at once")
+        n = start_workers(workers, num_workers, task_timeout, worker_kwargs)
         self._stop.clear()  # a stop() issued while nothing ran must not end this run at once
         return self._run(callback, n, gate, task_timeout)
 

@@ -75,13 +75,9 @@ def table_problem(name: str, way: str) -> Problem:
 
     space = t.catalog_space() if way == "catalog" else t.plain_space()
     plain = {n: list(p.values) for n, p in t.plain_space().items()}
-    def message(config: dict[str, Any]) -> str:
-        row = obj.row(config)
-        return f"{row['status']}: {row['message']}"
-
     return Problem(f"{name}", way, space, evaluate, t.key, len(t.objectives), np.array(best["front"]),
                    np.array(best["hv_reference"]), t.constraint if way == "catalog" else None,
-                   list(t.rows), plain, message)
+                   list(t.rows), plain, obj.message)
 
 
 def toy_problem() -> Problem:

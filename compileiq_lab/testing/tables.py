@@ -71,7 +71,8 @@ def read_rows(path: str | Path, controls: Sequence[str] | None = None) -> list[d
     ``TEXT_COLUMNS`` is a metric too where its values are numbers (a table made elsewhere may record a runtime or a
     compile time). A metric's empty cell (a failed compile has no metrics) is left out of the row.
     """
-    with gzip.open(path, "rt", newline="") as fh:
+    path = Path(path)
+    with (gzip.open(path, "rt", newline="") if path.suffix == ".gz" else path.open(newline="")) as fh:
         rows: list[dict[str, Any]] = list(csv.DictReader(fh))
     skip = set(TEXT_COLUMNS) | set(controls or ())
     metrics = [c for c in (rows[0] if rows else ()) if c not in skip] if controls is not None else list(METRIC_COLUMNS)
@@ -160,21 +161,30 @@ class Table:
 
     @classmethod
     def load(cls, path: str | Path) -> Table:
-        """Read ``<name>.json`` and ``<name>.csv.gz`` (either path, or the stem, may be given)."""
+        """Read ``<name>.json`` and ``<name>.csv.gz`` (or an uncompressed ``<name>.csv``; either path, or the stem,
+        may be given)."""
         p = Path(path)
-        stem = p.name.removesuffix(".csv.gz").removesuffix(".json")
+        stem = p.name.removesuffix(".gz").removesuffix(".csv").removesuffix(".json")
         folder = p.parent
-        mpath, cpath = folder / f"{stem}.json", folder / f"{stem}.csv.gz"
+        mpath = folder / f"{stem}.json"
+        cpath = next((c for c in (folder / f"{stem}.csv.gz", folder / f"{stem}.csv") if c.exists()),
+                     folder / f"{stem}.csv.gz")
         if not mpath.exists() or not cpath.exists():
-            raise FileNotFoundError(f"a table needs {mpath.name} and {cpath.name} in {folder}; "
+            raise FileNotFoundError(f"a table needs {mpath.name} and {stem}.csv.gz (or {stem}.csv) in {folder}; "
                                     "make them with bench/make_tables.py")
         manifest = json.loads(mpath.read_text())
         controls = {n: param_from_spec(s) for n, s in manifest["controls"].items()}
         names = list(controls)
         cells = {n: _Cells(stem, n, prm) for n, prm in controls.items()}
+        records = read_rows(cpath, names)
+        missing = [c for c in (*names, "status") if records and c not in records[0]]
+        if missing:
+            raise ValueError(f"table {stem!r}: {cpath.name} must have a column per control and a status column "
+                             f"(ok, or the failure: compile_error, ...), but lacks {missing}; its columns: "
+                             f"{list(records[0])}")
         rows = {tuple(cells[n](rec.get(n)) for n in names):
                 {k: v for k, v in rec.items() if k not in names and k != "code_hash"}
-                for rec in read_rows(cpath, names)}
+                for rec in records}
         table = cls(stem, manifest.get("catalog"), controls, list(manifest["objectives"]), manifest, rows)
         table.check_objectives(table.objectives)
         return table
@@ -281,11 +291,17 @@ class TableObjective:
                            "its enumerated values (see Table.controls) or is left out")
         return self.table.rows[key]
 
+    def message(self, config: Mapping[str, Any]) -> str:
+        """What a config's recorded compile says: its status and, where the table has one, the compiler's message
+        (what a failed config raises)."""
+        row = self.row(config)
+        return f"{row['status']}: {row['message']}" if row.get("message") else str(row["status"])
+
     def __call__(self, config: dict[str, Any]) -> float | tuple[float, ...]:
         row = self.row(config)
         self.calls += 1
         self.history.append(self.table.key(config))
         if row["status"] != "ok":
-            raise TableCompileError(f"{row['status']}: {row['message']}")
+            raise TableCompileError(self.message(config))
         vals = tuple(float(row[o]) for o in self.objectives)
         return vals[0] if len(vals) == 1 else vals

@@ -121,6 +121,27 @@ def test_a_table_made_elsewhere_replays_its_own_metrics_without_a_catalog(tmp_pa
     assert res.best_record(0) is not None and res.best_record(0).scores == [6.0]
 
 
+def test_a_table_made_elsewhere_may_be_an_uncompressed_csv_without_messages(tmp_path: Path):
+    # the least a table needs: a column per control, a status, a metric; a failure without a message raises its status
+    from compileiq_lab import space as ss
+
+    (tmp_path / "flat.json").write_text(json.dumps({"controls": {"o": ss.choice([1, 2, 3]).to_spec()},
+                                                    "objectives": ["t"]}))
+    (tmp_path / "flat.csv").write_text("o,status,t\n1,ok,3.5\n2,ok,2.5\n3,timeout,\n")
+    t = Table.load(tmp_path / "flat.csv")
+    assert t.size == 3 and t.metrics == ["t"] and t.best()["best"] == [2.5]
+    obj = TableObjective(t)
+    assert obj({"o": 2}) == 2.5
+    with pytest.raises(TableCompileError, match="^timeout$"):
+        obj({"o": 3})
+    (tmp_path / "bare.json").write_text((tmp_path / "flat.json").read_text())
+    (tmp_path / "bare.csv").write_text("o,t\n1,3.5\n")
+    with pytest.raises(ValueError, match=r"must have a column per control and a status column .* lacks \['status'\]"):
+        Table.load(tmp_path / "bare")
+    with pytest.raises(FileNotFoundError, match=r"none.csv.gz \(or none.csv\)"):
+        Table.load(tmp_path / "none")
+
+
 def test_every_conflict_the_catalog_knows_is_a_config_ptxas_rejected(table: Table):
     rejected = [k for k in table.rows if table.constraint(_config(table, k)) is not None]
     assert rejected, "the conflicting control set hits the catalog's conflicts"

@@ -327,7 +327,8 @@ def summarise(cell: dict[str, Any], n_obj: int) -> dict[str, Any]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seeds", type=int, default=60)
-    ap.add_argument("--tables", nargs="*", help="table names, or 'toy' (default: every table and the toy)")
+    ap.add_argument("--tables", nargs="*", help="table names, or 'toy', or the path of a table made elsewhere "
+                    "(<path>.json beside <path>.csv.gz or .csv; default: every table and the toy)")
     ap.add_argument("--methods", nargs="*", default=[m for m in [*METHODS, "compileiq"] if m != "lab_surrogate"],
                     help="default: all but lab_surrogate (its forest costs ~35 ms a candidate, 30 min more here)")
     ap.add_argument("--half", choices=("tune", "held_out", "all"), default="all")
@@ -367,8 +368,10 @@ def objectives_of(names: list[str]) -> dict[str, int]:
 
 
 def half_of(name: str, split: dict[str, list[str]]) -> str:
-    """The half of the suite a table is in ("tune" or "held-out"), or "toy"."""
-    return "toy" if name == "toy" else "tune" if name in split["tune"] else "held-out"
+    """The half of the suite a table is in ("tune" or "held-out"), "toy", or "outside" (a table made elsewhere)."""
+    if name == "toy":
+        return "toy"
+    return "tune" if name in split["tune"] else "held-out" if name in split["held_out"] else "outside"
 
 
 def render(out: str) -> None:

@@ -210,6 +210,20 @@ def test_the_peers_bench_counts_calls_to_the_front_repeats_and_failures():
     assert m["hv@50"] == pytest.approx(1.0)
 
 
+def test_the_peers_bench_runs_on_a_table_made_elsewhere_outside_the_split(tmp_path: Path):
+    import shutil
+
+    bp = _bench_peers()
+    for suffix in (".json", ".csv.gz"):
+        shutil.copy(TABLES / f"{CONFLICTING}{suffix}", tmp_path / f"mine{suffix}")
+    split = json.loads((TABLES / "split.json").read_text())
+    assert [bp.half_of(n, split) for n in (CONFLICTING, "llmc_softmax_nvcc", "toy", str(tmp_path / "mine"))] == \
+        ["tune", "held-out", "toy", "outside"]
+    p = bp.table_problem(str(tmp_path / "mine"), "plain")  # a path, as --tables takes one
+    trace, _ = bp.lab(p, 0, 40)
+    assert any(v is None for _, v in trace) and bp.metrics(p, trace, 40)["infeasible"] >= 1
+
+
 @pytest.mark.parametrize("method", ["random", "lab"])
 def test_the_peers_bench_runs_a_method_over_seeds_on_a_table(method: str):
     bp = _bench_peers()

@@ -260,6 +260,11 @@ class Table:
         return TableObjective(self, objectives)
 
 
+def _said(row: Mapping[str, Any]) -> str:
+    """A recorded row's status and, where the table has one, the compiler's message."""
+    return f"{row['status']}: {row['message']}" if row.get("message") else str(row["status"])
+
+
 class TableObjective:
     """Replays a table: returns a config's recorded metrics, raises ``TableCompileError`` where it failed.
 
@@ -285,23 +290,26 @@ class TableObjective:
         Raises:
             KeyError: The config is not in the table (a value outside the enumerated ones, or an unknown name).
         """
+        return self._lookup(config)[1]
+
+    def _lookup(self, config: Mapping[str, Any]) -> tuple[tuple[str, ...], dict[str, Any]]:
+        """A config's row key and its recorded row (see ``row``)."""
         key = self.table.key(config)
         if key not in self.table.rows:
             raise KeyError(f"config {dict(config)!r} is not in table {self.table.name!r}: every control takes one of "
                            "its enumerated values (see Table.controls) or is left out")
-        return self.table.rows[key]
+        return key, self.table.rows[key]
 
     def message(self, config: Mapping[str, Any]) -> str:
         """What a config's recorded compile says: its status and, where the table has one, the compiler's message
         (what a failed config raises)."""
-        row = self.row(config)
-        return f"{row['status']}: {row['message']}" if row.get("message") else str(row["status"])
+        return _said(self.row(config))
 
     def __call__(self, config: dict[str, Any]) -> float | tuple[float, ...]:
-        row = self.row(config)
+        key, row = self._lookup(config)
         self.calls += 1
-        self.history.append(self.table.key(config))
+        self.history.append(key)
         if row["status"] != "ok":
-            raise TableCompileError(self.message(config))
+            raise TableCompileError(_said(row))
         vals = tuple(float(row[o]) for o in self.objectives)
         return vals[0] if len(vals) == 1 else vals

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from compileiq_lab.search.states import n_states, states_of
+from compileiq_lab.search.window import RowWindow
 from compileiq_lab.space.space import SearchSpace
 
 __all__ = ["LEARNED_STATUSES", "Conflict", "NamedConflicts", "conflicts_in", "lessons"]
@@ -109,7 +110,7 @@ class NamedConflicts:
             self._options.append({v.strip(): first + j for j, v in enumerate(prm.values)
                                   if isinstance(v, str) and v.strip().startswith("-")})
         self._genes = [(int(space.value_gene[i]), int(space.knock_gene[i])) for i in range(len(space.params))]
-        self._compiled = np.zeros((0, len(space.params)), dtype=np.int64)
+        self._compiled = RowWindow(self.MAX_COMPILED, (len(space.params),), np.int64)  # the latest that compiled
         self._k = n_states(space)
         self._top = {path[0]: i for i, (path, _) in enumerate(space.params) if len(path) == 1}
         self._full = False
@@ -151,7 +152,7 @@ class NamedConflicts:
         S = states_of(self.space, X)
         good = S[np.asarray(ok, dtype=bool)]
         if len(good):
-            self._compiled = np.vstack([self._compiled, good])[-self.MAX_COMPILED:]
+            self._compiled.extend(good)
             kept = [c for c in self.conflicts if c.ignored is not None or not self._holds_any(c, good)]
             if len(kept) < len(self.conflicts):
                 self.conflicts = kept
@@ -162,7 +163,7 @@ class NamedConflicts:
         for s, fine, message in zip(S, ok, messages):
             if not fine and message:
                 c = self._learn(s, message)
-                if c is not None and not self._holds_any(c, self._compiled):
+                if c is not None and not self._holds_any(c, self._compiled.rows):
                     found.append(c)
         for rules in ignored or ():
             found.extend(c for c in map(self._rule, rules or ()) if c is not None)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from compileiq_lab.search.window import RowWindow
+
 __all__ = ["TwinModel"]
 
 
@@ -89,10 +91,16 @@ class TwinModel:
         self._effective = [np.zeros((b, b)) for b in self.kb]
         # with one objective: [c][a, b] counts the effective moves of control c from state a to b that improved it
         self._better = [np.zeros((b, b)) for b in self.kb]
-        self.S = np.zeros((0, len(self.k)), dtype=np.int64)
-        self.F = np.zeros((0, n_objectives))
-        self.ok = np.zeros(0, dtype=bool)
+        # the evaluated configs (bucketed states), scores and outcomes: the latest ``window`` of them, in a ring
+        self._S = RowWindow(window, (len(self.k),), np.int64)
+        self._F = RowWindow(window, (n_objectives,), float)
+        self._ok = RowWindow(window, (), bool)
         self._log_p: list[np.ndarray] | None = None
+
+    @property
+    def S(self) -> np.ndarray:
+        """The (bucketed) control states of the evaluated configs held: the latest ``window``, in no set order."""
+        return self._S.rows
 
     def _bucket(self, S: np.ndarray) -> np.ndarray:
         return np.asarray((np.asarray(S, dtype=np.int64) * self.kb) // self.k)
@@ -102,28 +110,29 @@ class TwinModel:
         outcome like a score: two failed configs count as alike)."""
         B = self._bucket(S).reshape(-1, len(self.k))
         ok = np.asarray(feasible, dtype=bool).reshape(len(B))
-        F = np.where(ok[:, None], np.asarray(F, dtype=float).reshape(len(B), self.F.shape[1]), 0.0)
+        F = np.where(ok[:, None], np.asarray(F, dtype=float).reshape(len(B), self._F.rows.shape[1]), 0.0)
         for s, f, o in zip(B, F, ok):
-            D = self.S != s
+            S_, F_, ok_ = self._S.rows, self._F.rows, self._ok.rows
+            D = S_ != s
             distance = D.sum(axis=1)
             near = (distance >= 1) & (distance <= self.max_distance)
-            same = (self.ok == o) & (~o | (self.F == f).all(axis=1))
+            same = (ok_ == o) & (~o | (F_ == f).all(axis=1))
             effective = near & ~same & (distance == 1)
             for kind, rows in ((self._neutral, near & same), (self._effective, effective)):
                 r, i = np.nonzero(D & rows[:, None])
                 for c in np.unique(i):
-                    b = self.S[r[i == c], c]
+                    b = S_[r[i == c], c]
                     np.add.at(kind[c], (np.full(len(b), s[c]), b), 1.0)
                     np.add.at(kind[c], (b, np.full(len(b), s[c])), 1.0)
-            if self.F.shape[1] == 1:  # which way each effective move went: a failure is worse than any score
+            if F_.shape[1] == 1:  # which way each effective move went: a failure is worse than any score
                 r, i = np.nonzero(D & effective[:, None])
-                new_better = o & (~self.ok[r] | (f[0] < self.F[r, 0]))
-                b = self.S[r, i]
+                new_better = o & (~ok_[r] | (f[0] < F_[r, 0]))
+                b = S_[r, i]
                 for c, old, up in zip(i, b, new_better):
                     self._better[c][(old, s[c]) if up else (s[c], old)] += 1.0
-            self.S = np.vstack([self.S, s[None, :]])[-self.window:]
-            self.F = np.vstack([self.F, f[None, :]])[-self.window:]
-            self.ok = np.append(self.ok, o)[-self.window:]
+            self._S.extend(s[None, :])
+            self._F.extend(f[None, :])
+            self._ok.extend(np.array([o]))
         self._log_p = None
 
     def _fit(self) -> list[np.ndarray]:

@@ -28,6 +28,7 @@ from compileiq_lab.exceptions import CompileIQLabError, ConfigurationError
 from compileiq_lab.kernels import CATALOGS, KernelRun, active_catalog, check_canary
 from compileiq_lab.run import Search
 from compileiq_lab.run.events import EvaluationEvent, FinishedEvent, GenerationEvent, RunEvent
+from compileiq_lab.run.start import count_run_time
 from compileiq_lab.store import DEFAULT_DIR, EvalRecord, Results, Validation, load_results
 
 __all__ = ["add_catalog_parser", "add_tune_parser", "run_catalog", "run_tune"]
@@ -75,8 +76,9 @@ def add_tune_parser(sub: Any) -> None:
                                      "continued run count; the last generation is cut short); continue a run it ended "
                                      "with the same command and a larger N")
     t.add_argument("--time-budget", type=duration, default=None, metavar="DURATION",
-                   help="end the run once it has run this long in all, e.g. 600 (seconds), 90s, 10m or 1.5h; no "
-                        "candidate starts after it and the ones running are kept; continue with a larger one")
+                   help="end the run once it has run this long in all (the canary's builds included), e.g. 600 "
+                        "(seconds), 90s, 10m or 1.5h; no candidate starts after it and the ones running are kept; "
+                        "continue with a larger one")
     t.add_argument("--pool-size", type=int_at_least(2, "candidates per generation"), default=None)
     t.add_argument("--seed", type=int_at_least(0, "the search seed"), default=0)
     t.add_argument("--workers", type=int_at_least(1, "candidates at once"), default=None,
@@ -222,10 +224,18 @@ def run_tune(args: argparse.Namespace) -> int:
 
 def _tune(args: argparse.Namespace, run: KernelRun) -> int:
     _notes(run.left_out, run.catalog_note)
+    canary_s = 0.0
     if not args.no_canary and not (args.store and Path(args.store).exists()):  # a continued run was checked
         print("checking that the controls reach the compiler (the baseline and -O0 compiled once each; "
               "--no-canary skips this)", file=sys.stderr)
+        began = time.monotonic()
         check_canary(run)
+        canary_s = time.monotonic() - began
+        if args.time_budget is not None and canary_s >= args.time_budget:
+            raise ConfigurationError(
+                f"--time-budget counts the canary's builds, and they took {canary_s:.1f} s of the "
+                f"{args.time_budget:g} s given, so no candidate could start; give a larger --time-budget, or pass "
+                "--no-canary to skip the check")
     warm, sources = _warm_start(args, run)
     meta = run.metadata(**({"warm_start_from": sources} if sources else {}))
     remote = run.remote
@@ -233,6 +243,8 @@ def _tune(args: argparse.Namespace, run: KernelRun) -> int:
                        max_evaluations=args.max_evals, time_budget_s=args.time_budget, seed=args.seed,
                        warm_start=warm or None, surrogate=args.surrogate, asynchronous=args.asynchronous,
                        executor=args.executor if remote else None)
+    if canary_s:
+        count_run_time(search.store, canary_s)  # the budget is the whole command's, the canary's builds included
     if sources:
         print(f"warm start: {len(warm)} configs from the fronts of {len(sources)} earlier run(s) "
               f"({', '.join(sources[:3])}{' ...' if len(sources) > 3 else ''})", file=sys.stderr)

@@ -14,7 +14,24 @@ from compileiq_lab.space.space import SearchSpace
 from compileiq_lab.store.header import RunHeader
 from compileiq_lab.store.sqlite import RunStore
 
-__all__ = ["name_of", "new_header", "prepare_store", "reopened_config"]
+__all__ = ["count_run_time", "name_of", "new_header", "prepare_store", "reopened_config"]
+
+
+def count_run_time(store: RunStore, seconds: float) -> float:
+    """Count ``seconds`` of wall time spent for a run outside its ``start()`` calls (the CLI's canary builds) in its
+    header's ``run_time_s``, which ``time_budget_s`` counts; returns the new total.
+
+    Raises:
+        StoreError: Another run is writing the store.
+    """
+    store.acquire()
+    try:
+        header = store.header()
+        total = (header.run_time_s if header is not None else 0.0) + max(0.0, float(seconds))
+        store.update_header(run_time_s=total)
+        return total
+    finally:
+        store.release()
 
 
 def name_of(fn: Callable[..., Any] | None) -> str:

@@ -7,12 +7,14 @@ import argparse
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from compileiq_lab import load_results
-from compileiq_lab.cli.main import _parser
+from compileiq_lab.cli import tune
+from compileiq_lab.cli.main import _parser, main
 from compileiq_lab.cli.options import duration
 
 needs_gcc = pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc not installed")
@@ -83,3 +85,35 @@ def test_a_run_ended_by_max_evals_continues_with_a_larger_one(tmp_path):
     res = load_results(str(tmp_path / "r.db"))
     assert len(res) == 9 and len({r.config_key for r in res.records}) == 9
     assert res.header.config["max_evaluations"] == 9 and res.header.stop_reason == "max_evaluations"
+
+
+def _slow_canary(seconds: float):
+    """A canary that takes ``seconds`` (its result is not what these tests claim; its time is)."""
+    def check(run: object) -> None:
+        time.sleep(seconds)
+    return check
+
+
+@needs_gcc
+def test_the_time_budget_counts_the_canary(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(tune, "check_canary", _slow_canary(1.5))
+    code = main(["tune", "stencil_c", "--objectives", "text_bytes", "--pool-size", "4", "--generations", "2",
+                 "--warm-start", "none", "--store", "r.db", "--time-budget", "1h", "--validate", "0"])
+    assert code == 0
+    res = load_results(str(tmp_path / "r.db"))
+    assert res.header.run_time_s >= 1.5, res.header.run_time_s  # the canary's 1.5 s, then the search's own time
+    assert len(res) > 1 and res.status == "finished"
+
+
+@needs_gcc
+def test_a_budget_the_canary_spends_is_refused_with_the_fix(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(tune, "check_canary", _slow_canary(1.2))
+    code = main(["tune", "stencil_c", "--objectives", "text_bytes", "--warm-start", "none", "--store", "r.db",
+                 "--time-budget", "1s"])
+    err = capsys.readouterr().err
+    assert code == 1, err
+    assert "--time-budget counts the canary's builds" in err and "of the 1 s given" in err
+    assert "larger --time-budget" in err and "--no-canary" in err
+    assert not (tmp_path / "r.db").exists()  # nothing was started

@@ -176,3 +176,21 @@ def test_new_store_file_appears_with_its_header(tmp_path):
     assert sorted(p.name for p in path.parent.iterdir() if p.name.endswith(".tmp")) == []
     assert load_results(str(path)).header.space == {"a": 1}
     store.close()
+
+
+@pytest.mark.parametrize("where", ["memory", "file"])
+def test_a_config_is_stored_once_in_memory_and_on_disk(where, store_path):
+    from compileiq_lab.store import EvalRecord, RunStore
+
+    def rec(i: int, key: str) -> EvalRecord:
+        return EvalRecord(eval_id=i, generation=0, config_key=key, params={"x": i}, status="ok", error="",
+                          scores=[float(i)], elapsed_s=0.0, started_at=0.0, is_baseline=False)
+
+    store = RunStore(":memory:" if where == "memory" else store_path)
+    store.append(rec(0, "a"))
+    store.append(rec(1, "b"))
+    with pytest.raises(StoreError, match="config a is already stored .*as evaluation 0"):
+        store.append(rec(2, "a"))
+    assert [r.config_key for r in store.records()] == ["a", "b"]
+    assert store._conn.execute("SELECT COUNT(*) FROM evals").fetchone()[0] == 2  # nothing half-written
+    store.close()

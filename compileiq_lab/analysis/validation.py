@@ -69,7 +69,7 @@ def validate(results: Results, run: KernelRun, *, eval_ids: Sequence[int] | None
             run is writing is refused before anything is measured). ``results`` itself is a snapshot and stays
             as it was: ``load_results(path)`` reads the stored validation.
         workloads: The kernel's other ``[[workloads]]`` to re-measure every point on as well (default: all
-            it declares; [] for none; a C kernel's are not re-measured yet). Each point's row gets ``workloads``
+            it declares; [] for none; a C kernel's too, on the CPU). Each point's row gets ``workloads``
             (name -> speedup, low, high, win, loss, or the error when its output is wrong there) and ``mixed`` (a
             win on the tuning workload but a loss on another: a warning is logged and the lab shows it).
 
@@ -106,12 +106,8 @@ def validate(results: Results, run: KernelRun, *, eval_ids: Sequence[int] | None
 
 
 def _workloads(run: KernelRun, asked: Sequence[str] | None) -> list[str]:
-    """The other workloads to re-measure on: those asked (default: every one the kernel declares); none on a CPU."""
-    names = list(run.kernel.workloads) if asked is None else list(asked)
-    if names and run.gpu is None:
-        log.warning("workloads %s not re-measured: a C kernel is re-measured on its own inputs only", names)
-        return []
-    return names
+    """The other workloads to re-measure on: those asked (default: every one the kernel declares)."""
+    return list(run.kernel.workloads) if asked is None else list(asked)
 
 
 def _check_settings(rounds: int, confidence: float, method: str) -> None:
@@ -174,9 +170,9 @@ def _remeasure(run: KernelRun, runner: GpuRunner | CpuRunner, base: EvalRecord, 
                      "samples": len(samples[label]),
                      "energy": ec, "energy_ratio": ec / eb if ec is not None and eb else None,
                      "same_code_as_baseline": label == b_label})
-    for name in workloads:  # (none on a CPU: see _workloads)
-        assert gpu is not None
-        _validate_workload(gpu, name, items, label_of, points, rows, rounds, confidence, method)
+    for name in workloads:
+        _validate_workload(gpu if gpu is not None else runner, name, items, label_of, points, rows, rounds,
+                           confidence, method)
     launches = reply.get("launches_per_sample")
     timer = {"resolution_s": reply.get("timer_resolution_s"),
              "launches": dict(launches) if isinstance(launches, dict) else {}}
@@ -212,12 +208,12 @@ def save_validation(path: str, validation: Validation) -> RunHeader:
         store.close()
 
 
-def _validate_workload(gpu: GpuRunner, name: str, items: dict[str, Any], label_of: dict[int, str],
+def _validate_workload(base: GpuRunner | CpuRunner, name: str, items: dict[str, Any], label_of: dict[int, str],
                        points: list[EvalRecord], rows: list[dict[str, Any]], rounds: int, confidence: float,
                        method: str) -> None:
-    """Re-measure the same codes on another workload (its own inputs, in a fresh worker); add to each row."""
+    """Re-measure the same codes on another workload (its own inputs; on a GPU in a fresh worker); add to each row."""
     base_label = next(iter(items))  # the baseline was added first
-    runner = gpu.for_workload(name)
+    runner = base.for_workload(name)
     log.info("re-measuring %d codes on workload %r", len(items), name)
     reply = runner.remeasure(items, rounds=rounds)
     samples = reply["samples"]

@@ -236,6 +236,31 @@ def test_a_c_kernel_timed_for_real_is_re_measured_on_the_cpu(tmp_path):
     assert not slow.passed and slow.high < 1.0 and slow.rounds == 10
 
 
+@needs_gcc
+def test_a_c_kernel_is_re_measured_on_its_other_workloads_on_the_cpu(tmp_path):
+    """A C kernel's [[workloads]]: every point re-timed on each one's own inputs (their size, their reference)."""
+    import shutil as sh
+
+    from compileiq_lab.kernels import kernels_root
+
+    folder = tmp_path / "dot"
+    sh.copytree(kernels_root() / "dot", folder)
+    with open(folder / "kernel.toml", "a") as f:
+        f.write('\n[[workloads]]\nname = "small"\nparams = { n = 4096 }\n')
+    run = KernelRun(load_kernel(folder), "gcc", ["runtime"], workdir=tmp_path / "w")
+    results = Search.of(run, store=str(tmp_path / "c.db"), generations=1, pool_size=3).start()
+    v = validate(results, run, rounds=10, max_points=2)
+    assert v.workloads == ["small"] and v.rows
+    for row in v.rows:
+        small = row["workloads"]["small"]
+        assert "error" not in small and small["low"] <= small["speedup"] <= small["high"], small
+        assert row["mixed"] == (row["win"] and small["loss"])
+    inputs = tmp_path / "w" / "workload-small" / "in"
+    assert (inputs / "x.bin").stat().st_size == 4096 * 4  # the workload's own inputs, not the tuning ones
+    assert load_results(str(tmp_path / "c.db")).validation.workloads == ["small"]
+    assert validate(results, run, rounds=10, max_points=1, workloads=[], save=False).workloads == []
+
+
 def test_validate_says_what_it_re_measures_for_static_objectives(tmp_path):
     run = KernelRun(load_kernel("dot"), "gcc", ["text_bytes"], workdir=tmp_path / "w")
     results = Search.of(run, store=":memory:", generations=1, pool_size=3).start()

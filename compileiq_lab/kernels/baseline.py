@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from pathlib import Path
 
 from compileiq_lab.kernels.spec import KernelSpec
 from compileiq_lab.space.catalogs import Catalog
@@ -21,6 +22,13 @@ _MISSING_ENTRY = re.compile(r"named symbol not found|CUDA_ERROR_NOT_FOUND", re.I
 #: checked with ``nvcc --dryrun`` 13.0, while an ``#error`` directive, which the preprocessor reports as
 #: ``file:line:col: error``, may depend on a -D knob) and an option nvcc does not know (a fixed argument).
 _SOURCE_ERROR = re.compile(r"\(\d+\): (catastrophic )?error|nvcc fatal\s*:\s*Unknown option")
+#: A C compiler's parse errors (gcc's and clang's ``file:line:col: error: expected ...``, stray characters, unterminated
+#: literals and comments): the same under every searched control for a file whose tokens no macro of theirs steers.
+_C_PARSE_ERROR = re.compile(r"^(?P<file>[^\n]+?):\d+:\d+: error: (expected|stray|missing terminating|unterminated)",
+                            re.MULTILINE)
+#: A preprocessor conditional: a searched C control defines macros (-O: __OPTIMIZE__, -ffast-math: __FAST_MATH__,
+#: -march: the ISA's), which an #if may test.
+_CONDITIONAL = re.compile(r"^\s*#\s*(if|ifdef|ifndef|elif|elifdef|elifndef)\b", re.MULTILINE)
 _STAGE_NAMES = {"frontend": "the front end (nvcc -ptx)", "backend": "ptxas", "c": "the C compiler"}
 
 
@@ -63,4 +71,24 @@ def baseline_stop_reason(kernel: KernelSpec, catalog: Catalog, record: EvalRecor
             record.error):
         return (f"the kernel does not compile at the front end, and no searched control changes that (the source or a "
                 f"fixed argument is at fault): {first}")
+    if stage == "c" and not kernel.defines:
+        return _c_syntax_error(kernel, record.error)
+    return None
+
+
+def _c_syntax_error(kernel: KernelSpec, error: str) -> str | None:
+    """Why a C kernel's syntax error stops the run: it is in the kernel's own file, which has no preprocessor
+    conditional a control's macros could steer; else None."""
+    source = kernel.source_path
+    for m in _C_PARSE_ERROR.finditer(error):
+        if Path(m.group("file")).name != source.name:
+            continue
+        try:
+            text = source.read_text(errors="replace")
+        except OSError:
+            return None
+        if _CONDITIONAL.search(text):
+            return None
+        return (f"the kernel does not compile: a syntax error in {source.name}, which no searched control changes "
+                f"(fix the source): {error[m.start():].splitlines()[0].strip()}")
     return None

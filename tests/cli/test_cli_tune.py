@@ -160,6 +160,29 @@ def test_a_baseline_no_control_can_fix_stops_the_run(tmp_path, source, space, wh
     assert len(res) == 1 and res.status == "baseline_failed" and why in res.header.stop_reason
 
 
+@needs_gcc
+@pytest.mark.parametrize("source", ["float f(float x) { return x * 2 }\n", 'const char *g(void) { return "abc; }\n'])
+def test_a_c_syntax_error_stops_the_run_after_the_baseline(tmp_path, source):
+    src = tmp_path / "broken.c"
+    src.write_text(source)
+    out = cli("tune", str(src), "--objectives", "text_bytes", "--generations", "4", "--store", "b.db", cwd=tmp_path)
+    why = "a syntax error in broken.c, which no searched control changes (fix the source): "
+    assert out.returncode == 1 and why in out.stderr and "broken.c:1:" in out.stderr, out.stderr
+    res = load_results(str(tmp_path / "b.db"))
+    assert len(res) == 1 and res.status == "baseline_failed" and why in res.header.stop_reason
+
+
+@needs_gcc
+def test_a_c_syntax_error_a_control_s_macro_may_steer_searches_on(tmp_path):
+    src = tmp_path / "steered.c"  # -O0 leaves __OPTIMIZE__ undefined: a searched control decides which line compiles
+    src.write_text("#ifdef __OPTIMIZE__\nfloat f(float x) { return x * 2 }\n#else\n"
+                   "float f(float x) { return x * 2; }\n#endif\n")
+    cli("tune", str(src), "--objectives", "text_bytes", "--generations", "2", "--pool-size", "4", "--store", "b.db",
+        cwd=tmp_path)
+    res = load_results(str(tmp_path / "b.db"))
+    assert res.status == "finished" and len(res) == 1 + 2 * 4
+
+
 @needs_cuda
 def test_a_failing_baseline_a_searched_control_may_fix_searches_on(tmp_path):
     src = tmp_path / "broken.cu"  # an #error directive's verdict is the preprocessor's, which macros may decide

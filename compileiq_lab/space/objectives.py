@@ -25,12 +25,15 @@ class Objective:
         direction: "min" (lower is better) or "max".
         unit: Unit of its values ("s", "W", "J", "bytes", "count"; "" when unknown).
         doc: One line on what it measures.
+        noise: How far apart repeated measurements of one config lie, as a share of the value (0: exact). A change
+            against the baseline within it is "within noise", neither better nor worse.
     """
 
     name: str
     direction: str = "min"
     unit: str = ""
     doc: str = ""
+    noise: float = 0.0
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -39,6 +42,9 @@ class Objective:
         if self.direction not in DIRECTIONS:
             raise ConfigurationError(f"Objective {self.name!r}: `direction in ['min', 'max']` must hold, but got "
                                      f"{self.direction!r}. Use 'min' (lower is better) or 'max'.")
+        if not (isinstance(self.noise, (int, float)) and 0 <= self.noise < 1):
+            raise ConfigurationError(f"Objective {self.name!r}: `0 <= noise < 1` must hold (a share of the value), "
+                                     f"but got {self.noise!r}. Use e.g. 0.05 for a 5 % spread, or 0 for exact values.")
 
     @property
     def sign(self) -> float:
@@ -61,8 +67,8 @@ class Objective:
 
     def change(self, value: float | None, baseline: float | None) -> str | None:
         """A value against the baseline's as a change with its sense, e.g. "-19 % vs baseline, better" ("from 0 to 168
-        bytes, worse" against a baseline of 0, which has no percentage); None when either is missing or not
-        finite."""
+        bytes, worse" against a baseline of 0, which has no percentage; "-3.1 % vs baseline, within noise (5 %)"
+        inside the objective's ``noise``); None when either is missing or not finite."""
         if value is None or baseline is None or not (math.isfinite(value) and math.isfinite(baseline)):
             return None
         if value == baseline:
@@ -72,6 +78,8 @@ class Objective:
             return f"from 0 to {self.format(value)}, {verdict}"
         pct = 100.0 * (value - baseline) / abs(baseline)
         digits = 0 if abs(pct) >= 10 else 1 if abs(pct) >= 1 else 2
+        if abs(pct) < 100.0 * self.noise:
+            verdict = f"within noise ({100.0 * self.noise:g} %)"
         return f"{pct:+.{digits}f} % vs baseline, {verdict}"
 
 
@@ -113,8 +121,8 @@ def signs(objectives: Sequence[Objective]) -> np.ndarray:
     return np.array([o.sign for o in objectives], dtype=float)
 
 
-def _metric(name: str, direction: str, unit: str, doc: str) -> tuple[str, Objective]:
-    return name, Objective(name, direction, unit, doc)
+def _metric(name: str, direction: str, unit: str, doc: str, noise: float = 0.0) -> tuple[str, Objective]:
+    return name, Objective(name, direction, unit, doc, noise)
 
 
 #: The objectives a kernel run can measure, by name.
@@ -128,7 +136,7 @@ METRICS: Mapping[str, Objective] = dict([
     _metric("binary_size", "min", "bytes", "bytes of the whole compiled file"),
     _metric("compile_time", "min", "s", "wall seconds to compile (front end + back end; C: whole build); noisy: "
             "repeated compiles of one config spread 2-5 % on a quiet machine, more under load "
-            "(bench/results/compile_noise.md), so smaller gaps are not wins"),
+            "(bench/results/compile_noise.md), so smaller gaps are not wins", noise=0.05),
     _metric("runtime", "min", "s",
             "seconds per call: fastest timed call (CPU kernels); median per launch (GPU kernels)"),
     _metric("runtime_median", "min", "s", "median seconds per call"),
@@ -140,7 +148,8 @@ METRICS: Mapping[str, Objective] = dict([
 
 def objectives_from_settings(num_objectives: int, problem_type: str | Sequence[str] = "min",
                              names: Sequence[str] | None = None,
-                             units: Mapping[str, str] | None = None) -> list[Objective]:
+                             units: Mapping[str, str] | None = None,
+                             noise: Mapping[str, float] | None = None) -> list[Objective]:
     """The objectives that CompileIQ-style settings describe (the one place they are converted).
 
     Args:
@@ -148,7 +157,9 @@ def objectives_from_settings(num_objectives: int, problem_type: str | Sequence[s
         problem_type: "min"/"max", or one per objective.
         names: Names per objective (default score_1..score_k).
         units: Unit by objective name, where known.
+        noise: Relative spread of repeated measurements by objective name, where known (see ``Objective``).
     """
     directions = [problem_type] * num_objectives if isinstance(problem_type, str) else list(problem_type)
     labels = list(names) if names else [f"score_{i + 1}" for i in range(num_objectives)]
-    return [Objective(n, d, (units or {}).get(n, "")) for n, d in zip(labels, directions)]
+    return [Objective(n, d, (units or {}).get(n, ""), noise=(noise or {}).get(n, 0.0))
+            for n, d in zip(labels, directions)]

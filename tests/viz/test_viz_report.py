@@ -177,6 +177,9 @@ def test_change_wording_and_units() -> None:
     assert regs.label == "registers (count, lower is better)"
     assert regs.change(25, 31) == "-19 % vs baseline, better"  # the example: 25 registers vs 31
     assert ct.change(0.29 * 1.246, 0.29) == "+25 % vs baseline, worse"
+    # compile_time's spread (2-5 % between repeated compiles of one config): a smaller gap is not a win
+    assert ct.change(0.29 * 0.969, 0.29) == "-3.1 % vs baseline, within noise (5 %)"
+    assert ct.change(0.29 * 0.94, 0.29) == "-6.0 % vs baseline, better" and regs.change(30.9, 31).endswith("better")
     assert Objective("gflops", "max", "").change(110.0, 100.0) == "+10 % vs baseline, better"
     assert Objective("x").change(None, 1.0) is None and Objective("x").change(0.0, 0.0) == "same as baseline"
     spill = Objective("spill_bytes", unit="bytes")  # a regression from 0 has no percentage, but is one
@@ -184,6 +187,8 @@ def test_change_wording_and_units() -> None:
     assert ct.format(0.000123) == "123 \u00b5s" and regs.format(25.0) == "25 count"
     assert quantity_text("ptxas_time_ms", 12.5) == "12.5 ms" and quantity_text("spill_bytes", 8.0) == "8 bytes"
     assert quantity_text("launches_per_sample", 3.0) == "3"
+    with pytest.raises(ConfigurationError, match=r"`0 <= noise < 1` must hold .* but got 5"):
+        Objective("t", noise=5)
 
 
 def test_front_table_without_baseline() -> None:

@@ -177,9 +177,10 @@ def test_change_wording_and_units() -> None:
     assert regs.label == "registers (count, lower is better)"
     assert regs.change(25, 31) == "-19 % vs baseline, better"  # the example: 25 registers vs 31
     assert ct.change(0.29 * 1.246, 0.29) == "+25 % vs baseline, worse"
-    # compile_time's spread (2-5 % between repeated compiles of one config): a smaller gap is not a win
-    assert ct.change(0.29 * 0.969, 0.29) == "-3.1 % vs baseline, within noise (5 %)"
-    assert ct.change(0.29 * 0.94, 0.29) == "-6.0 % vs baseline, better" and regs.change(30.9, 31).endswith("better")
+    # compile_time's spread (CV 2-8 % between repeated compiles of one config): a smaller gap is not a win
+    assert ct.change(0.29 * 0.969, 0.29) == "-3.1 % vs baseline, within noise (10 %)"
+    assert ct.change(0.29 * 1.094, 0.29) == "+9.4 % vs baseline, within noise (10 %)"
+    assert ct.change(0.29 * 0.88, 0.29) == "-12 % vs baseline, better" and regs.change(30.9, 31).endswith("better")
     assert Objective("gflops", "max", "").change(110.0, 100.0) == "+10 % vs baseline, better"
     assert Objective("x").change(None, 1.0) is None and Objective("x").change(0.0, 0.0) == "same as baseline"
     spill = Objective("spill_bytes", unit="bytes")  # a regression from 0 has no percentage, but is one

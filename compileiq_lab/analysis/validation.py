@@ -171,8 +171,7 @@ def _remeasure(run: KernelRun, runner: GpuRunner | CpuRunner, base: EvalRecord, 
                      "energy": ec, "energy_ratio": ec / eb if ec is not None and eb else None,
                      "same_code_as_baseline": label == b_label})
     for name in workloads:
-        _validate_workload(gpu if gpu is not None else runner, name, items, label_of, points, rows, rounds,
-                           confidence, method)
+        _validate_workload(runner, name, items, label_of, points, rows, rounds, confidence, method)
     launches = reply.get("launches_per_sample")
     timer = {"resolution_s": reply.get("timer_resolution_s"),
              "launches": dict(launches) if isinstance(launches, dict) else {}}

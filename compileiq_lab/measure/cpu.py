@@ -71,8 +71,6 @@ class CpuRunner:
     def __init__(self, kernel: Kernel, workdir: str | Path, objectives: Iterable[str], timeout_s: float = 60.0,
                  min_repeats: int | None = None, min_seconds: float = TRUSTED_TOTAL_S) -> None:
         wanted = set(objectives)
-        self._settings: dict[str, Any] = {"objectives": tuple(sorted(wanted)), "timeout_s": timeout_s,
-                                          "min_repeats": min_repeats, "min_seconds": min_seconds}
         self.kernel = kernel
         self.timed, self.counted = bool(wanted & {"runtime", "runtime_median"}), "instructions" in wanted
         self.workdir = Path(workdir)
@@ -111,7 +109,8 @@ class CpuRunner:
             ConfigurationError: ``workload`` is not one of the kernel's workloads.
         """
         folder = self.workdir / f"workload-{workload}" if workload is not None else self.workdir
-        return CpuRunner(self.kernel.with_workload(workload), folder, **self._settings)
+        return CpuRunner(self.kernel.with_workload(workload), folder, self.metrics(), timeout_s=self.timeout_s,
+                         min_repeats=self.min_repeats, min_seconds=self.min_seconds)
 
     def remeasure(self, items: Mapping[str, tuple[str | Path, Mapping[str, Any] | None]], rounds: int = 40,
                   energy_rounds: int = 0) -> dict[str, Any]:

@@ -148,18 +148,17 @@ METRICS: Mapping[str, Objective] = dict([
 
 def objectives_from_settings(num_objectives: int, problem_type: str | Sequence[str] = "min",
                              names: Sequence[str] | None = None,
-                             units: Mapping[str, str] | None = None,
-                             noise: Mapping[str, float] | None = None) -> list[Objective]:
+                             known: Mapping[str, Objective] | None = None) -> list[Objective]:
     """The objectives that CompileIQ-style settings describe (the one place they are converted).
 
     Args:
         num_objectives: How many values the objective returns.
         problem_type: "min"/"max", or one per objective.
         names: Names per objective (default score_1..score_k).
-        units: Unit by objective name, where known.
-        noise: Relative spread of repeated measurements by objective name, where known (see ``Objective``).
+        known: Objectives known by name (e.g. ``METRICS``): a like-named one takes their unit and noise.
     """
     directions = [problem_type] * num_objectives if isinstance(problem_type, str) else list(problem_type)
     labels = list(names) if names else [f"score_{i + 1}" for i in range(num_objectives)]
-    return [Objective(n, d, (units or {}).get(n, ""), noise=(noise or {}).get(n, 0.0))
+    known = known or {}
+    return [Objective(n, d, known[n].unit, noise=known[n].noise) if n in known else Objective(n, d)
             for n, d in zip(labels, directions)]

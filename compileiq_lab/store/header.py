@@ -237,7 +237,5 @@ class RunHeader:
         kernel = self.kernel
         if "num_objectives" not in cfg and kernel is not None and all(o in METRICS for o in kernel.objectives):
             return [METRICS[o] for o in kernel.objectives]  # settings lost (a damaged header): the kernel's facts
-        units = {n: m.unit for n, m in METRICS.items()} if kernel is not None else None
-        noise = {n: m.noise for n, m in METRICS.items()} if kernel is not None else None
         return objectives_from_settings(int(cfg.get("num_objectives", 1)), cfg.get("problem_type", "min"),
-                                        cfg.get("objective_names"), units, noise)
+                                        cfg.get("objective_names"), METRICS if kernel is not None else None)

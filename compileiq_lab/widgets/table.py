@@ -132,6 +132,7 @@ class _RowCache:
 
     def reset(self) -> None:
         self.n, self.last_id = 0, -1
+        self.run: tuple[str, float] | None = None
         self.version = getattr(self, "version", 0) + 1  # bumped whenever rows already taken change
         self.rows: list[_Row] = []
         self.by_id: dict[int, _Row] = {}
@@ -143,8 +144,10 @@ class _RowCache:
     def add(self, results: Results) -> bool:
         """Take the new records of ``results``; True when anything changed."""
         recs = results.records
-        if len(recs) < self.n or (self.n and recs[self.n - 1].eval_id != self.last_id):
+        run = (results.store_path, results.header.created_at)  # two runs can hold as many rows, numbered alike
+        if run != self.run or len(recs) < self.n or (self.n and recs[self.n - 1].eval_id != self.last_id):
             self.reset()  # another run, or a reopened one
+            self.run = run
         new = recs[self.n:]
         if not new:
             return False

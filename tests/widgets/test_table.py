@@ -200,3 +200,13 @@ def test_another_run_replaces_the_rows_and_bad_arguments_say_the_rule(toy, faili
     assert all(row.cells[4] == "-" for row in table._view)  # the toy run has no baseline: no change to show
     with pytest.raises(ConfigurationError, match="page_size >= 1"):
         EvaluationsTable(toy.objectives, page_size=0)
+
+
+def test_another_run_of_as_many_rows_numbered_alike_replaces_the_rows():
+    runs = [Search(toy_objective, toy_space(), SearchConfiguration(generations=2, seed=s), store=":memory:").start()
+            for s in (1, 2)]
+    assert len(runs[0]) == len(runs[1]) and [r.eval_id for r in runs[0].records] == [r.eval_id for r in runs[1].records]
+    table, _ = table_of(runs[0], page_size=1000)
+    table.update(runs[1])
+    assert [row.rec.params for row in table._view] == [r.params for r in runs[1].records] != \
+        [r.params for r in runs[0].records]

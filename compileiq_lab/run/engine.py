@@ -100,8 +100,13 @@ class Engine:
         self._best: float | None = None  # the best first score of the rows up to self._scanned (kept as rows come)
         self._scanned = 0
         self._baseline = baseline_config(space, config)
+        self._pooled = ""  # the baseline's key when it is one of generation 1's candidates (its row is generation 0's)
         if self._baseline is not None and space.is_point(self._baseline):
-            self._strategy.mark_seen(space.encode(self._baseline)[None, :])
+            if config.baseline_in_pool:  # one of generation 1's candidates, replayed from its stored row
+                self._strategy.open_with(space.encode(self._baseline)[None, :])
+                self._pooled = config_key(self._baseline)
+            else:
+                self._strategy.mark_seen(space.encode(self._baseline)[None, :])
         elif config.baseline and config.normalize and space.baseline() is None:
             log.warning("normalize=True: parameters %s have no default, so the baseline is the empty config "
                         "(CompileIQ's BASELINE_CONFIG) and the objective must accept it; declare default= for them "
@@ -247,11 +252,13 @@ class Engine:
         self._completed_count += self._generation >= 1
 
     def _summary(self) -> GenerationEvent:
-        failed = sum(not m.ok for m in self._outcomes.values())
+        # a generation's own rows: generation 1 leaves out the baseline's, which generation 0 counted
+        own = [m for k, m in self._outcomes.items() if self._generation == 0 or k != self._pooled]
+        failed = sum(not m.ok for m in own)
         best = self._best_so_far()
         log.info("generation %d/%d: %d candidates, %d failed, best %s so far %s", self._generation,
                  self._config.generations, len(self._outcomes), failed, self.objectives[0].name, best)
-        return GenerationEvent(self._generation, len(self._outcomes), failed, best, len(self._store))
+        return GenerationEvent(self._generation, len(own), failed, best, len(self._store))
 
     def _best_so_far(self) -> float | None:
         """The best first score stored so far, from the rows stored since the last call (no rescan of the run)."""

@@ -19,6 +19,7 @@ from compileiq_lab.run.observed import ObservedRun
 from compileiq_lab.run.thread import RUN_STATES
 from compileiq_lab.search.config import SearchConfiguration
 from compileiq_lab.space.objectives import Objective, signs
+from compileiq_lab.space.space import SearchSpace
 from compileiq_lab.store.results import Results
 from compileiq_lab.store.sqlite import EvalRecord, RunStore
 
@@ -94,6 +95,7 @@ def replay_events(results: Results) -> list[tuple[float, list[RunEvent]]]:
     pool = int(header.resolved.get("pool_size") or header.config.get("pool_size") or 0)
     ended = header.status in ("finished", "exhausted", "baseline_failed")
     steady = bool(header.config.get("asynchronous"))
+    first = pool - _pooled_baseline(results)  # the rows of a complete generation 1 (the baseline may be one of it)
     out: list[tuple[float, list[RunEvent]]] = []
     best: float | None = None
     count = failed = 0
@@ -110,12 +112,21 @@ def replay_events(results: Results) -> list[tuple[float, list[RunEvent]]]:
             best = _best(best, rec, sign)
             count, failed = count + 1, failed + (rec.status != "ok")
             nxt = records[i + 1] if i + 1 < len(records) else None
-            full = count >= (1 if rec.generation == 0 else pool)
+            full = count >= (1 if rec.generation == 0 else first if rec.generation == 1 else pool)
             if (nxt is not None and nxt.generation != rec.generation) or (nxt is None and (ended or full)):
                 events.append(GenerationEvent(rec.generation, count, failed, best, i + 1))
                 count = failed = 0
         out.append((gap, events))
     return out
+
+
+def _pooled_baseline(results: Results) -> int:
+    """1 when the run's baseline row was also one of generation 1's candidates (``baseline_in_pool``), else 0."""
+    header = results.header
+    if not header.config.get("baseline_in_pool") or header.config.get("asynchronous"):
+        return 0
+    row = next((r for r in results.records if r.is_baseline), None)
+    return int(row is not None and SearchSpace.from_spec(header.space).is_point(row.params))
 
 
 def _load(store_path: str) -> Results:

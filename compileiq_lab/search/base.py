@@ -62,6 +62,14 @@ class Strategy(ABC):
         """Record genomes evaluated outside the strategy (e.g. the baseline) so they are not asked."""
         self.seen.update(self.space.keys(X))
 
+    def open_with(self, X: np.ndarray) -> None:
+        """Open the first generation with these genomes, ahead of any warm start: configs whose results the caller
+        already holds (the baseline, evaluated before generation 1), so that the strategy learns them as members of
+        its first pool instead of spending those slots on prior samples. The caller answers them from what it holds,
+        without a second evaluation (``Engine`` replays a stored row)."""
+        X = np.asarray(X, dtype=np.int64).reshape(-1, self.space.n_genes)
+        self.seeds = np.vstack([X, self.seeds])
+
     def ask(self, n: int | None = None) -> np.ndarray:
         """Return genomes (rows) whose configs were never asked before: the next ``n`` of the current generation
         (None: the rest of it), each chosen with every result told so far. A generation holds ``pool_size``

@@ -54,13 +54,14 @@ def test_max_evaluations_ends_the_run_at_exactly_n_calls_baseline_included(store
     assert events[-1] == FinishedEvent("finished", n) and events[-1].reason == "max_evaluations"
     # a generation cut short is never reported as complete
     gens = [e for e in events if isinstance(e, GenerationEvent)]
-    assert sum(e.n_candidates for e in gens) == 1 + 8 * ((n - 1) // 8)
+    # their rows: the baseline's, then 8 per generation (the first's 7 and the baseline, which is one of them)
+    assert sum(e.n_candidates for e in gens) == max(1, 8 * (n // 8))
 
 
 def test_the_generations_still_end_a_run_first_and_say_so(store_path):
     obj = Counted()
     res = Search(obj, space(), settings(generations=2, max_evaluations=1000), store=store_path).start()
-    assert len(obj.calls) == 1 + 2 * 8 and res.header.stop_reason == "generations"
+    assert len(obj.calls) == 2 * 8 and res.header.stop_reason == "generations"  # the baseline one of the first 8
 
 
 def test_a_budget_cut_keeps_the_candidates_an_unbudgeted_run_asks(store_path):
@@ -92,7 +93,7 @@ def test_a_budget_is_no_trajectory_setting_so_a_new_search_may_change_it(store_p
     res = Search(obj, space(), settings(max_evaluations=17, time_budget_s=60.0), store=store_path).start()
     assert len(res) == 17 and len(obj.calls) == 7
     res = Search(obj, space(), settings(generations=3), store=store_path).start()  # no budget at all
-    assert len(res) == 1 + 3 * 8 and res.header.stop_reason == "generations"
+    assert len(res) == 3 * 8 and res.header.stop_reason == "generations"
 
 
 def test_asynchronous_runs_keep_the_budget_too(store_path):
@@ -112,7 +113,7 @@ def test_ask_and_tell_hand_out_no_more_than_the_budget(store_path):
             with pytest.raises(SearchStateError, match="await tell"):
                 s.ask()
         s.tell(batch, [score(c.config) for c in batch])
-    assert sizes == [1, 8, 2] and len(s.store) == 11
+    assert sizes == [1, 7, 3] and len(s.store) == 11  # the baseline, generation 1's other 7, 3 of generation 2
     assert s.store.header().status == "finished" and s.store.header().stop_reason == "max_evaluations"
 
 

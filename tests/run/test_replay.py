@@ -90,17 +90,19 @@ def test_a_replay_emits_the_live_runs_events_and_ends_with_its_results(toy_run):
         run.start()
 
 
-@pytest.mark.parametrize("kind", ["baseline", "asynchronous", "stopped mid-generation", "stopped at its end"])
+@pytest.mark.parametrize("kind", ["baseline", "baseline, stopped at generation 1's end", "asynchronous",
+                                  "stopped mid-generation", "stopped at its end"])
 def test_the_events_are_the_live_runs_for_every_kind_of_run(tmp_path, kind):
     path = str(tmp_path / "k.db")
     flags = FlagProblem()
-    if kind == "baseline":  # a space with defaults: generation 0 is the baseline
+    if kind.startswith("baseline"):  # a space with defaults: generation 0 is the baseline, one of generation 1's six
         search = Search(flags, flags.space(), SearchConfiguration(generations=3, pool_size=6, seed=1), store=path)
     else:
         search = Search(toy_objective, toy_space(), SearchConfiguration(
             generations=4, pool_size=5, seed=0, asynchronous=kind == "asynchronous"), store=path)
     live: list[RunEvent] = []
-    stop_after = {"stopped mid-generation": 8, "stopped at its end": 10}.get(kind)
+    stop_after = {"stopped mid-generation": 8, "stopped at its end": 10,
+                  "baseline, stopped at generation 1's end": 6}.get(kind)
     run = Run(search)
 
     def record(event: RunEvent) -> None:
@@ -114,8 +116,10 @@ def test_the_events_are_the_live_runs_for_every_kind_of_run(tmp_path, kind):
     events = collect(replay)
     replay.start().join(timeout=30)
     assert events == live and replay.state == run.state
-    if kind == "baseline":
+    if kind.startswith("baseline"):
         assert isinstance(events[1], GenerationEvent) and events[1].generation == 0
+        ends = [e for e in events if isinstance(e, GenerationEvent)]
+        assert ends[1].generation == 1 and ends[1].n_candidates == 5  # its own rows: the baseline's is generation 0's
 
 
 def test_results_grow_with_the_replay_and_pause_holds_every_event(toy_run, tmp_path):

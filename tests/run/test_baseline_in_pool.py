@@ -1,0 +1,61 @@
+"""The baseline as one of generation 1's candidates: evaluated once, learned from, off for runs stored before it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from compileiq_lab import Search, SearchConfiguration
+from compileiq_lab.exceptions import ConfigurationError
+from compileiq_lab.search.factory import make_strategy
+from compileiq_lab.space import SearchSpace
+from compileiq_lab.testing import FlagProblem
+
+PROBLEM = FlagProblem(n_flags=8, n_levels=0, seed=1)
+
+
+def _calls(pool: int, generations: int, **settings: Any) -> tuple[list[dict], list[int]]:
+    calls: list[dict] = []
+
+    def objective(config: dict) -> float:
+        calls.append(dict(config))
+        return PROBLEM(config)
+
+    cfg = SearchConfiguration(generations=generations, pool_size=pool, seed=3, **settings)
+    res = Search(objective, PROBLEM.space(), cfg, store=":memory:").start()
+    return calls, list(res.get_results()["generation"].value_counts().sort_index())
+
+
+def test_the_baseline_is_evaluated_once_and_fills_one_of_generation_1s_slots() -> None:
+    calls, per_generation = _calls(pool=6, generations=4)
+    assert calls.count({}) == 1 and calls[0] == {}  # the baseline (every flag off), first and only once
+    assert len(calls) == 4 * 6  # generations x pool_size in all, the baseline among them
+    assert per_generation == [1, 5, 6, 6, 6]  # its row is generation 0's; generation 1 adds the other five
+    calls_off, per_generation_off = _calls(pool=6, generations=4, baseline_in_pool=False)
+    assert len(calls_off) == 1 + 4 * 6 and per_generation_off == [1, 6, 6, 6, 6]
+
+
+@pytest.mark.parametrize("name", ["ga", "nsga2", "random"])
+def test_a_genome_opened_with_is_asked_first_once_and_joins_pymoos_first_population(name: str) -> None:
+    space = SearchSpace(PROBLEM.space())
+    base = space.encode(space.baseline())
+    st = make_strategy(name, space, n_objectives=1, pool_size=6, seed=0, mutate_rate=0.2, crossover_rate=0.9)
+    st.open_with(base[None, :])
+    X = st.ask()
+    assert len(X) == 6 and (X[0] == base).all()  # the pool's first slot, the other five prior samples
+    st.tell(np.array([[PROBLEM(space.decode(x))] for x in X]), np.ones(len(X), dtype=bool))
+    if name != "random":  # the GA / NSGA-II population bred from holds it
+        assert any((x == base).all() for x in st.algorithm.pop.get("X"))
+    for _ in range(3):
+        Y = st.ask()
+        assert not any((y == base).all() for y in Y)  # never asked again
+        st.tell(np.array([[PROBLEM(space.decode(y))] for y in Y]), np.ones(len(Y), dtype=bool))
+
+
+def test_baseline_in_pool_is_a_bool_and_runs_stored_before_it_kept_the_baseline_apart() -> None:
+    with pytest.raises(ConfigurationError, match="baseline_in_pool is True or False"):
+        SearchConfiguration(generations=2, baseline_in_pool="yes")  # type: ignore[arg-type]
+    assert SearchConfiguration(generations=2).baseline_in_pool is True
+    assert SearchConfiguration.defaults()["baseline_in_pool"] is False

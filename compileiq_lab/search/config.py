@@ -107,8 +107,9 @@ class SearchConfiguration:
         baseline_in_pool: The baseline, when it is a point of the space, is one of generation 1's ``pool_size``
             candidates: its result (replayed from its row, not evaluated again) joins the first pool, so the GA /
             NSGA-II and the offspring screen learn from it and one prior sample fewer is drawn. On the
-            one-objective tables of bench/tables (catalog spaces, seeds 400-479) that took the mean calls to the
-            optimum from 87.1 to 81.6 in sum on the tune half and from 133.5 to 130.1 on the held-out half.
+            one-objective tables of bench/tables (catalog spaces, seeds 400-479, paired) that took the mean calls
+            to the optimum from 87.1 to 81.6 in sum on the tune half and from 133.5 to 130.1 on the held-out half
+            (bench/results/variants_baseline_in_pool*.md).
             False: the baseline is evaluated besides ``generations x pool_size`` candidates and the search does
             not learn from it (as with ``asynchronous=True``, which ignores this setting). Runs stored before
             this setting existed had False and resume with it.

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
+import sqlite3
 from typing import Any
 
 import numpy as np
@@ -59,3 +62,18 @@ def test_baseline_in_pool_is_a_bool_and_runs_stored_before_it_kept_the_baseline_
         SearchConfiguration(generations=2, baseline_in_pool="yes")  # type: ignore[arg-type]
     assert SearchConfiguration(generations=2).baseline_in_pool is True
     assert SearchConfiguration.defaults()["baseline_in_pool"] is False
+
+
+def test_a_run_stored_before_the_setting_resumes_with_the_baseline_apart(tmp_path) -> None:
+    path = str(tmp_path / "old.db")
+    cfg = SearchConfiguration(generations=2, pool_size=6, seed=3, baseline_in_pool=False)
+    Search(PROBLEM, PROBLEM.space(), cfg, store=path).start()
+    con = sqlite3.connect(path)  # its header as a version without the setting wrote it
+    stored = json.loads(con.execute("select value from meta where key='config'").fetchone()[0])
+    del stored["baseline_in_pool"]
+    con.execute("update meta set value=? where key='config'", (json.dumps(stored),))
+    con.commit()
+    con.close()
+    res = Search.resume(path, PROBLEM, generations=4)
+    whole = Search(PROBLEM, PROBLEM.space(), dataclasses.replace(cfg, generations=4), store=":memory:").start()
+    assert [r.params for r in res.records] == [r.params for r in whole.records] and len(res) == 1 + 4 * 6

@@ -102,11 +102,12 @@ class Engine:
         self._baseline = baseline_config(space, config)
         self._pooled = ""  # the baseline's key when it is one of generation 1's candidates (its row is generation 0's)
         if self._baseline is not None and space.is_point(self._baseline):
-            if config.baseline_in_pool:  # one of generation 1's candidates, replayed from its stored row
-                self._strategy.open_with(space.encode(self._baseline)[None, :])
+            genome = space.encode(self._baseline)[None, :]
+            if config.pools_baseline(space, self._baseline):  # replayed from its stored row, not evaluated again
+                self._strategy.open_with(genome)
                 self._pooled = config_key(self._baseline)
             else:
-                self._strategy.mark_seen(space.encode(self._baseline)[None, :])
+                self._strategy.mark_seen(genome)
         elif config.baseline and config.normalize and space.baseline() is None:
             log.warning("normalize=True: parameters %s have no default, so the baseline is the empty config "
                         "(CompileIQ's BASELINE_CONFIG) and the objective must accept it; declare default= for them "

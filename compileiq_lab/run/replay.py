@@ -79,7 +79,8 @@ def _best(best: float | None, rec: EvalRecord, sign: float) -> float | None:
     return first if best is None or (first - best) * sign < 0 else best
 
 
-def replay_events(results: Results) -> list[tuple[float, list[RunEvent]]]:
+def replay_events(results: Results,
+                  config: SearchConfiguration | None = None) -> list[tuple[float, list[RunEvent]]]:
     """The events the run behind ``results`` emitted, per stored evaluation: (recorded gap in seconds before it,
     [its EvaluationEvent, then the GenerationEvents it completed]) in eval-id order (no FinishedEvent).
 
@@ -87,7 +88,8 @@ def replay_events(results: Results) -> list[tuple[float, list[RunEvent]]]:
     score stored so far (the baseline included) and the rows so far, as ``Engine`` emits it; the last stored
     generation counts as complete when the run ended on its own ("finished", "exhausted", "baseline_failed") or
     holds ``pool_size`` rows. Steady-state runs (``asynchronous=True``): one after every ``pool_size`` searched
-    rows, as ``SteadyEngine`` emits them (the baseline neither counted nor scored).
+    rows, as ``SteadyEngine`` emits them (the baseline neither counted nor scored). ``config``: the run's settings
+    as read from its header (default: read here).
     """
     records = sorted(results.records, key=lambda r: r.eval_id)
     header = results.header
@@ -95,7 +97,7 @@ def replay_events(results: Results) -> list[tuple[float, list[RunEvent]]]:
     pool = int(header.resolved.get("pool_size") or header.config.get("pool_size") or 0)
     ended = header.status in ("finished", "exhausted", "baseline_failed")
     steady = bool(header.config.get("asynchronous"))
-    first = pool - _pooled_baseline(results)  # the rows of a complete generation 1 (the baseline may be one of it)
+    first = pool - _pooled_baseline(results, config)  # the rows of a complete generation 1 (the baseline may be one)
     out: list[tuple[float, list[RunEvent]]] = []
     best: float | None = None
     count = failed = 0
@@ -120,13 +122,14 @@ def replay_events(results: Results) -> list[tuple[float, list[RunEvent]]]:
     return out
 
 
-def _pooled_baseline(results: Results) -> int:
-    """1 when the run's baseline row was also one of generation 1's candidates (``baseline_in_pool``), else 0."""
-    header = results.header
-    if not header.config.get("baseline_in_pool") or header.config.get("asynchronous"):
+def _pooled_baseline(results: Results, config: SearchConfiguration | None) -> int:
+    """1 when the run's baseline row was also one of generation 1's candidates (``baseline_in_pool``), else 0;
+    ``config``: the run's settings (None: read from its header here)."""
+    if not results.header.config.get("baseline_in_pool"):  # (a run stored before the setting kept it apart)
         return 0
     row = next((r for r in results.records if r.is_baseline), None)
-    return int(row is not None and SearchSpace.from_spec(header.space).is_point(row.params))
+    space = SearchSpace.from_spec(results.header.space)
+    return int((config or _config(results)).pools_baseline(space, row.params if row is not None else None))
 
 
 def _load(store_path: str) -> Results:
@@ -207,8 +210,9 @@ class ReplayRun(ObservedRun):
 
     def __init__(self, source: Results, speed: float = 1.0, max_gap_s: float = 2.0) -> None:
         self.source, self.speed, self.max_gap_s = source, speed, max_gap_s
-        self.search = ReplaySearch(list(source.objectives), _config(source), source.store_path)
-        self._steps = [_Step(min(gap / speed, max_gap_s), events) for gap, events in replay_events(source)]
+        config = _config(source)
+        self.search = ReplaySearch(list(source.objectives), config, source.store_path)
+        self._steps = [_Step(min(gap / speed, max_gap_s), events) for gap, events in replay_events(source, config)]
         self._observed_init()
         self._gate = threading.Condition(threading.RLock())  # state changes, and emitting against pause/stop
         self._records: list[EvalRecord] = []

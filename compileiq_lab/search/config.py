@@ -5,14 +5,17 @@ from __future__ import annotations
 import itertools
 import math
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from compileiq_lab.exceptions import ConfigurationError
 from compileiq_lab.search.factory import STRATEGIES
 from compileiq_lab.space.grid import plain
 from compileiq_lab.space.objectives import Objective, objectives_from_settings
+
+if TYPE_CHECKING:
+    from compileiq_lab.space.space import SearchSpace
 
 __all__ = ["MAX_GENERATIONS", "MAX_OBJECTIVES", "MAX_POOL_SIZE", "MAX_WARM_START", "MODELS", "TRAJECTORY_KEYS",
            "ResolvedConfiguration", "SearchConfiguration", "default_pool_size"]
@@ -305,6 +308,12 @@ class SearchConfiguration:
         if extra:
             raise ConfigurationError(f"unknown SearchConfiguration keys {sorted(extra)}; valid keys: {sorted(known)}")
         return cls(**data)
+
+    def pools_baseline(self, space: SearchSpace, baseline: Mapping[str, Any] | None) -> bool:
+        """Whether ``baseline`` (the run's, None for none) is one of generation 1's candidates: with
+        ``baseline_in_pool``, in a generational run, where it is a point of ``space``."""
+        return (self.baseline_in_pool and not self.asynchronous and baseline is not None
+                and space.is_point(baseline))
 
     def resolve(self, n_genes: int) -> ResolvedConfiguration:
         """Fill the automatic settings for a space with ``n_genes`` genes."""

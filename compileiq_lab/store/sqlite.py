@@ -51,6 +51,8 @@ CREATE TABLE IF NOT EXISTS evals (
 #: before from its own index of keys: SQLite's UNIQUE index on the (long) keys would cost a run more per row the
 #: longer it gets (0.005 ms at 1,000 rows, 0.028 ms at 100,000).
 _MEMORY_SCHEMA = _SCHEMA.replace("config_key  TEXT NOT NULL UNIQUE,", "config_key  TEXT NOT NULL,")
+
+
 def new_store_path(directory: str | os.PathLike[str] = DEFAULT_DIR) -> Path:
     """A fresh file name for a run: ``<directory>/run-<UTC time>-<random>.db``."""
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())

@@ -193,4 +193,7 @@ def test_a_config_is_stored_once_in_memory_and_on_disk(where, store_path):
         store.append(rec(2, "a"))
     assert [r.config_key for r in store.records()] == ["a", "b"]
     assert store._conn.execute("SELECT COUNT(*) FROM evals").fetchone()[0] == 2  # nothing half-written
+    # a file keeps SQLite's UNIQUE index against a second writer; memory has append's own index of keys only
+    unique = any(row[2] for row in store._conn.execute("PRAGMA index_list(evals)"))
+    assert unique == (where == "file")
     store.close()

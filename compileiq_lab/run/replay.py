@@ -16,6 +16,7 @@ from typing import Any
 from compileiq_lab.exceptions import CompileIQLabError, ConfigurationError, SearchStateError
 from compileiq_lab.run.events import EvaluationEvent, FailedEvent, FinishedEvent, GenerationEvent, RunEvent
 from compileiq_lab.run.observed import ObservedRun
+from compileiq_lab.run.start import reopened_config
 from compileiq_lab.run.thread import RUN_STATES
 from compileiq_lab.search.config import SearchConfiguration
 from compileiq_lab.space.objectives import Objective, signs
@@ -124,9 +125,7 @@ def replay_events(results: Results,
 
 def _pooled_baseline(results: Results, config: SearchConfiguration | None) -> int:
     """1 when the run's baseline row was also one of generation 1's candidates (``baseline_in_pool``), else 0;
-    ``config``: the run's settings (None: read from its header here)."""
-    if not results.header.config.get("baseline_in_pool"):  # (a run stored before the setting kept it apart)
-        return 0
+    ``config``: the run's settings (None: read from its header here; a run stored before the setting kept it apart)."""
     row = next((r for r in results.records if r.is_baseline), None)
     space = SearchSpace.from_spec(results.header.space)
     return int((config or _config(results)).pools_baseline(space, row.params if row is not None else None))
@@ -154,13 +153,15 @@ def _load(store_path: str) -> Results:
 
 
 def _config(results: Results) -> SearchConfiguration:
-    """The stored settings, with ``generations`` covering every stored generation (a damaged header: defaults)."""
+    """The stored settings as the run searched with them (a setting it predates at the value it then had, as a resumed
+    run reads them), with ``generations`` covering every stored generation (a damaged header: defaults)."""
     top = max((r.generation for r in results.records), default=1)
     try:
-        config = SearchConfiguration.from_dict(dict(results.header.config))
+        config = reopened_config(results.header.config)
     except (CompileIQLabError, TypeError, ValueError) as exc:
         log.warning("replay: the stored settings cannot be read (%s); showing %d generations", exc, top)
-        return SearchConfiguration(generations=max(1, top))
+        return SearchConfiguration(generations=max(1, top),
+                                   baseline_in_pool=results.header.config.get("baseline_in_pool") is True)
     return config if config.asynchronous or top <= config.generations else dataclasses.replace(config,
                                                                                                 generations=top)
 

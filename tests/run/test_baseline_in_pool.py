@@ -12,6 +12,7 @@ import pytest
 
 from compileiq_lab import Search, SearchConfiguration
 from compileiq_lab.exceptions import ConfigurationError
+from compileiq_lab.run import replay_run
 from compileiq_lab.search.factory import make_strategy
 from compileiq_lab.space import SearchSpace
 from compileiq_lab.testing import FlagProblem
@@ -74,6 +75,8 @@ def test_a_run_stored_before_the_setting_resumes_with_the_baseline_apart(tmp_pat
     con.execute("update meta set value=? where key='config'", (json.dumps(stored),))
     con.commit()
     con.close()
+    replayed = replay_run(path).search.config  # a replay shows the settings it searched with, as a resume reads them
+    assert replayed.baseline_in_pool is False and replayed.pool_size == 6
     res = Search.resume(path, PROBLEM, generations=4)
     whole = Search(PROBLEM, PROBLEM.space(), dataclasses.replace(cfg, generations=4), store=":memory:").start()
     assert [r.params for r in res.records] == [r.params for r in whole.records] and len(res) == 1 + 4 * 6

@@ -5,10 +5,11 @@ optimum per table and space, their sums, and how sure the difference is.
     python bench/bench_variants.py --variant g=gamma=0.2,local=0.3 --half held-out --seeds 60 --seed0 400
 
 A variant is ``NAME=SETTING[,SETTING...]``, each setting ``KEY=VALUE`` (a number, true/false, or text): a class
-attribute of ``DensityScreen`` or ``TwinModel`` (upper case, e.g. ``HILL_TWIN``), an argument of ``DensityScreen``
-(``gamma``, ``local``, ...) or a field of ``SearchConfiguration`` (``pool_size``, ``model``, ...). Every variant runs
-on the same seeds as the default, so seed-to-seed noise cancels in part; the interval is a paired bootstrap over the
-seeds (each resample draws seeds and uses them for every table, space and variant). One-objective tables only.
+attribute of ``DensityScreen`` or ``TwinModel`` (upper case, e.g. ``HILL_TWIN``) or of ``PymooStrategy`` (e.g.
+``part_candidates``), an argument of ``DensityScreen`` (``gamma``, ``local``, ...) or a field of
+``SearchConfiguration`` (``pool_size``, ``model``, ...). Every variant runs on the same seeds as the default, so
+seed-to-seed noise cancels in part; the interval is a paired bootstrap over the seeds (each resample draws seeds and
+uses them for every table, space and variant). One-objective tables only.
 
 This is the bench to choose a default with: on the tune half (split.json), then once on the held-out half. At 60 seeds
 the sum of the tune half's plain-space means moved by 9 calls between two blocks of seeds (seeds 400-459: 60.1,
@@ -33,6 +34,7 @@ from bench_peers import TABLES, half_of, lab, metrics, objectives_of, table_prob
 
 from compileiq_lab.search import screen as screen_module
 from compileiq_lab.search.config import SearchConfiguration
+from compileiq_lab.search.evolutionary import PymooStrategy
 from compileiq_lab.search.screen import DensityScreen
 from compileiq_lab.search.twins import TwinModel
 
@@ -73,14 +75,17 @@ def parse_variant(spec: str) -> tuple[str, Settings]:
         if key.isupper() and (hasattr(DensityScreen, key) or hasattr(TwinModel, key)):
             owner = "DensityScreen" if hasattr(DensityScreen, key) else "TwinModel"
             out["class"][f"{owner}.{key}"] = parse_value(value)
+        elif not key.startswith("_") and key in vars(PymooStrategy):
+            out["class"][f"PymooStrategy.{key}"] = parse_value(value)
         elif key in screen_args:
             out["screen"][key] = parse_value(value)
         elif key in fields:
             out["config"][key] = parse_value(value)
         else:
             raise SystemExit(f"--variant {name}: {key!r} is neither a DensityScreen or TwinModel constant, nor a "
-                             f"DensityScreen argument ({', '.join(sorted(screen_args))}), nor a SearchConfiguration "
-                             f"field; use one of those names")
+                             f"PymooStrategy attribute (e.g. part_candidates), nor a DensityScreen argument "
+                             f"({', '.join(sorted(screen_args))}), nor a SearchConfiguration field; use one of those "
+                             f"names")
     return name, out
 
 
@@ -88,7 +93,8 @@ def apply(settings: Settings) -> None:
     """Make this process's default search the variant (class attributes set, the screen's arguments defaulted)."""
     for dotted, value in settings["class"].items():
         owner, attr = dotted.split(".")
-        setattr(DensityScreen if owner == "DensityScreen" else TwinModel, attr, value)
+        setattr({"DensityScreen": DensityScreen, "TwinModel": TwinModel, "PymooStrategy": PymooStrategy}[owner], attr,
+                value)
     if settings["screen"]:
         given = dict(settings["screen"])
 

@@ -264,10 +264,20 @@ def _bench_variants():  # the variants bench (bench/bench_variants.py), imported
 
 def test_the_variants_bench_sends_each_setting_where_it_belongs_and_names_the_rule_for_a_bad_one():
     bv = _bench_variants()
-    name, s = bv.parse_variant("v=HILL_TWIN=0.65,MOVE_STRENGTH=2,gamma=0.2,pool_size=6,model=density")
+    name, s = bv.parse_variant("v=HILL_TWIN=0.65,MOVE_STRENGTH=2,part_candidates=32,gamma=0.2,pool_size=6,"
+                               "model=density")
     assert name == "v"
-    assert s == {"class": {"DensityScreen.HILL_TWIN": 0.65, "TwinModel.MOVE_STRENGTH": 2},
+    assert s == {"class": {"DensityScreen.HILL_TWIN": 0.65, "TwinModel.MOVE_STRENGTH": 2,
+                           "PymooStrategy.part_candidates": 32},
                  "screen": {"gamma": 0.2}, "config": {"pool_size": 6, "model": "density"}}
+    from compileiq_lab.search.evolutionary import GAStrategy, PymooStrategy
+
+    before = PymooStrategy.part_candidates
+    try:  # applied where the search reads it: the GA the engine builds inherits it
+        bv.apply({"class": {"PymooStrategy.part_candidates": 32}, "screen": {}, "config": {}})
+        assert GAStrategy.part_candidates == 32
+    finally:
+        PymooStrategy.part_candidates = before
     with pytest.raises(SystemExit, match="neither a DensityScreen or TwinModel constant"):
         bv.parse_variant("v=frobnicate=1")
     with pytest.raises(SystemExit, match="must read NAME=KEY=VALUE"):

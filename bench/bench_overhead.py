@@ -17,7 +17,7 @@ from _common import markdown_table, write
 
 import compileiq_lab.space as ss
 from compileiq_lab import Search, SearchConfiguration
-from compileiq_lab.run.engine import build_strategy
+from compileiq_lab.run.build import build_strategy
 from compileiq_lab.space import SearchSpace
 from compileiq_lab.space.space import config_key
 

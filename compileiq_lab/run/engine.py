@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,21 +12,19 @@ import numpy as np
 
 from compileiq_lab.exceptions import SearchStateError
 from compileiq_lab.measure.measurement import Measurement
+from compileiq_lab.run.build import Constraint, baseline_config, build_strategy, encode_all, learn_conflicts
 from compileiq_lab.run.events import GenerationEvent
-from compileiq_lab.search.base import Strategy
 from compileiq_lab.search.config import SearchConfiguration
-from compileiq_lab.search.conflicts import NamedConflicts, lessons
-from compileiq_lab.search.factory import make_strategy
+from compileiq_lab.search.conflicts import NamedConflicts
 from compileiq_lab.space.objectives import Objective, signs
 from compileiq_lab.space.space import SearchSpace, config_key
 from compileiq_lab.store.sqlite import EvalRecord, RunStore
 
+# (Constraint, baseline_config, build_strategy, encode_all and learn_conflicts live in run.build, re-exported here)
 __all__ = ["Candidate", "Constraint", "Engine", "baseline_config", "build_strategy", "commit", "copy_config",
            "encode_all", "learn_conflicts", "stored_measurement"]
 
 log = logging.getLogger(__name__)
-#: Why a config is never worth evaluating (e.g. a flag combination the compiler rejects), or None.
-Constraint = Callable[[Mapping[str, Any]], "str | None"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -340,61 +338,12 @@ def stored_measurement(rec: EvalRecord) -> Measurement:
                        rec.detail)
 
 
-def baseline_config(space: SearchSpace, config: SearchConfiguration) -> dict[str, Any] | None:
-    """The baseline config: the space's own (the compiler defaults); with CompileIQ's ``normalize`` and a space
-    that has none, CompileIQ's BASELINE_CONFIG ({}), which such an objective is written to accept."""
-    if not config.baseline:
-        return None
-    own = space.baseline()
-    return {} if own is None and config.normalize else own
 
 
-def build_strategy(space: SearchSpace, config: SearchConfiguration, constraint: Constraint | None,
-                   conflicts: NamedConflicts | None = None) -> Strategy:
-    """The configured strategy, with its hooks given at construction: it never asks a config the constraint
-    rejects, nor one in a conflict learned so far (``conflicts``, which the engine feeds)."""
-    resolved = config.resolve(space.n_genes)
-    hooks: dict[str, Any] = {}
-    if constraint is not None or conflicts is not None:
-        def reject(x: np.ndarray) -> bool:
-            return ((conflicts is not None and conflicts.conflict(x) is not None)
-                    or (constraint is not None and constraint(space.decode(x)) is not None))
-        hooks["reject"] = reject
-    if config.surrogate and resolved.strategy != "random":  # random draws have nothing to screen
-        from compileiq_lab.search.surrogate import SurrogateScreen
-
-        hooks["screen"] = SurrogateScreen(config.num_objectives, config.seed)
-    elif config.model == "density" and resolved.strategy != "random" and space.n_genes:
-        from compileiq_lab.search.screen import DensityScreen
-
-        hooks["screen"] = DensityScreen(space, config.num_objectives, config.seed)
-    return make_strategy(resolved.strategy, space, n_objectives=config.num_objectives,
-                         pool_size=resolved.pool_size, seed=config.seed, mutate_rate=resolved.mutate_rate,
-                         crossover_rate=config.crossover_rate, seeds=encode_all(space, config.warm_start or []),
-                         **hooks)
 
 
-def learn_conflicts(conflicts: NamedConflicts | None, genomes: Sequence[np.ndarray | None],
-                    outcomes: Sequence[Measurement]) -> None:
-    """Teach ``conflicts`` (if any) the outcomes of searched candidates: which compiled, the message of each failed
-    compile and the controls each compile ignored (``search.conflicts.lessons``)."""
-    rows = [(g, m) for g, m in zip(genomes, outcomes) if g is not None]
-    if conflicts is None or not rows:
-        return
-    taught = [lessons(m.status, m.error, m.detail) for _, m in rows]
-    conflicts.observe(np.array([g for g, _ in rows]), [m.ok for _, m in rows], [t[0] for t in taught],
-                      [t[1] for t in taught])
 
 
-def encode_all(space: SearchSpace, configs: Sequence[dict[str, Any]]) -> np.ndarray:
-    """Genomes of the configs that are points of the space (others are left out, with a log line)."""
-    rows = []
-    for c in configs:
-        try:
-            rows.append(space.encode(c))
-        except (ValueError, KeyError) as exc:
-            log.warning("warm-start config %r left out: it is not a point of this space (%s)", c, exc)
-    return np.array(rows, dtype=np.int64).reshape(len(rows), space.n_genes)
 
 
 def copy_config(config: dict[str, Any]) -> dict[str, Any]:

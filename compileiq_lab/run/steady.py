@@ -11,16 +11,8 @@ from typing import Any
 import numpy as np
 
 from compileiq_lab.measure.measurement import Measurement
-from compileiq_lab.run.engine import (
-    Candidate,
-    Constraint,
-    baseline_config,
-    build_strategy,
-    commit,
-    copy_config,
-    learn_conflicts,
-    stored_measurement,
-)
+from compileiq_lab.run.build import Constraint, baseline_config, build_strategy, learn_conflicts
+from compileiq_lab.run.engine import Candidate, commit, copy_config, stored_measurement
 from compileiq_lab.run.events import EvaluationEvent, GenerationEvent, RunEvent
 from compileiq_lab.run.executor import Executor
 from compileiq_lab.run.loop import expired, gated

@@ -10,7 +10,7 @@ import pytest
 
 from compileiq_lab import Search, SearchConfiguration
 from compileiq_lab import space as ss
-from compileiq_lab.run.engine import build_strategy
+from compileiq_lab.run.build import build_strategy
 from compileiq_lab.run.events import GenerationEvent
 from compileiq_lab.search.screen import DensityScreen
 from compileiq_lab.space import SearchSpace

@@ -7,7 +7,7 @@ import numpy as np
 
 from compileiq_lab import SearchConfiguration
 from compileiq_lab import space as ss
-from compileiq_lab.run.engine import build_strategy
+from compileiq_lab.run.build import build_strategy
 from compileiq_lab.search.screen import DensityScreen, states_of
 from compileiq_lab.search.twins import TwinModel
 from compileiq_lab.space import SearchSpace

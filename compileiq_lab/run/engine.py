@@ -338,14 +338,6 @@ def stored_measurement(rec: EvalRecord) -> Measurement:
                        rec.detail)
 
 
-
-
-
-
-
-
-
-
 def copy_config(config: dict[str, Any]) -> dict[str, Any]:
     """A copy of a config deep enough that changing it cannot reach the space or the store."""
     return {k: copy_config(v) if isinstance(v, dict) else list(v) if isinstance(v, list) else v

@@ -44,7 +44,9 @@ Settings = dict[str, dict[str, Any]]  # "class" (name -> attribute values), "scr
 
 
 def parse_value(text: str) -> Any:
-    """A setting's value: a number, true/false/none, or the text itself."""
+    """A setting's value: a number, true/false/none, or the text itself (quoted, ``'none'``, it stays text)."""
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
+        return text[1:-1]
     low = text.strip().lower()
     if low in ("true", "false"):
         return low == "true"

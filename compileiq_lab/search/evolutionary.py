@@ -63,6 +63,8 @@ class PymooStrategy(Strategy):
         self._initial: list[np.ndarray] | None = None
         self._initial_keys: set[bytes] = set()  # of the initial pool: pymoo starts once every one has its result
         self._early: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        self._steady_slot = 0  # picks made of the screened generation being proposed (see _steady_picks)
+        self._out: dict[bytes, np.ndarray] = {}  # proposed genomes without a result yet (steady state)
 
     def _make_algorithm(self, **kwargs: Any) -> Any:
         raise NotImplementedError
@@ -129,8 +131,8 @@ class PymooStrategy(Strategy):
             more = np.array(list(self.fresh(screen.neighbours(), taken)), dtype=np.int64)
             X = np.vstack([X, more.reshape(-1, self.space.n_genes)])
         if len(X) > n:
-            pick = screen.select(X, n, first=self.slot, of=self.pool_size) if isinstance(screen, DensityScreen) \
-                else screen.select(X, n)
+            pick = screen.select(X, n, first=self.slot, of=self.pool_size, pending=self._pending()) \
+                if isinstance(screen, DensityScreen) else screen.select(X, n)
             rest = np.setdiff1d(np.arange(len(X)), pick)
             X, self._candidates = X[pick], X[rest[rest < kept]]
         else:
@@ -158,6 +160,8 @@ class PymooStrategy(Strategy):
         finally:
             self.algorithm.n_offsprings = self.pool_size
             mating.n_max_iterations = self.mating_rounds
+            # pymoo ends a run whose mating found nothing new; ours goes on (prior samples, the screen's proposals)
+            self.algorithm.termination.force_termination = False
         if pop is None:
             pop = Population.empty()
         if isinstance(screen, DensityScreen):
@@ -167,7 +171,6 @@ class PymooStrategy(Strategy):
                                      exclude=set(self.space.keys(pop.get("X"))) if len(pop) else None)
             if len(extra):
                 pop = Population.merge(pop, Population.new("X", extra))
-        self.algorithm.termination.force_termination = False
         return pop
 
     def _with_proposals(self, pop: Any, screen: DensityScreen, neighbours: bool = True) -> Any:
@@ -220,25 +223,53 @@ class PymooStrategy(Strategy):
                 self._initial_keys.discard(key)
             else:
                 rows.append(x)
-        if len(rows) < n and self.algorithm.is_initialized:
+        if len(rows) < n and self.algorithm.is_initialized and self._ready_screen() is not None:
+            self.seen.update(self.space.keys(np.array(rows, dtype=np.int64).reshape(len(rows), self.space.n_genes)))
+            rows.extend(self._steady_picks(n - len(rows)))
+        elif len(rows) < n and self.algorithm.is_initialized:
             self.algorithm.n_offsprings = n - len(rows)
             try:
                 pop = self.algorithm.ask()
             finally:
                 self.algorithm.n_offsprings = self.pool_size
-            self.algorithm.termination.force_termination = False
+                self.algorithm.termination.force_termination = False
             if pop is not None and len(pop):
                 rows.extend(np.asarray(pop.get("X"), dtype=np.int64)[: n - len(rows)])
         if len(rows) < n:
             taken = set(self.space.keys(np.array(rows, dtype=np.int64).reshape(len(rows), self.space.n_genes)))
             rows.extend(self.draw_unseen(self.algorithm.random_state, n - len(rows), exclude=taken))
-        return np.array(rows, dtype=np.int64).reshape(len(rows), self.space.n_genes)
+        X = np.array(rows, dtype=np.int64).reshape(len(rows), self.space.n_genes)
+        self._out.update(zip(self.space.keys(X), X))
+        return X
+
+    def _pending(self) -> np.ndarray | None:
+        """The proposals still without a result (steady state; None when there are none)."""
+        return np.array(list(self._out.values()), dtype=np.int64) if self._out else None
+
+    def _steady_picks(self, n: int) -> list[np.ndarray]:
+        """Steady state with a ready screen: ``n`` picks of a generation of ``pool_size`` (mated from pymoo's survivors
+        as they are when it opens, with the screen's proposals), each picked as a generational run picks its parts
+        (``_ask``) with every result that has arrived; the next generation opens once one is all picked."""
+        rows: list[np.ndarray] = []
+        while len(rows) < n:
+            self.slot = self._steady_slot
+            k = min(n - len(rows), self.pool_size - self.slot)
+            X = self._ask(k)
+            self._picked = []  # (pymoo hears each result as it arrives: see _observe)
+            self.seen.update(self.space.keys(X))
+            rows.extend(X)
+            self._steady_slot = 0 if len(X) < k else (self.slot + len(X)) % self.pool_size
+            if not len(X) and self.slot == 0:  # a new generation had nothing new: the caller draws prior samples
+                break
+        return rows
 
     def _observe(self, X: np.ndarray, F: np.ndarray, feasible: np.ndarray) -> None:
         """Late results are never dropped: each joins the survivors' selection (pymoo's (mu + lambda) survival)
         whenever it arrives, so a slow candidate competes on its score, not on its speed. pymoo starts from the whole
         initial pool: results are held until every one of its candidates has its result (prior samples fill the
         slots meanwhile)."""
+        for key in self.space.keys(X):
+            self._out.pop(key, None)
         if self.screen is not None:
             self.screen.observe(X, F, feasible)
         if self._initial is None:  # results before any proposal (a resumed run's stored rows): pymoo starts from them

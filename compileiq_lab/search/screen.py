@@ -303,10 +303,13 @@ class DensityScreen:
         n_model = max(1, round((of - hill) * (1 - self.explore)))
         return ["hill"] * hill + ["model"] * n_model + ["random"] * max(0, of - hill - n_model)
 
-    def select(self, candidates: np.ndarray, k: int, first: int = 0, of: int | None = None) -> np.ndarray:
+    def select(self, candidates: np.ndarray, k: int, first: int = 0, of: int | None = None,
+               pending: np.ndarray | None = None) -> np.ndarray:
         """Indices of the ``k`` candidates to evaluate (all of them if there are at most ``k``): picks ``first`` to
         ``first + k - 1`` of a generation of ``of`` (default ``k``: a whole generation), each for its role
-        (``roles``; a generation asked in parts has the roles of ``roles(of, parts=True)``)."""
+        (``roles``; a generation asked in parts has the roles of ``roles(of, parts=True)``). ``pending``: genomes
+        picked before and still without a result (an asynchronous run's calls in flight), counted as this
+        generation's picks (bad until scored, their twins teaching nothing)."""
         n = len(candidates)
         if n <= k or not self.ready:
             return np.arange(min(n, k))
@@ -314,8 +317,9 @@ class DensityScreen:
         part = self.roles(of, parts=k < of)[first:first + k]
         n_hill, n_random = part.count("hill"), part.count("random")
         S = states_of(self.space, candidates)
+        out = None if pending is None or not len(pending) else states_of(self.space, pending)
         if not n_hill:
-            return self._select(S, np.arange(n), k, k - n_random)
+            return self._select(S, np.arange(n), k, k - n_random, taken=out)
         log_twin = self.twins.log_twin(S)
         order = self._hill_order(S, log_twin)
         p_twin = np.exp(log_twin)
@@ -324,7 +328,8 @@ class DensityScreen:
         if len(hill) == k:
             return np.asarray(hill, dtype=int)
         rest = np.setdiff1d(np.arange(n), hill)
-        chosen = hill + list(self._select(S, rest, k - len(hill), k - len(hill) - n_random, log_twin, taken=S[hill]))
+        taken = S[hill] if out is None else np.vstack([out, S[hill]])
+        chosen = hill + list(self._select(S, rest, k - len(hill), k - len(hill) - n_random, log_twin, taken=taken))
         spare = [j for j in order[len(hill):] if p_twin[j] < self.HILL_TWIN and j not in chosen]
         for at in range(len(hill), len(chosen)):  # a likely twin teaches less than an untried neighbour
             if spare and p_twin[chosen[at]] > self.HILL_TWIN:

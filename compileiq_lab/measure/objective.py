@@ -101,12 +101,21 @@ def call_objective(fn: Callable[[dict[str, Any]], Any], config: dict[str, Any], 
         # library's own BaseException), as they are when the objective runs in a worker process
         elapsed = time.perf_counter() - t0
         tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)[-_TB_LINES:])
-        return Measurement("error", error=f"{type(exc).__name__}: {exc}"[:500], elapsed_s=elapsed,
+        return Measurement("error", error=f"{type(exc).__name__}: {_text_of(exc)}"[:500], elapsed_s=elapsed,
                            detail={"traceback": tb})
     elapsed = time.perf_counter() - t0
     m = classify_return(value, n_objectives)
-    m.elapsed_s = elapsed if not m.elapsed_s else m.elapsed_s
+    given = m.elapsed_s  # an objective's Measurement may carry its own time (e.g. the kernel's alone)
+    m.elapsed_s = given if isinstance(given, (int, float)) and math.isfinite(given) and given > 0 else elapsed
     return m
+
+
+def _text_of(exc: BaseException) -> str:
+    """An exception's message, or what is known of it when its ``__str__`` itself raises."""
+    try:
+        return str(exc)
+    except Exception as inner:  # noqa: BLE001 - a broken __str__ must not end the run
+        return f"<message not printable: {type(inner).__name__} in its __str__>"
 
 
 def make_evaluator(fn: Callable[[dict[str, Any]], Any], n_objectives: int, timeout_s: float | None,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -303,7 +304,11 @@ class Engine:
             return
         self._generation = max(self._generation, 0) + 1
         if self._generation > self._config.generations:
-            self._done_reason, self.stop_reason = "finished", "generations"
+            if self._strategy.spent:  # the last generation evaluated what was left of the space
+                self._done_reason = "exhausted"
+                log.info("search space exhausted after %d evaluations", len(self._store))
+            else:
+                self._done_reason, self.stop_reason = "finished", "generations"
             return
         X = self._strategy.ask(n)
         if len(X) == 0:
@@ -323,13 +328,21 @@ class Engine:
 
 
 def commit(store: RunStore, c: Candidate, m: Measurement, started_at: float | None = None) -> EvalRecord:
-    """Append a candidate's outcome to the store as its next row; returns the row."""
+    """Append a candidate's outcome to the store as its next row; returns the row. What a store cannot hold is made
+    storable, never a reason to lose the row: an error text with undecodable bytes (a compiler's output decoded with
+    ``surrogateescape``) gets them replaced, and an elapsed time that is not a finite number >= 0 is recorded as 0."""
+    elapsed = float(m.elapsed_s) if isinstance(m.elapsed_s, (int, float)) and math.isfinite(m.elapsed_s) else 0.0
     rec = EvalRecord(eval_id=len(store), generation=c.generation, config_key=c.key, params=c.config, status=m.status,
-                     error=m.error, scores=list(m.scores) if m.scores is not None else None, elapsed_s=m.elapsed_s,
-                     started_at=time.time() if started_at is None else started_at, is_baseline=c.is_baseline,
-                     detail=m.detail)
+                     error=_storable_text(m.error), scores=list(m.scores) if m.scores is not None else None,
+                     elapsed_s=max(0.0, elapsed), started_at=time.time() if started_at is None else started_at,
+                     is_baseline=c.is_baseline, detail=m.detail)
     store.append(rec)
     return rec
+
+
+def _storable_text(text: object) -> str:
+    """``text`` as a string UTF-8 can encode (lone surrogates, from bytes decoded as ``surrogateescape``, replaced)."""
+    return str(text).encode("utf-8", errors="replace").decode("utf-8")
 
 
 def stored_measurement(rec: EvalRecord) -> Measurement:

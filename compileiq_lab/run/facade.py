@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import os
 import sqlite3
 import threading
@@ -23,6 +24,7 @@ from compileiq_lab.run.steady import SteadyEngine, drive_steady
 from compileiq_lab.search.config import SearchConfiguration
 from compileiq_lab.space.objectives import Objective
 from compileiq_lab.space.space import SearchSpace
+from compileiq_lab.store.header import RunHeader
 from compileiq_lab.store.results import Results
 from compileiq_lab.store.sqlite import EvalRecord, RunStore, new_store_path
 
@@ -265,7 +267,8 @@ class Search:
             if steady is not None:
                 status = drive_steady(steady, evaluate, emit, self._stop, executor, executor.slots, gate, deadline)
             else:
-                status = drive(self._engine, evaluate, emit, self._stop, executor, gate, deadline)
+                status = drive(self._engine, evaluate, emit, self._stop, executor, gate, deadline,
+                               part=self._part_size(header, executor.slots))
         except KeyboardInterrupt:
             status = "interrupted"
             log.warning("search interrupted after %d evaluations; every finished one is kept in %s",
@@ -283,6 +286,21 @@ class Search:
         emit(FinishedEvent(status, len(results), reason))
         hooks.finish(results)
         return results
+
+    def _part_size(self, header: RunHeader, slots: int) -> int:
+        """How many candidates of a generation are asked at a time (each part picked with every result before it):
+        the evaluation slots of the run's first ``start()``, kept in its header (``resolved["part_size"]``), so that a
+        run resumed with other ``workers`` asks what an uninterrupted one would and replays its stored rows. A run
+        stored before the setting asks ``slots`` at a time, as it did."""
+        stored = header.resolved.get("part_size")
+        if isinstance(stored, int) and not isinstance(stored, bool) and stored >= 1:
+            if stored != slots:
+                log.info("candidates are asked %d at a time, as this run was started with (now %d evaluation slots): "
+                         "a resumed run asks what an uninterrupted one would", stored, slots)
+            return stored
+        if all(r.is_baseline for r in self.store.records()):  # a new run: its first start() decides
+            self.store.update_header(resolved={**header.resolved, "part_size": slots})
+        return slots
 
     def _close_header(self, status: str, reason: str, run_time_s: float) -> None:
         """Record how ``start`` ended (and the run's wall time so far) and stop being the writer; a store that cannot
@@ -340,6 +358,8 @@ class Search:
             raise ConfigurationError(f"tell() needs one score per candidate, but got {len(candidates)} "
                                      f"candidates and {len(scores)} scores")
         candidates = cast(Sequence[Candidate], candidates)
+        if elapsed_s is not None:
+            elapsed_s = _checked_times(elapsed_s, len(candidates))
         self._engine.check_awaiting(candidates)  # all of them, before recording any
         records = []
         for i, (c, s) in enumerate(zip(candidates, scores)):
@@ -395,3 +415,26 @@ class Search:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+
+
+def _checked_times(elapsed_s: Sequence[Any], n: int) -> list[float]:
+    """``tell``'s evaluation times, checked before anything is recorded: one finite number >= 0 per candidate.
+
+    Raises:
+        ConfigurationError: Another count, or a time that is not such a number.
+    """
+    times = list(elapsed_s)
+    if len(times) != n:
+        raise ConfigurationError(f"tell(elapsed_s=...): one time per candidate must be given, but got {len(times)} "
+                                 f"times for {n} candidates; give one per candidate, or leave elapsed_s out")
+    out = []
+    for i, t in enumerate(times):
+        try:
+            value = float(t)
+        except (TypeError, ValueError):
+            value = float("nan")
+        if not math.isfinite(value) or value < 0:
+            raise ConfigurationError(f"tell(elapsed_s=...): each time must be a finite number of seconds >= 0, but "
+                                     f"elapsed_s[{i}] is {t!r}; give the measured time, or 0 where it is unknown")
+        out.append(value)
+    return out

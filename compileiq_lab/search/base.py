@@ -67,7 +67,8 @@ class Strategy(ABC):
         already holds (the baseline, evaluated before generation 1), so that the strategy learns them as members of
         its first pool instead of spending those slots on prior samples. The caller answers them from what it holds,
         without a second evaluation (``Engine`` replays a stored row)."""
-        X = np.asarray(X, dtype=np.int64).reshape(-1, self.space.n_genes)
+        X = np.asarray(X, dtype=np.int64)
+        X = X.reshape(len(X) if X.ndim > 1 else 1, self.space.n_genes)  # (-1 cannot be solved for a space of no genes)
         self.seeds = np.vstack([X, self.seeds])
 
     def ask(self, n: int | None = None) -> np.ndarray:
@@ -110,6 +111,11 @@ class Strategy(ABC):
         self.seen.update(self.space.keys(X))
         self._asked = X
         return X
+
+    @property
+    def spent(self) -> bool:
+        """Whether nothing new is left to ask: every config of the space was asked or is rejected."""
+        return self.exhausted or len(self.seen) >= self._space_size
 
     @property
     def in_generation(self) -> bool:

@@ -299,6 +299,9 @@ class RunStore:
                 self._conn.execute(f"INSERT INTO evals({', '.join(COLUMNS)}) VALUES "
                                    f"({', '.join('?' * len(COLUMNS))})", record.to_row())
             except sqlite3.IntegrityError as exc:
+                if "UNIQUE" not in str(exc):  # a value the table cannot hold (the engine stores none such)
+                    raise StoreError(f"evaluation {record.eval_id} of config {record.config_key} cannot be stored in "
+                                     f"{self.path!r}: {exc}; every column of a row must hold a value") from exc
                 raise StoreError(f"evaluation {record.eval_id} of config {record.config_key} is already "
                                  f"stored in {self.path!r}: {exc}") from exc
             except sqlite3.Error as exc:

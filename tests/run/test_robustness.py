@@ -111,7 +111,7 @@ def test_worker_keeps_scores_when_detail_is_unpicklable():
 
 
 def test_ask_tell_and_stop_misuse():
-    s = Search(lambda c: 1.0, {"a": ss.range(0, 9, default=0)}, SearchConfiguration(generations=2), store=":memory:")
+    s = Search(lambda c: 1.0, {"a": ss.range(0, 19, default=0)}, SearchConfiguration(generations=2), store=":memory:")
     for bad in (0, -1, 2.5, True):
         with pytest.raises(ConfigurationError, match="n is None or an int >= 1"):
             s.ask(bad)
@@ -192,8 +192,63 @@ def test_an_objective_raising_a_base_exception_is_its_row_in_process_and_in_a_wo
             raise asyncio.CancelledError("gave up")
         return float(config["x"])
 
-    res = Search(objective, {"x": ss.range(1, 8)}, SearchConfiguration(generations=2, pool_size=4, timeout_s=timeout_s),
-                 store=":memory:").start()
+    res = Search(objective, {"x": ss.range(1, 16)},
+                 SearchConfiguration(generations=2, pool_size=4, timeout_s=timeout_s), store=":memory:").start()
     assert res.status == "finished"
     odd = [r for r in res.records if r.params["x"] % 2]
     assert odd and all(r.status == "error" and "CancelledError: gave up" in r.error for r in odd)
+
+
+@pytest.mark.parametrize("settings", [{}, {"baseline_in_pool": False}, {"asynchronous": True}, {"baseline": False}])
+def test_a_space_of_one_config_evaluates_it_once_and_ends_exhausted(settings):
+    res = Search(lambda c: 1.0, {"opt": ss.literal("-O3")}, SearchConfiguration(generations=3, **settings),
+                 store=":memory:").start()
+    assert res.status == "exhausted" and [r.params for r in res.records] == [{"opt": "-O3"}]
+
+
+@pytest.mark.parametrize("asynchronous", [False, True])
+def test_a_space_evaluated_completely_in_the_last_generation_ends_exhausted(asynchronous):
+    cfg = SearchConfiguration(generations=1, pool_size=8, seed=0, asynchronous=asynchronous)
+    res = Search(lambda c: float(c["opt"]), {"opt": ss.choice([0, 1, 2, 3], default=0)}, cfg, store=":memory:").start()
+    assert len(res.records) == 4 and res.status == "exhausted" and res.header.stop_reason == ""
+
+
+def test_failures_whose_message_cannot_be_stored_or_printed_are_still_rows(store_path):
+    undecodable = b"ptxas fatal : Unresolved extern function in /home/ren\xe9/k.cu".decode("utf-8", "surrogateescape")
+
+    class Unprintable(Exception):
+        def __str__(self):
+            raise AttributeError("no returncode")
+
+    def objective(config):
+        if config["o"] == 0:
+            raise RuntimeError(undecodable)
+        if config["o"] == 1:
+            raise Unprintable()
+        return Measurement("ok", (float(config["o"]),), elapsed_s=float("nan"))  # a time that is not a number
+
+    res = Search(objective, {"o": ss.choice([0, 1, 2, 3])}, SearchConfiguration(generations=2, pool_size=4),
+                 store=store_path).start()
+    by = {r.params["o"]: r for r in res.records}
+    assert sorted(by) == [0, 1, 2, 3]
+    assert by[0].status == "error" and "Unresolved extern function in /home/ren" in by[0].error
+    assert by[1].status == "error" and "Unprintable: <message not printable: AttributeError" in by[1].error
+    assert by[2].status == "ok" and by[2].elapsed_s >= 0  # the call's own time, measured
+    from compileiq_lab.store import load_results
+
+    assert [r.error for r in load_results(store_path).records] == [r.error for r in res.records]  # as stored
+
+
+def test_tell_checks_the_evaluation_times_before_recording_any():
+    space = {"O": ss.choice([0, 1, 2, 3], default=2), "r": ss.range(16, 64, 16, knockout_prob=0.5)}
+    s = Search(None, space, SearchConfiguration(generations=3, pool_size=4), store=":memory:")
+    s.tell(s.ask(), [1.0])
+    batch = s.ask()
+    with pytest.raises(ConfigurationError, match=r"one time per candidate.*got 2 times for 3 candidates"):
+        s.tell(batch, [1.0] * 3, elapsed_s=[0.1, 0.1])
+    for bad in (float("nan"), -1.0, "slow"):
+        with pytest.raises(ConfigurationError, match=r"finite number of seconds >= 0.*elapsed_s\[1\] is"):
+            s.tell(batch, [1.0] * 3, elapsed_s=[0.1, bad, 0.1])
+    assert len(s.results) == 1 and len(s.engine.awaiting()) == 3  # nothing half-told
+    s.tell(batch, [1.0] * 3, elapsed_s=[0.1, 0.2, 0.3])
+    assert [r.elapsed_s for r in s.results.records[1:]] == [0.1, 0.2, 0.3]

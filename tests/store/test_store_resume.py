@@ -102,6 +102,26 @@ def test_resume_to_more_generations_extends_the_same_trajectory(store_path):
     assert len(calls) == len(res) and first < len(calls)
 
 
+@pytest.mark.parametrize("first, then", [(4, 1), (1, 3)])
+def test_a_run_resumed_with_other_workers_asks_what_an_uninterrupted_one_would(store_path, first, then):
+    # one objective: a generation is picked as many at a time as the run has slots, each part with the results
+    # before it; a resumed run keeps the part size of the run's first start(), so its stored rows replay
+    calls: list[dict] = []
+
+    def f(c):
+        calls.append(c)
+        return PROBLEM(c)
+
+    cfg = {**CFG, "pool_size": 4}
+    whole = Search(f, PROBLEM.space(), SearchConfiguration(**cfg), store=":memory:").start(workers=first)
+    Search(f, PROBLEM.space(), SearchConfiguration(**{**cfg, "generations": 3}), store=store_path).start(workers=first)
+    calls.clear()
+    res = Search.resume(store_path, f, generations=6, workers=then)
+    assert list(res.get_results()["params"]) == list(whole.get_results()["params"])
+    assert len(calls) == len(res) - 3 * 4  # the stored rows replayed (the baseline one of them), none asked again
+    assert len(Search.resume(store_path, f, workers=then)) == len(res)  # a finished run's budget is spent
+
+
 SCRIPT = textwrap.dedent("""
     import os, signal, sys, time
     from compileiq_lab import Search, SearchConfiguration

@@ -44,11 +44,8 @@ def name_of(fn: Callable[..., Any] | None) -> str:
 
 
 def reopened_config(stored: Mapping[str, Any], **changes: Any) -> SearchConfiguration:
-    """A stored run's settings with the changes a resumed run may make (``generations``, ``timeout_s``,
-    ``max_evaluations``, ``time_budget_s``; None keeps the stored value)."""
-    defaults = SearchConfiguration.defaults()  # a run stored before these settings: unscreened, nothing learned
-    legacy = {k: defaults[k] for k in ("model", "learn_conflicts", "baseline_in_pool")}
-    return SearchConfiguration.from_dict({**legacy, **stored, **{k: v for k, v in changes.items() if v is not None}})
+    """A stored run's settings with the changes a resumed run may make (``SearchConfiguration.reopened``)."""
+    return SearchConfiguration.reopened(stored, **changes)
 
 
 def new_header(space: SearchSpace, config: SearchConfiguration, objective: str,

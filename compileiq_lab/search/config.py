@@ -309,6 +309,14 @@ class SearchConfiguration:
             raise ConfigurationError(f"unknown SearchConfiguration keys {sorted(extra)}; valid keys: {sorted(known)}")
         return cls(**data)
 
+    @classmethod
+    def reopened(cls, stored: Mapping[str, Any], **changes: Any) -> SearchConfiguration:
+        """A stored run's settings (a header's ``config``) as it searched with them, a setting it predates at the value
+        it then had (``defaults``), with the changes a resumed run may make (``generations``, ``timeout_s``,
+        ``max_evaluations``, ``time_budget_s``; None keeps the stored value)."""
+        legacy = {k: v for k, v in cls.defaults().items() if k in ("model", "learn_conflicts", "baseline_in_pool")}
+        return cls.from_dict({**legacy, **stored, **{k: v for k, v in changes.items() if v is not None}})
+
     def pools_baseline(self, space: SearchSpace, baseline: Mapping[str, Any] | None) -> bool:
         """Whether ``baseline`` (the run's, None for none) is one of generation 1's candidates: with
         ``baseline_in_pool``, in a generational run, where it is a point of ``space``."""

@@ -235,7 +235,7 @@ class NamedConflicts:
                 return None  # an option the space does not hold: the conflict may be with it
             for i in hits:
                 states = named.setdefault(i, {int(s[i])})
-                listed = set(_VALUES.split(tail[0].lower())) if tail else set()
+                listed = set(_VALUES.split(tail[0].lower())) - {""} if tail else set()  # ("<0,2>" splits to "")
                 states.update(state for label, state in self._labels[i].items() if label in listed)
         if not named:
             return None

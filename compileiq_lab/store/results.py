@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from compileiq_lab.exceptions import ConfigurationError
+from compileiq_lab.search.config import SearchConfiguration
 from compileiq_lab.search.conflicts import conflicts_in
 from compileiq_lab.search.pareto import pareto_mask
 from compileiq_lab.space.objectives import Objective, objectives_from_settings, signs
@@ -31,7 +33,12 @@ def representative(records: Sequence[EvalRecord]) -> EvalRecord:
 
     The one rule for identical points: the CLI (tune, show, export), the report and the lab all use it.
     """
-    return min(records, key=lambda r: (len(r.params), r.eval_id))
+    return min(records, key=lambda r: (_n_set(r.params), r.eval_id))
+
+
+def _n_set(params: Mapping[str, Any]) -> int:
+    """Parameters set in a config, those of a nested group (``{"defines": {...}}``) counted one by one."""
+    return sum(_n_set(v) if isinstance(v, Mapping) else 1 for v in params.values())
 
 
 class Results:
@@ -220,8 +227,15 @@ class Results:
         ``SearchConfiguration.learn_conflicts``); none for a run made without learning them."""
         if not self.header.config.get("learn_conflicts"):
             return []
-        return conflicts_in(SearchSpace.from_spec(self.header.space),
-                            [(r.params, r.status, r.error, r.detail) for r in self.records if not r.is_baseline])
+        space = SearchSpace.from_spec(self.header.space)
+        base = next((r for r in self.records if r.is_baseline), None)
+        try:  # a baseline that was one of generation 1's candidates taught the search as they did
+            config = SearchConfiguration.reopened(self.header.config)
+            pooled = config.pools_baseline(space, base.params if base is not None else None)
+        except (ConfigurationError, TypeError, ValueError):  # a damaged header: its searched rows alone
+            pooled = False
+        return conflicts_in(space, [(r.params, r.status, r.error, r.detail) for r in self.records
+                                    if pooled or not r.is_baseline])
 
     def best_record(self, objective: int = 0) -> EvalRecord | None:
         """The best evaluation on one objective (index), ties broken first by the other objectives (a point on

@@ -194,6 +194,32 @@ def test_a_runs_results_name_what_it_learned(tmp_path) -> None:
                                         "opt_level in (1, 2, 3) and fast_compile = 'max' fail to compile"}
 
 
+def test_a_listed_value_set_never_takes_in_an_empty_value() -> None:
+    # "<0,2>" splits into "0", "2" and empty words: a choice's "" (pass nothing) is not among the values listed
+    space = SearchSpace({"opt_level": ss.choice(["", "0", "2", "3"]), "fast_compile": ss.choice(["min", "max", ""])})
+    learner = _learner(space, [{"opt_level": "2", "fast_compile": "min"}],
+                       ["ptxas fatal : Conflicting options -opt-level=<0,2> and --Ofast-compile=min specified"])
+    assert [learner.describe(c) for c in learner.conflicts] == [
+        "opt_level in ('0', '2') and fast_compile = 'min' fail to compile"]
+    assert not _in_conflict(learner, space, {"opt_level": "", "fast_compile": "min"})
+
+
+def test_what_a_pooled_baseline_taught_is_among_what_the_run_learned() -> None:
+    space = {"restrict": ss.range(1, 8, 1, default=1), "fmad": ss.choice(["unset", "slow", "fast"], default="unset"),
+             "vectorize": ss.log_sampling(0.001, 1.0, 6, knockout_prob=0.5)}
+
+    def objective(config):
+        raise RuntimeError(f"ptxas fatal : bad fmad={config['fmad']}")  # every config fails, naming its fmad
+
+    for pooled in (True, False):
+        s = Search(objective, space, SearchConfiguration(generations=5, pool_size=8, seed=0, baseline_in_pool=pooled),
+                   store=":memory:")
+        res = s.start()
+        engine = [s.engine.conflicts.describe(c) for c in s.engine.conflicts.conflicts]
+        assert res.learned_conflicts() == engine, pooled  # what the search learned, no more, no less
+        assert len(engine) == 3 and res.status == "exhausted"  # (nothing left to ask: that is why it ended)
+
+
 def test_controls_named_with_a_prefix_of_their_own_are_named_by_the_option() -> None:
     space = SearchSpace({"ptxas_opt_level": ss.choice([0, 1, 2, 3, "unset"]),
                          "ptxas_fast_compile": ss.choice(["min", "mid", "max", "unset"])})

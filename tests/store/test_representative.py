@@ -31,6 +31,13 @@ def test_representative_is_fewest_params_then_earliest() -> None:
     assert representative([res.records[3], res.records[2]]).eval_id == 2  # order given does not matter
 
 
+def test_representative_counts_each_parameter_of_a_nested_group() -> None:
+    grouped = _rec(0, [1.0], {"defines": {"A": 1, "B": 2, "C": 3}})  # three -D knobs set, one group
+    flat = _rec(1, [1.0], {"d": "-d", "e": "-e"})
+    assert representative([grouped, flat]).eval_id == 1
+    assert representative([_rec(0, [1.0], {"defines": {"A": 1}, "x": 1}), flat]).eval_id == 0  # 2 vs 2: the earlier
+
+
 def test_best_record_breaks_ties_on_the_front_then_by_the_rule() -> None:
     res = _results()
     best = res.best_record(0)

@@ -67,3 +67,10 @@ def test_a_warm_started_run_continues_with_the_same_command(tmp_path):
     assert again.returncode == 0, again.stderr
     res = load_results(str(tmp_path / "b.db"))
     assert res.header.config["warm_start"] == stored and res.header.config["generations"] == 3
+
+
+def test_the_package_runs_as_the_command(tmp_path):
+    out = subprocess.run([sys.executable, "-m", "compileiq_lab", "--version"], capture_output=True, text=True,
+                         cwd=tmp_path, timeout=120)
+    command = cli("--version", cwd=tmp_path)
+    assert out.returncode == command.returncode == 0 and out.stdout == command.stdout and "compileiq-lab" in out.stdout

@@ -119,8 +119,9 @@ class Recorder:
         return v
 
 
-def lab(p: Problem, seed: int, budget: int, **settings: Any) -> tuple[Trace, float]:
-    """compileiq-lab's Search with its defaults (or named settings), an in-memory store."""
+def lab(p: Problem, seed: int, budget: int, workers: int = 1, **settings: Any) -> tuple[Trace, float]:
+    """compileiq-lab's Search with its defaults (or named settings), an in-memory store, ``workers`` evaluation slots
+    (threads)."""
     rec = Recorder(p, budget)
 
     def f(config: dict[str, Any]) -> Any:
@@ -136,7 +137,7 @@ def lab(p: Problem, seed: int, budget: int, **settings: Any) -> tuple[Trace, flo
     t0 = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        Search(f, p.space, cfg, store=":memory:", constraint=p.constraint).start()
+        Search(f, p.space, cfg, store=":memory:", constraint=p.constraint).start(workers=workers)
     return rec.trace[:budget], time.perf_counter() - t0 - rec.objective_s
 
 

@@ -7,7 +7,8 @@ optimum per table and space, their sums, and how sure the difference is.
 A variant is ``NAME=SETTING[,SETTING...]``, each setting ``KEY=VALUE`` (a number, true/false, or text): a class
 attribute of ``DensityScreen`` or ``TwinModel`` (upper case, e.g. ``HILL_TWIN``) or of ``PymooStrategy`` (e.g.
 ``part_candidates``), an argument of ``DensityScreen`` (``gamma``, ``local``, ...) or a field of
-``SearchConfiguration`` (``pool_size``, ``model``, ...). Every variant runs on the same seeds as the default, so
+``SearchConfiguration`` (``pool_size``, ``model``, ...), or ``workers`` (evaluation slots of ``start()``, threads; an
+asynchronous run with several is not reproducible call for call). Every variant runs on the same seeds as the default, so
 seed-to-seed noise cancels in part; the interval is a paired bootstrap over the seeds (each resample draws seeds and
 uses them for every table, space and variant). One-objective tables only.
 
@@ -40,7 +41,7 @@ from compileiq_lab.search.twins import TwinModel
 
 BUDGET = 200
 WAYS = ("catalog", "plain")
-Settings = dict[str, dict[str, Any]]  # "class" (name -> attribute values), "screen", "config"
+Settings = dict[str, dict[str, Any]]  # "class" (name -> attribute values), "screen", "config", "start"
 
 
 def parse_value(text: str) -> Any:
@@ -68,7 +69,7 @@ def parse_variant(spec: str) -> tuple[str, Settings]:
                          f"--variant twin65=HILL_TWIN=0.65")
     screen_args = set(inspect.signature(DensityScreen.__init__).parameters) - {"self", "space", "n_objectives", "seed"}
     fields = {f.name for f in dataclasses.fields(SearchConfiguration)}
-    out: Settings = {"class": {}, "screen": {}, "config": {}}
+    out: Settings = {"class": {}, "screen": {}, "config": {}, "start": {}}
     for item in body.split(","):
         key, sep, value = item.partition("=")
         key = key.strip()
@@ -83,11 +84,13 @@ def parse_variant(spec: str) -> tuple[str, Settings]:
             out["screen"][key] = parse_value(value)
         elif key in fields:
             out["config"][key] = parse_value(value)
+        elif key == "workers":
+            out["start"][key] = parse_value(value)
         else:
             raise SystemExit(f"--variant {name}: {key!r} is neither a DensityScreen or TwinModel constant, nor a "
                              f"PymooStrategy attribute (e.g. part_candidates), nor a DensityScreen argument "
-                             f"({', '.join(sorted(screen_args))}), nor a SearchConfiguration field; use one of those "
-                             f"names")
+                             f"({', '.join(sorted(screen_args))}), nor a SearchConfiguration field, nor workers; use "
+                             f"one of those names")
     return name, out
 
 
@@ -114,7 +117,9 @@ def cell(args: tuple[str, str, Settings, list[int]]) -> list[float]:
     logging.getLogger("compileiq_lab").setLevel(logging.ERROR)
     apply(settings)
     p = table_problem(name, way)
-    return [float(metrics(p, lab(p, s, BUDGET, **settings["config"])[0], BUDGET)["calls_to_best"]) for s in seeds]
+    start = settings.get("start", {})
+    return [float(metrics(p, lab(p, s, BUDGET, **start, **settings["config"])[0], BUDGET)["calls_to_best"])
+            for s in seeds]
 
 
 def paired_interval(variant: np.ndarray, base: np.ndarray, level: float = 0.9, n: int = 2000) -> tuple[float, float]:
@@ -141,7 +146,8 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--out", default="variants", help="results name under bench/results/ (or a path)")
     args = ap.parse_args()
-    variants = dict([("default", {"class": {}, "screen": {}, "config": {}}), *map(parse_variant, args.variant)])
+    variants = dict([("default", {"class": {}, "screen": {}, "config": {}, "start": {}}),
+                      *map(parse_variant, args.variant)])
     split = json.loads((TABLES / "split.json").read_text())
     tables = [n for n, k in objectives_of([*split["tune"], *split["held_out"]]).items()
               if k == 1 and half_of(n, split) == args.half]

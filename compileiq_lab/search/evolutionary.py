@@ -224,7 +224,9 @@ class PymooStrategy(Strategy):
             else:
                 rows.append(x)
         if len(rows) < n and self.algorithm.is_initialized and self._ready_screen() is not None:
-            self.seen.update(self.space.keys(np.array(rows, dtype=np.int64).reshape(len(rows), self.space.n_genes)))
+            keys = self.space.keys(np.array(rows, dtype=np.int64).reshape(len(rows), self.space.n_genes))
+            self.seen.update(keys)
+            self._out.update(zip(keys, rows))
             rows.extend(self._steady_picks(n - len(rows)))
         elif len(rows) < n and self.algorithm.is_initialized:
             self.algorithm.n_offsprings = n - len(rows)
@@ -256,7 +258,9 @@ class PymooStrategy(Strategy):
             k = min(n - len(rows), self.pool_size - self.slot)
             X = self._ask(k)
             self._picked = []  # (pymoo hears each result as it arrives: see _observe)
-            self.seen.update(self.space.keys(X))
+            keys = self.space.keys(X)
+            self.seen.update(keys)
+            self._out.update(zip(keys, X))  # in flight from now on, for the next part's picks
             rows.extend(X)
             self._steady_slot = 0 if len(X) < k else (self.slot + len(X)) % self.pool_size
             if not len(X) and self.slot == 0:  # a new generation had nothing new: the caller draws prior samples

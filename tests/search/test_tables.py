@@ -265,11 +265,11 @@ def _bench_variants():  # the variants bench (bench/bench_variants.py), imported
 def test_the_variants_bench_sends_each_setting_where_it_belongs_and_names_the_rule_for_a_bad_one():
     bv = _bench_variants()
     name, s = bv.parse_variant("v=HILL_TWIN=0.65,MOVE_STRENGTH=2,part_candidates=32,gamma=0.2,pool_size=6,"
-                               "model=density")
+                               "model='none',workers=4")
     assert name == "v"
     assert s == {"class": {"DensityScreen.HILL_TWIN": 0.65, "TwinModel.MOVE_STRENGTH": 2,
                            "PymooStrategy.part_candidates": 32},
-                 "screen": {"gamma": 0.2}, "config": {"pool_size": 6, "model": "density"}}
+                 "screen": {"gamma": 0.2}, "config": {"pool_size": 6, "model": "none"}, "start": {"workers": 4}}
     from compileiq_lab.search.evolutionary import GAStrategy, PymooStrategy
 
     before = PymooStrategy.part_candidates

@@ -97,6 +97,7 @@ def attach_signed_values(argv: Sequence[str]) -> list[str]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit code."""
+    from compileiq_lab.cli.options import UsageError
     from compileiq_lab.exceptions import CompileIQLabError
 
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -119,6 +120,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         commands = {"demo": _demo, "tune": run_tune, "catalog": run_catalog, **RUN_COMMANDS}
         return commands[args.command](args)
+    except UsageError as exc:
+        print(f"compileiq-lab {args.command}: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     except CompileIQLabError as exc:
         print(f"compileiq-lab: error: {exc}", file=sys.stderr)
         return EXIT_ERROR

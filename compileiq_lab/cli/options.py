@@ -22,13 +22,20 @@ from compileiq_lab.kernels import (
     refuse_fixed_controls,
 )
 from compileiq_lab.store import EvalRecord, Results, Validation
-from compileiq_lab.store.pick import default_pick, pick_point
+from compileiq_lab.store.pick import PICK_RULES, default_pick, pick_point
 from compileiq_lab.toolchain.context import parse_define
 
-__all__ = ["add_build_arguments", "add_pick_arguments", "add_triton_arguments", "build_options", "duration",
-           "export_point", "int_at_least", "kernel_argument", "seconds"]
+__all__ = ["UsageError", "add_build_arguments", "add_pick_arguments", "add_triton_arguments", "build_options",
+           "check_pick", "duration", "export_point", "int_at_least", "kernel_argument", "seconds"]
 
 _UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0}
+#: What --pick takes besides an objective's name: pick_point's default "first" and its PICK_RULES.
+_PICKS = ("first", *PICK_RULES)
+
+
+class UsageError(ConfigurationError):
+    """A command line that contradicts itself or the run it asks for, found before anything runs (exit 2, as
+    argparse's own usage errors)."""
 
 
 def int_at_least(low: int, what: str) -> Callable[[str], int]:
@@ -106,6 +113,13 @@ def add_triton_arguments(parser: argparse.ArgumentParser) -> None:
                              "by 16, as Triton's JIT assumes for aligned tensors")
     parser.add_argument("--num-warps", type=int_at_least(1, "Triton's warps per program"), default=4)
     parser.add_argument("--num-stages", type=int_at_least(1, "Triton's pipelining depth"), default=3)
+
+
+def check_pick(rule: str | None, objectives: list[str]) -> None:
+    """Refuse a --pick that names neither one of the run's ``objectives`` nor a rule (UsageError)."""
+    if rule is not None and rule not in objectives and rule not in _PICKS:
+        raise UsageError(f"`--pick is an objective of the run ({', '.join(objectives)}) or one of {', '.join(_PICKS)}`"
+                         f" must hold, but got {rule!r}; pick one of those")
 
 
 def kernel_argument(args: argparse.Namespace, out_dir: Path) -> str | KernelSpec:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import re
 import sys
 import time
 from collections.abc import Callable
@@ -13,10 +14,12 @@ from typing import Any
 from compileiq_lab.analysis.registry import warm_start_configs
 from compileiq_lab.analysis.validation import validate
 from compileiq_lab.cli.options import (
+    UsageError,
     add_build_arguments,
     add_pick_arguments,
     add_triton_arguments,
     build_options,
+    check_pick,
     duration,
     export_point,
     int_at_least,
@@ -31,7 +34,21 @@ from compileiq_lab.run.events import EvaluationEvent, FinishedEvent, GenerationE
 from compileiq_lab.run.start import count_run_time
 from compileiq_lab.store import DEFAULT_DIR, EvalRecord, Results, Validation, load_results
 
-__all__ = ["add_catalog_parser", "add_tune_parser", "run_catalog", "run_tune"]
+__all__ = ["EXECUTORS", "add_catalog_parser", "add_tune_parser", "executor_spec", "run_catalog", "run_tune"]
+
+#: The executors --executor names besides a scheduler address (as ``compileiq_lab.run.dask_executor.DaskExecutor``
+#: takes them).
+EXECUTORS = ("local", "dask", "dask-cuda")
+_ADDRESS = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://\S+")
+
+
+def executor_spec(text: str) -> str:
+    """An argparse type: one of ``EXECUTORS`` or a scheduler address SCHEME://HOST:PORT (its form only: nothing is
+    reached here)."""
+    if text in EXECUTORS or _ADDRESS.fullmatch(text):
+        return text
+    raise argparse.ArgumentTypeError(f"`{', '.join(EXECUTORS)} or a scheduler address SCHEME://HOST:PORT` must hold, "
+                                     f"but got {text!r}; e.g. --executor dask or --executor tcp://host:8786")
 
 
 def add_tune_parser(sub: Any) -> None:
@@ -83,7 +100,7 @@ def add_tune_parser(sub: Any) -> None:
     t.add_argument("--seed", type=int_at_least(0, "the search seed"), default=0)
     t.add_argument("--workers", type=int_at_least(1, "candidates at once"), default=None,
                    help="candidates evaluated at once (default: the CPU count; 1 when CPU runs are timed)")
-    t.add_argument("--executor", default="local", metavar="local|dask|dask-cuda|tcp://HOST:PORT",
+    t.add_argument("--executor", type=executor_spec, default="local", metavar="local|dask|dask-cuda|tcp://HOST:PORT",
                    help="where candidates are evaluated: this process (local, the default), a Dask LocalCluster of "
                         "one worker per core (dask), one worker per GPU (dask-cuda), or an existing Dask cluster "
                         "by its scheduler address; needs pip install 'compileiq-lab[dist]'")
@@ -135,6 +152,25 @@ def _split(text: str | None, option: str = "--objectives") -> list[str] | None:
         raise ConfigurationError(f"{option}: `a comma list of at least one name` must hold, but got {text!r}; "
                                  f"leave {option} out for the defaults")
     return items
+
+
+def _objectives(text: str | None) -> list[str] | None:
+    """The --objectives list; a name given twice is a usage error (it would only repeat a column)."""
+    names = _split(text)
+    repeated = sorted({n for n in names if names.count(n) > 1}) if names else []
+    if repeated:
+        raise UsageError(f"`--objectives names each objective once` must hold, but got {text!r} (repeated: "
+                         f"{', '.join(repeated)}); give each once")
+    return names
+
+
+def _check_run_options(args: argparse.Namespace, run: KernelRun) -> None:
+    """Refuse options the run's kernel and objectives make wrong, before anything runs."""
+    check_pick(args.pick, run.objective_names)
+    if args.arch is not None and run.kernel.language == "c":
+        raise ConfigurationError(f"--arch is the CUDA target of a CUDA, PTX or Triton kernel, but got --arch "
+                                 f"{args.arch!r} for the C kernel {run.kernel.name!r}, which is built for this CPU; "
+                                 "drop --arch")
 
 
 def run_catalog(args: argparse.Namespace) -> int:
@@ -209,14 +245,16 @@ def run_tune(args: argparse.Namespace) -> int:
     if args.export and (Path(args.export).is_dir() or not Path(args.export).resolve().parent.is_dir()):
         raise ConfigurationError(f"--export must name a file in an existing folder, but got {args.export!r}; "
                                  "create the folder first")
+    objectives = _objectives(args.objectives)  # before a Triton kernel is compiled
     remote = args.executor != "local"  # the workers build and measure; nothing is measured in this process
     run = KernelRun(kernel_argument(args, (Path(args.store).parent if args.store else Path(DEFAULT_DIR)) / "triton"),
-                    args.space, _split(args.objectives), arch=args.arch, controls=_split(args.controls, "--controls"),
-                    categories=_split(args.categories, "--categories"), unsafe_math=args.unsafe_math,
-                    two_stage=not args.full_nvcc,
+                    args.space, objectives, arch=args.arch,
+                    controls=_split(args.controls, "--controls"), categories=_split(args.categories, "--categories"),
+                    unsafe_math=args.unsafe_math, two_stage=not args.full_nvcc,
                     timeout_s=args.timeout, workdir=args.workdir, workers=args.workers, nvidia_acfs=args.nvidia_acf,
                     remote=remote, **build_options(args))
     try:
+        _check_run_options(args, run)
         return _tune(args, run)
     finally:
         run.close()

@@ -74,3 +74,44 @@ def test_the_package_runs_as_the_command(tmp_path):
                          cwd=tmp_path, timeout=120)
     command = cli("--version", cwd=tmp_path)
     assert out.returncode == command.returncode == 0 and out.stdout == command.stdout and "compileiq-lab" in out.stdout
+
+
+@needs_gcc
+def test_an_unknown_pick_is_a_usage_error_before_anything_runs(tmp_path):
+    out = cli("tune", "stencil_c", "--objectives", "text_bytes", "--pick", "nosuch", "--export", "out.acf",
+              "--store", "x.db", cwd=tmp_path)
+    assert out.returncode == 2, out.stderr
+    assert "--pick" in out.stderr and "'nosuch'" in out.stderr and "must hold" in out.stderr
+    assert all(name in out.stderr for name in ("text_bytes", "first", "knee", "no-regression"))  # the valid names
+    assert "checking that the controls" not in out.stderr and "Traceback" not in out.stderr
+    assert not (tmp_path / "x.db").exists() and not (tmp_path / "out.acf").exists()
+
+
+def test_an_executor_of_no_known_form_is_a_usage_error_before_anything_runs(tmp_path):
+    from compileiq_lab.cli.main import _parser
+
+    out = cli("tune", "stencil_c", "--executor", "bogus", "--store", "x.db", cwd=tmp_path)
+    assert out.returncode == 2, out.stderr
+    assert "--executor" in out.stderr and "'bogus'" in out.stderr and "tcp://host:8786" in out.stderr
+    assert "checking that the controls" not in out.stderr and not (tmp_path / "x.db").exists()
+    for spec in ("tcp://", "Local", "host:8786", ""):
+        with pytest.raises(SystemExit) as stop:
+            _parser().parse_args(["tune", "stencil_c", "--executor", spec])
+        assert stop.value.code == 2, spec
+    for spec in ("local", "dask", "dask-cuda", "tcp://10.0.0.1:8786", "tls://host:8786"):  # nothing is reached
+        assert _parser().parse_args(["tune", "stencil_c", "--executor", spec]).executor == spec
+
+
+def test_a_repeated_objective_is_a_usage_error(tmp_path):
+    out = cli("tune", "stencil_c", "--objectives", "runtime, text_bytes,runtime", "--store", "x.db", cwd=tmp_path)
+    assert out.returncode == 2, out.stderr
+    assert "--objectives" in out.stderr and "once" in out.stderr and "repeated: runtime" in out.stderr
+    assert "Traceback" not in out.stderr and not (tmp_path / "x.db").exists()
+
+
+@needs_gcc
+def test_arch_for_a_c_kernel_is_refused_not_ignored(tmp_path):
+    out = cli("tune", "stencil_c", "--objectives", "text_bytes", "--arch", "sm_90", "--store", "x.db", cwd=tmp_path)
+    assert out.returncode == 1, out.stderr
+    assert "--arch 'sm_90'" in out.stderr and "C kernel" in out.stderr and "drop --arch" in out.stderr
+    assert "checking that the controls" not in out.stderr and not (tmp_path / "x.db").exists()

@@ -7,10 +7,10 @@ optimum per table and space, their sums, and how sure the difference is.
 A variant is ``NAME=SETTING[,SETTING...]``, each setting ``KEY=VALUE`` (a number, true/false, or text): a class
 attribute of ``DensityScreen`` or ``TwinModel`` (upper case, e.g. ``HILL_TWIN``) or of ``PymooStrategy`` (e.g.
 ``part_candidates``), an argument of ``DensityScreen`` (``gamma``, ``local``, ...) or a field of
-``SearchConfiguration`` (``pool_size``, ``model``, ...), or ``workers`` (evaluation slots of ``start()``, threads; an
-asynchronous run with several is not reproducible call for call). Every variant runs on the same seeds as the default, so
-seed-to-seed noise cancels in part; the interval is a paired bootstrap over the seeds (each resample draws seeds and
-uses them for every table, space and variant). One-objective tables only.
+``SearchConfiguration`` (``pool_size``, ``model``, ...), or ``workers`` (evaluation slots of ``start()``, threads;
+an asynchronous run with several is not reproducible call for call). Every variant runs on the same seeds as the
+default, so seed-to-seed noise cancels in part; the interval is a paired bootstrap over the seeds (each resample draws
+seeds and uses them for every table, space and variant). One-objective tables only.
 
 This is the bench to choose a default with: on the tune half (split.json), then once on the held-out half. At 60 seeds
 the sum of the tune half's plain-space means moved by 9 calls between two blocks of seeds (seeds 400-459: 60.1,

@@ -22,7 +22,7 @@ LAYERS: list[set[str]] = [
     {"analysis", "acf"},
     {"viz"},
     {"widgets", "cli"},
-    {"__init__"},  # the public face: lazy re-exports of everything below
+    {"__init__", "__main__"},  # the public face: lazy re-exports of everything below, and `python -m` (the CLI)
 ]
 RANK = {part: i for i, parts in enumerate(LAYERS) for part in parts}
 #: What each part may import from outside the standard library and the package (None: no rule).

@@ -94,7 +94,7 @@ def call_objective(fn: Callable[[dict[str, Any]], Any], config: dict[str, Any], 
     """
     t0 = time.perf_counter()
     try:
-        value = fn(config)
+        m = classify_return(fn(config), n_objectives)  # (reading a returned iterator may raise too)
     except (EnvironmentFaultError, KeyboardInterrupt, GeneratorExit):
         raise
     except BaseException as exc:  # noqa: BLE001 - failures are values (SystemExit, asyncio.CancelledError, a timeout
@@ -104,7 +104,6 @@ def call_objective(fn: Callable[[dict[str, Any]], Any], config: dict[str, Any], 
         return Measurement("error", error=f"{type(exc).__name__}: {_text_of(exc)}"[:500], elapsed_s=elapsed,
                            detail={"traceback": tb})
     elapsed = time.perf_counter() - t0
-    m = classify_return(value, n_objectives)
     given = m.elapsed_s  # an objective's Measurement may carry its own time (e.g. the kernel's alone)
     m.elapsed_s = given if isinstance(given, (int, float)) and math.isfinite(given) and given > 0 else elapsed
     return m

@@ -252,3 +252,16 @@ def test_tell_checks_the_evaluation_times_before_recording_any():
     assert len(s.results) == 1 and len(s.engine.awaiting()) == 3  # nothing half-told
     s.tell(batch, [1.0] * 3, elapsed_s=[0.1, 0.2, 0.3])
     assert [r.elapsed_s for r in s.results.records[1:]] == [0.1, 0.2, 0.3]
+
+
+def test_an_objective_returning_an_iterator_is_read_once_and_its_failure_is_a_row():
+    def objective(config):
+        if config["o"] == 0:
+            return (1 / 0 for _ in [1])  # fails while it is read
+        return (float(v) for v in [config["o"]])
+
+    res = Search(objective, {"o": ss.choice([0, 1, 2, 3])}, SearchConfiguration(generations=2, pool_size=4),
+                 store=":memory:").start()
+    by = {r.params["o"]: r for r in res.records}
+    assert by[0].status == "error" and "ZeroDivisionError" in by[0].error
+    assert [by[o].scores for o in (1, 2, 3)] == [[1.0], [2.0], [3.0]]

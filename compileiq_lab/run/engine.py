@@ -98,6 +98,11 @@ class Engine:
         self._done_reason = ""
         self._best: float | None = None  # the best first score of the rows up to self._scanned (kept as rows come)
         self._scanned = 0
+        self._stored_rows = len(store)  # rows stored before this engine opened the run, and those replayed so far
+        self._replayed: set[str] = set()
+        #: How many candidates at a time the run asked from which row on ((first row, size), in row order): while
+        #: stored rows are replayed, parts are asked in the size they were first asked in (``Search.start`` sets it)
+        self.replay_parts: list[tuple[int, int]] = []
         self._baseline = baseline_config(space, config)
         self._pooled = ""  # the baseline's key when it is one of generation 1's candidates (its row is generation 0's)
         if self._baseline is not None and space.is_point(self._baseline):
@@ -131,6 +136,15 @@ class Engine:
     def completed(self) -> int:
         """Searched generations (the baseline not counted) whose every candidate has its outcome."""
         return self._completed_count
+
+    def _part(self, n: int | None) -> int | None:
+        """How many to ask at a time: while rows stored before this engine opened the run are asked again (a resumed
+        run replaying its trajectory), the size its part at the next stored row was asked in (``replay_parts``), else
+        ``n``."""
+        at = len(self._replayed)
+        if n is None or at >= self._stored_rows or not self.replay_parts:
+            return n
+        return next((size for first, size in reversed(self.replay_parts) if first <= at), n)
 
     @property
     def done_reason(self) -> str:
@@ -194,7 +208,7 @@ class Engine:
                     f"{len(waiting)} asked candidates of generation {self._generation} await tell(), and the next "
                     "ones are chosen with their scores (a generation is picked part by part, each part with the "
                     "results before it); tell their scores first")
-            self._advance(n)
+            self._advance(self._part(n))
         return []
 
     def check_awaiting(self, candidates: Sequence[Candidate]) -> None:
@@ -228,6 +242,7 @@ class Engine:
         rec = self._stored(c)
         if rec is None:
             return False
+        self._replayed.add(rec.config_key)
         self._record(c, stored_measurement(rec))
         return True
 

@@ -267,8 +267,8 @@ class Search:
             if steady is not None:
                 status = drive_steady(steady, evaluate, emit, self._stop, executor, executor.slots, gate, deadline)
             else:
-                status = drive(self._engine, evaluate, emit, self._stop, executor, gate, deadline,
-                               part=self._part_size(header, executor.slots))
+                self._record_parts(header, executor.slots)
+                status = drive(self._engine, evaluate, emit, self._stop, executor, gate, deadline)
         except KeyboardInterrupt:
             status = "interrupted"
             log.warning("search interrupted after %d evaluations; every finished one is kept in %s",
@@ -287,20 +287,21 @@ class Search:
         hooks.finish(results)
         return results
 
-    def _part_size(self, header: RunHeader, slots: int) -> int:
-        """How many candidates of a generation are asked at a time (each part picked with every result before it):
-        the evaluation slots of the run's first ``start()``, kept in its header (``resolved["part_size"]``), so that a
-        run resumed with other ``workers`` asks what an uninterrupted one would and replays its stored rows. A run
-        stored before the setting asks ``slots`` at a time, as it did."""
-        stored = header.resolved.get("part_size")
-        if isinstance(stored, int) and not isinstance(stored, bool) and stored >= 1:
-            if stored != slots:
-                log.info("candidates are asked %d at a time, as this run was started with (now %d evaluation slots): "
-                         "a resumed run asks what an uninterrupted one would", stored, slots)
-            return stored
-        if all(r.is_baseline for r in self.store.records()):  # a new run: its first start() decides
-            self.store.update_header(resolved={**header.resolved, "part_size": slots})
-        return slots
+    def _record_parts(self, header: RunHeader, slots: int) -> None:
+        """Keep in the header how many candidates at a time each ``start()`` asked from which row on
+        (``resolved["parts"]``: [first row, size] pairs), and give them to the engine: a generation is picked as many
+        at a time as the run has slots, each part with every result before it, so a run resumed with other
+        ``workers`` replays its stored rows only when it asks them again in the parts they were asked in. A run
+        stored before the setting replays with ``slots``, as it did."""
+        stored = header.resolved.get("parts")
+        parts = [[int(a), int(b)] for a, b in stored] if isinstance(stored, list) and all(
+            isinstance(p, list) and len(p) == 2 and all(isinstance(v, int) for v in p) for p in stored) else []
+        if not parts and not all(r.is_baseline for r in self.store.records()):
+            return  # stored before the setting: how its parts were asked is not known
+        if not parts or parts[-1][1] != slots:
+            parts.append([len(self.store) if parts else 0, slots])
+            self.store.update_header(resolved={**header.resolved, "parts": parts})
+        self._engine.replay_parts = [(a, b) for a, b in parts]
 
     def _close_header(self, status: str, reason: str, run_time_s: float) -> None:
         """Record how ``start`` ended (and the run's wall time so far) and stop being the writer; a store that cannot
@@ -414,7 +415,6 @@ class Search:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
 
 
 def _checked_times(elapsed_s: Sequence[Any], n: int) -> list[float]:

@@ -36,8 +36,7 @@ def gated(evaluate: Evaluate, stop: threading.Event, gate: Callable[[], object] 
 
 
 def drive(engine: Engine, evaluate: Evaluate, emit: Callable[[RunEvent], None], stop: threading.Event,
-          executor: Executor, gate: Callable[[], object] | None = None, deadline: float | None = None,
-          part: int | None = None) -> str:
+          executor: Executor, gate: Callable[[], object] | None = None, deadline: float | None = None) -> str:
     """Evaluate generation after generation until the search ends or ``stop`` is set.
 
     Args:
@@ -51,7 +50,6 @@ def drive(engine: Engine, evaluate: Evaluate, emit: Callable[[RunEvent], None], 
         gate: Called before each evaluation starts (it may block, e.g. while a background run is paused).
         deadline: When the time budget is spent (``time.monotonic()``; None: no budget): no evaluation starts after
             it, and the search then ends ("finished", ``engine.stop_reason == "time_budget"``).
-        part: Candidates asked at a time, if not ``executor.slots`` (a resumed run asks as its first start did).
 
     Returns:
         How it ended: "finished", "exhausted", "baseline_failed" or "stopped".
@@ -62,7 +60,7 @@ def drive(engine: Engine, evaluate: Evaluate, emit: Callable[[RunEvent], None], 
         while True:
             if expired(deadline):
                 engine.end("time_budget")
-            batch = engine.ask(part or executor.slots)  # each part picked with every outcome before it
+            batch = engine.ask(executor.slots)  # each part picked with every outcome before it
             for event in engine.take_generations():
                 emit(event)
             if not batch:

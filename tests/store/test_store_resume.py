@@ -103,9 +103,9 @@ def test_resume_to_more_generations_extends_the_same_trajectory(store_path):
 
 
 @pytest.mark.parametrize("first, then", [(4, 1), (1, 3)])
-def test_a_run_resumed_with_other_workers_asks_what_an_uninterrupted_one_would(store_path, first, then):
+def test_a_run_resumed_with_other_workers_replays_its_rows_and_keeps_its_budget(store_path, first, then):
     # one objective: a generation is picked as many at a time as the run has slots, each part with the results
-    # before it; a resumed run keeps the part size of the run's first start(), so its stored rows replay
+    # before it; a resumed run replays its stored rows as its first start() asked them, then asks `then` at a time
     calls: list[dict] = []
 
     def f(c):
@@ -113,13 +113,16 @@ def test_a_run_resumed_with_other_workers_asks_what_an_uninterrupted_one_would(s
         return PROBLEM(c)
 
     cfg = {**CFG, "pool_size": 4}
-    whole = Search(f, PROBLEM.space(), SearchConfiguration(**cfg), store=":memory:").start(workers=first)
     Search(f, PROBLEM.space(), SearchConfiguration(**{**cfg, "generations": 3}), store=store_path).start(workers=first)
+    stored = [r.config_key for r in load_results(store_path).records]
     calls.clear()
     res = Search.resume(store_path, f, generations=6, workers=then)
-    assert list(res.get_results()["params"]) == list(whole.get_results()["params"])
-    assert len(calls) == len(res) - 3 * 4  # the stored rows replayed (the baseline one of them), none asked again
-    assert len(Search.resume(store_path, f, workers=then)) == len(res)  # a finished run's budget is spent
+    keys = [r.config_key for r in res.records]
+    assert len(keys) == len(set(keys)) == 6 * 4 and keys[:len(stored)] == stored  # the baseline one of generation 1's
+    assert len(calls) == len(keys) - len(stored)  # the stored rows replayed, none asked again
+    assert [r.generation for r in res.records] == [0] + [1] * 3 + [g for g in range(2, 7) for _ in range(4)]
+    assert len(Search.resume(store_path, f, workers=first)) == len(res)  # a finished run's budget is spent, and
+    assert len(Search.resume(store_path, f, workers=2)) == len(res)  # its rows replay whatever the workers
 
 
 SCRIPT = textwrap.dedent("""

@@ -96,8 +96,10 @@ class Engine:
         self._completed: list[GenerationEvent] = []
         self._completed_count = 0
         self._done_reason = ""
-        self._best: float | None = None  # the best first score of the rows up to self._scanned (kept as rows come)
-        self._scanned = 0
+        # the run's rows so far in its trajectory (told, or replayed from the store) and their best first score: what a
+        # generation's event reports, the same for a generation replayed by a resumed run as when it was first run
+        self._rows: set[str] = set()
+        self._best: float | None = None
         self._stored_rows = len(store)  # rows stored before this engine opened the run, and those replayed so far
         self._replayed: set[str] = set()
         #: How many candidates at a time the run asked from which row on ((first row, size), in row order): while
@@ -256,6 +258,9 @@ class Engine:
     def _record(self, c: Candidate, m: Measurement) -> None:
         new = c.key not in self._outcomes
         self._outcomes[c.key] = m
+        self._rows.add(c.key)
+        if m.ok and m.scores and (self._best is None or (m.scores[0] - self._best) * self._sign[0] < 0):
+            self._best = float(m.scores[0])
         if new:
             self._left -= 1
             if self._left == 0 and not (self._generation >= 1 and self._strategy.in_generation):
@@ -270,19 +275,9 @@ class Engine:
         # a generation's own rows: generation 1 leaves out the baseline's, which generation 0 counted
         own = [m for k, m in self._outcomes.items() if self._generation == 0 or k != self._pooled]
         failed = sum(not m.ok for m in own)
-        best = self._best_so_far()
         log.info("generation %d/%d: %d candidates, %d failed, best %s so far %s", self._generation,
-                 self._config.generations, len(self._outcomes), failed, self.objectives[0].name, best)
-        return GenerationEvent(self._generation, len(own), failed, best, len(self._store))
-
-    def _best_so_far(self) -> float | None:
-        """The best first score stored so far, from the rows stored since the last call (no rescan of the run)."""
-        rows = self._store.records(self._scanned)
-        self._scanned += len(rows)
-        for r in rows:
-            if r.status == "ok" and r.scores and (self._best is None or (r.scores[0] - self._best) * self._sign[0] < 0):
-                self._best = r.scores[0]
-        return self._best
+                 self._config.generations, len(self._outcomes), failed, self.objectives[0].name, self._best)
+        return GenerationEvent(self._generation, len(own), failed, self._best, len(self._rows))
 
     def _advance(self, n: int | None = None) -> None:
         """Tell the strategy the outcomes of the part just evaluated; then ask it for up to ``n`` more candidates of the

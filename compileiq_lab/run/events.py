@@ -24,8 +24,8 @@ class GenerationEvent:
         generation: The generation.
         n_candidates: Distinct candidates it had.
         n_failed: How many of them failed.
-        best_score: The best first-objective score stored so far (None while nothing succeeded).
-        n_evaluations: Evaluations in the store so far.
+        best_score: The best first-objective score of the run so far (None while nothing succeeded).
+        n_evaluations: The run's evaluations so far (a resumed run's replayed generation: as many as it had then).
     """
 
     generation: int

@@ -66,18 +66,21 @@ def drive(engine: Engine, evaluate: Evaluate, emit: Callable[[RunEvent], None], 
             if not batch:
                 return engine.done_reason
             jobs = [(c, executor.submit(task, copy_config(c.config))) for c in batch]
-            for i, (c, job) in enumerate(jobs):
-                outcome = None if stop.is_set() else job.result()
-                if outcome is None:
-                    for _, later in jobs[i:]:
-                        later.cancel()
-                    if stop.is_set() or not expired(deadline):
-                        return "stopped"
-                    engine.end("time_budget")  # the calls not started are dropped (a resumed run asks them)
-                    return engine.done_reason
+            dropped = False
+            for c, job in jobs:
+                # after a stop, a call not started is dropped (a resumed run asks it) and one running or done is kept
+                outcome = None if (stop.is_set() or dropped) and job.cancel() else job.result()
+                if outcome is None:  # (or it saw the stop or the spent time budget as it was about to start)
+                    dropped = True
+                    continue
                 emit(EvaluationEvent(engine.tell(c, outcome[1], outcome[0])))
                 for event in engine.take_generations():
                     emit(event)
+            if dropped:
+                if stop.is_set() or not expired(deadline):
+                    return "stopped"
+                engine.end("time_budget")
+                return engine.done_reason
     finally:
         for _, job in jobs:  # calls not started yet are dropped (the executor may serve another run after this one)
             job.cancel()

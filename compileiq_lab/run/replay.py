@@ -87,16 +87,19 @@ def replay_events(results: Results,
 
     Generational runs: a generation's event follows its last row, carrying its rows and failures, the best first
     score stored so far (the baseline included) and the rows so far, as ``Engine`` emits it; the last stored
-    generation counts as complete when the run ended on its own ("finished", "exhausted", "baseline_failed") or
-    holds ``pool_size`` rows. Steady-state runs (``asynchronous=True``): one after every ``pool_size`` searched
-    rows, as ``SteadyEngine`` emits them (the baseline neither counted nor scored). ``config``: the run's settings
-    as read from its header (default: read here).
+    generation counts as complete when the run ended on its own ("finished" after its generations, "exhausted",
+    "baseline_failed") or holds ``pool_size`` rows (a budget may have cut it short). Steady-state runs
+    (``asynchronous=True``): one after every ``pool_size`` searched rows, as ``SteadyEngine`` emits them (the
+    baseline neither counted nor scored). ``config``: the run's settings as read from its header (default: read
+    here).
     """
     records = sorted(results.records, key=lambda r: r.eval_id)
     header = results.header
     sign = float(signs(results.objectives)[0]) if results.objectives else 1.0
     pool = int(header.resolved.get("pool_size") or header.config.get("pool_size") or 0)
-    ended = header.status in ("finished", "exhausted", "baseline_failed")
+    # the last stored generation ended with the run unless a budget cut it short (then only if it is full)
+    ended = header.status in ("exhausted", "baseline_failed") or (
+        header.status == "finished" and header.stop_reason not in ("max_evaluations", "time_budget"))
     steady = bool(header.config.get("asynchronous"))
     first = pool - _pooled_baseline(results, config)  # the rows of a complete generation 1 (the baseline may be one)
     out: list[tuple[float, list[RunEvent]]] = []

@@ -91,7 +91,7 @@ def test_a_replay_emits_the_live_runs_events_and_ends_with_its_results(toy_run):
 
 
 @pytest.mark.parametrize("kind", ["baseline", "baseline, stopped at generation 1's end", "asynchronous",
-                                  "stopped mid-generation", "stopped at its end"])
+                                  "stopped mid-generation", "stopped at its end", "cut short by max_evaluations"])
 def test_the_events_are_the_live_runs_for_every_kind_of_run(tmp_path, kind):
     path = str(tmp_path / "k.db")
     flags = FlagProblem()
@@ -99,7 +99,8 @@ def test_the_events_are_the_live_runs_for_every_kind_of_run(tmp_path, kind):
         search = Search(flags, flags.space(), SearchConfiguration(generations=3, pool_size=6, seed=1), store=path)
     else:
         search = Search(toy_objective, toy_space(), SearchConfiguration(
-            generations=4, pool_size=5, seed=0, asynchronous=kind == "asynchronous"), store=path)
+            generations=4, pool_size=5, seed=0, asynchronous=kind == "asynchronous",
+            max_evaluations=8 if kind.startswith("cut") else None), store=path)
     live: list[RunEvent] = []
     stop_after = {"stopped mid-generation": 8, "stopped at its end": 10,
                   "baseline, stopped at generation 1's end": 6}.get(kind)
@@ -245,3 +246,18 @@ def test_a_shipped_cpu_recording_replays(store):
     assert events[-1] == FinishedEvent(source.status, len(source))
     assert final.pareto_front() == source.pareto_front()
     assert digest(store) == before
+
+
+def test_a_resumed_run_reports_its_replayed_generations_as_they_were(tmp_path):
+    path = str(tmp_path / "r.db")
+    flags = FlagProblem()
+    first: list[RunEvent] = []
+    Search(flags, flags.space(), SearchConfiguration(generations=3, pool_size=5, seed=2), store=path).start(
+        callback=first.append)
+    again: list[RunEvent] = []
+    Search.resume(path, flags, generations=5, callback=again.append)
+
+    def ends(events: list[RunEvent]) -> list[tuple[int, float | None, int]]:
+        return [(e.generation, e.best_score, e.n_evaluations) for e in events if isinstance(e, GenerationEvent)]
+    assert ends(again)[:4] == ends(first)  # the best and the rows so far at each replayed generation's end
+    assert [e[2] for e in ends(again)] == [1, 5, 10, 15, 20, 25]

@@ -145,3 +145,31 @@ def test_a_stop_right_after_start_is_not_lost(store_path):
     run.stop()
     run.join(timeout=60)
     assert run.state == "stopped" and len(calls) <= 1
+
+
+@pytest.mark.parametrize("asynchronous", [False, True])
+def test_a_stop_keeps_the_evaluations_that_finished_beside_the_one_it_waited_for(asynchronous):
+    # four slots: the first call waits until the other three have returned, then stops the run; all four finished,
+    # so all four are rows (a resumed run must not pay for them again)
+    import compileiq_lab.space as ss
+
+    calls: list[dict] = []
+    lock, others = threading.Lock(), threading.Event()
+
+    def objective(config):
+        with lock:
+            first = not calls
+            calls.append(config)
+            if len(calls) == 4:
+                others.set()
+        if first:
+            assert others.wait(30)
+            time.sleep(0.05)  # the other three are told back
+            search.stop()
+        return float(config["a"])
+
+    search = Search(objective, {"a": ss.range(0, 50), "b": ss.choice([1, 2, 3, 4])},
+                    SearchConfiguration(generations=3, pool_size=8, seed=0, asynchronous=asynchronous),
+                    store=":memory:")
+    res = search.start(workers=4)
+    assert res.status == "stopped" and len(calls) >= 4 and len(res.records) == len(calls)

@@ -168,9 +168,10 @@ def export_point(args: argparse.Namespace, path: str, results: Results, run: Ker
     base = results.baseline_record
     if args.pick is None and rule == "no-regression" and (base is None or base.status != "ok"):
         rule = "first"  # nothing to compare with: the default falls back to the first objective
-    why = "the point asked for"
+    why, default = "the point asked for", False
     if rec is None:
         rec, why = pick_point(results, rule)
+        default = args.pick is None
     if rec is None:
         print(f"compileiq-lab: error: nothing to export from {results.store_path}: no successful evaluation",
               file=sys.stderr)
@@ -186,7 +187,7 @@ def export_point(args: argparse.Namespace, path: str, results: Results, run: Ker
     acf = point_acf(results, rec, run.kernel, run.catalog, validation=validation, controls=controls, dropped=dropped,
                     acf_name=Path(path).name)
     acf.write(path)
-    print(f"exported eval {rec.eval_id} ({why}{'' if args.pick else ', the default pick'}) to {path}"
+    print(f"exported eval {rec.eval_id} ({why}{', the default pick' if default else ''}) to {path}"
           + (f"; dropped as having no effect: {', '.join(sorted(acf.dropped))}" if acf.dropped else ""),
           file=sys.stderr)
     lowered = _lowered_optimisation(run, controls)

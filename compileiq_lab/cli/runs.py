@@ -12,7 +12,7 @@ from compileiq_lab.acf import load_acf
 from compileiq_lab.acf.format import ACF_FORMATS
 from compileiq_lab.analysis.certify import recheck
 from compileiq_lab.analysis.validation import validate
-from compileiq_lab.cli.options import add_pick_arguments, export_point
+from compileiq_lab.cli.options import UsageError, add_pick_arguments, export_point
 from compileiq_lab.exceptions import CompileIQLabError, ConfigurationError
 from compileiq_lab.kernels import KernelRun
 from compileiq_lab.store import Results, Validation, load_results
@@ -144,6 +144,9 @@ def _show(args: argparse.Namespace) -> int:
 def _export(args: argparse.Namespace) -> int:
     res = _load(args.store)
     rec = None
+    if args.eval_id is not None and args.pick is not None:
+        raise UsageError(f"`--eval-id or --pick, not both` must hold, but got --eval-id {args.eval_id} and --pick "
+                         f"{args.pick!r}; give the point (--eval-id) or the rule that picks one (--pick)")
     if args.eval_id is not None:
         rec = res.record(args.eval_id)
         if rec is None or rec.status != "ok":

@@ -53,9 +53,13 @@ def pick_point(results: Results, rule: str = "first") -> tuple[EvalRecord | None
     signs = np.array([o.sign for o in results.objectives], dtype=float)  # 1: lower is better, -1: higher
     scores = np.array([rec.scores for rec in front], dtype=float) * signs
     if rule == "knee":
-        low, high = scores.min(axis=0), scores.max(axis=0)
+        scale = np.abs(scores).max(axis=0)  # scaled first, so that a span near the largest float cannot overflow
+        unit = scores / np.where(np.isfinite(scale) & (scale > 0), scale, 1.0)
+        low, high = unit.min(axis=0), unit.max(axis=0)
         span = np.where(high > low, high - low, 1.0)
-        dist = np.linalg.norm((scores - low) / span, axis=1)
+        with np.errstate(invalid="ignore"):
+            dist = np.linalg.norm((unit - low) / span, axis=1)
+        dist = np.where(np.isnan(dist), np.inf, dist)  # (an infinite score: never nearer than a finite one)
         best = float(dist.min())
         return representative([r for r, d in zip(front, dist) if d == best]), "the knee of the front"
     base = results.baseline_record

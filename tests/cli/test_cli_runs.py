@@ -107,6 +107,11 @@ def test_export_when_the_baseline_failed(tmp_path):
     ex = cli("export", "r.db", "-o", "p.acf", cwd=tmp_path)
     assert ex.returncode == 0, ex.stderr
     assert load_acf(tmp_path / "p.acf").baseline == {"text_bytes": None}
+    point = load_acf(tmp_path / "p.acf").run["eval_id"]
+    asked = cli("export", "r.db", "--eval-id", str(point), "-o", "q.acf", cwd=tmp_path)
+    assert asked.returncode == 0 and "(the point asked for) to q.acf" in asked.stderr, asked.stderr
+    both = cli("export", "r.db", "--eval-id", str(point), "--pick", "knee", "-o", "q.acf", cwd=tmp_path)
+    assert both.returncode == 2 and "--eval-id or --pick, not both" in both.stderr, both.stderr
 
 
 @needs_gcc

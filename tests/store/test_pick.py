@@ -41,6 +41,13 @@ def test_knee_balances_the_objectives() -> None:
     assert pick_point(_results(), "knee")[0].eval_id in (2, 3)
 
 
+def test_knee_of_a_front_spanning_the_largest_floats() -> None:
+    # finite scores an objective may return, whose span overflows a float: the balanced point is still the knee
+    extreme = Results([_rec(1, [1e308, -1e308]), _rec(2, [-1e308, 1e308]), _rec(3, [1.0, 1.0])], ["min", "min"],
+                      objective_names=["a", "b"])
+    assert pick_point(extreme, "knee")[0].eval_id == 3
+
+
 def test_unknown_rule() -> None:
     with pytest.raises(ConfigurationError, match="registers, sass_instructions"):
         pick_point(_results(), "fastest")

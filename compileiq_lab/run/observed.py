@@ -34,6 +34,7 @@ class ObservedRun(abc.ABC):
         self._state = "idle"
         self._progress: dict[str, Any] = {"generation": 0, "evaluations": 0, "statuses": {}, "started_at": None,
                                           "finished_at": None}
+        self._first_generation: int | None = None  # the generation this session's first evaluation came in
 
     @abc.abstractmethod
     def results(self) -> Results:
@@ -89,6 +90,8 @@ class ObservedRun(abc.ABC):
         with self._lock:
             self._counted(event)
             if isinstance(event, EvaluationEvent):
+                if self._first_generation is None:  # (the generations before it were replayed from the store)
+                    self._first_generation = self._progress["generation"]
                 self._progress["evaluations"] += 1
                 st = self._progress["statuses"]
                 st[event.record.status] = st.get(event.record.status, 0) + 1

@@ -107,8 +107,11 @@ class Run(ObservedRun):
         end = p["finished_at"] or time.time()
         elapsed = end - started if started else 0.0
         g = p["generation"]
-        # no ETA while paused: the time left is not running down
-        eta = elapsed / g * (total - g) if g and self._state == "running" else (0.0 if p["finished_at"] else None)
+        # the pace of this session's own generations (a reopened run replays the stored ones at once); no ETA while
+        # paused: the time left is not running down
+        done = g - self._first_generation if self._first_generation is not None else 0
+        eta = elapsed / done * (total - g) if done > 0 and self._state == "running" else (
+            0.0 if p["finished_at"] else None)
         failed = sum(n for s, n in p["statuses"].items() if s != "ok")
         return {**p, "generations": total, "failed": failed, "elapsed_s": elapsed, "eta_s": eta, "state": self._state}
 

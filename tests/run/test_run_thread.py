@@ -173,3 +173,18 @@ def test_a_stop_keeps_the_evaluations_that_finished_beside_the_one_it_waited_for
                     store=":memory:")
     res = search.start(workers=4)
     assert res.status == "stopped" and len(calls) >= 4 and len(res.records) == len(calls)
+
+
+def test_a_reopened_runs_eta_counts_only_the_generations_it_ran(store_path):
+    Search(toy_objective, toy_space(), SearchConfiguration(generations=3, pool_size=5, seed=0),
+           store=store_path).start()
+    run = Run.open(store_path, toy_objective, generations=6)
+    seen: list[dict] = []
+    run.subscribe(lambda e: seen.append(run.progress()) if isinstance(e, GenerationEvent) else None)
+    run.start().join(timeout=60)
+    live = [p for p in seen if p["state"] == "running" and p["generation"] > 3]
+    generations = [p["generation"] for p in seen]
+    assert live and generations.index(3) < generations.index(4)  # the stored ones, replayed first
+    for p in live:  # the time left at this session's pace: its own generations (4..), not the replayed ones
+        g = p["generation"]
+        assert p["eta_s"] == pytest.approx(p["elapsed_s"] * (6 - g) / (g - 3))

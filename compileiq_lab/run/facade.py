@@ -280,7 +280,7 @@ class Search:
             closer()
             if owned:
                 executor.shutdown()
-            reason = reason or (steady or self._engine).stop_reason
+            reason = reason or ("exit_on_failure" if hooks.failed_first else (steady or self._engine).stop_reason)
             self._close_header(status, reason, header.run_time_s + time.monotonic() - began)
         results = self.results
         emit(FinishedEvent(status, len(results), reason))

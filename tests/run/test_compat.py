@@ -211,6 +211,8 @@ def test_exit_on_failure_stops_after_a_failed_first_generation(tmp_path: Path) -
     with pytest.raises(SearchFailedError, match="kernel did not build.*exit_on_failure=False"):
         s.start()
     assert len(calls) == 4  # one generation, not four
+    header = load_results(str(tmp_path / "run.db")).header
+    assert (header.status, header.stop_reason) == ("stopped", "exit_on_failure")  # the store says why it stopped
     quiet = Search(broken, _toy_space(False), SearchConfiguration(generations=2, pool_size=4),
                    store=tmp_path / "other.db")
     assert len(quiet.start()) == 8

@@ -268,7 +268,9 @@ class Engine:
 
     def _complete(self) -> None:
         """The current generation has every outcome (and the strategy has nothing more to ask in it)."""
-        self._completed.append(self._summary())
+        event = self._summary()
+        if event.n_candidates or self._generation == 0:  # (a generation 1 of only the pooled baseline has no rows)
+            self._completed.append(event)
         self._completed_count += self._generation >= 1
 
     def _summary(self) -> GenerationEvent:

@@ -261,3 +261,17 @@ def test_a_resumed_run_reports_its_replayed_generations_as_they_were(tmp_path):
         return [(e.generation, e.best_score, e.n_evaluations) for e in events if isinstance(e, GenerationEvent)]
     assert ends(again)[:4] == ends(first)  # the best and the rows so far at each replayed generation's end
     assert [e[2] for e in ends(again)] == [1, 5, 10, 15, 20, 25]
+
+
+def test_a_space_of_only_the_baseline_replays_the_events_it_emitted(tmp_path):
+    import compileiq_lab.space as ss
+
+    path = str(tmp_path / "one.db")
+    live: list[RunEvent] = []
+    res = Search(lambda c: 1.0, {"a": ss.choice([4], default=4)}, SearchConfiguration(generations=3),
+                 store=path).start(callback=live.append)
+    ends = [e for e in live if isinstance(e, GenerationEvent)]
+    assert res.status == "exhausted" and [e.generation for e in ends] == [0]  # no empty generation 1
+    from compileiq_lab.run.replay import replay_events
+
+    assert [e for _, es in replay_events(res) for e in es if isinstance(e, GenerationEvent)] == ends

@@ -20,8 +20,22 @@ from compileiq_lab.search.config import SearchConfiguration
 from compileiq_lab.search.factory import STRATEGIES
 from compileiq_lab.store.results import Results
 
-__all__ = ["BASELINE_CONFIG", "INVALID_SCORE", "EngineConfig", "MultiProcessWorker", "RunHooks", "Score",
-           "SearchOptions", "Worker", "WorkerTypes", "dump", "scores_by_id", "search_options", "start_workers"]
+__all__ = [
+    "BASELINE_CONFIG",
+    "INVALID_SCORE",
+    "EngineConfig",
+    "MultiProcessWorker",
+    "RunHooks",
+    "Score",
+    "SearchOptions",
+    "Worker",
+    "WorkerTypes",
+    "checked_times",
+    "dump",
+    "scores_by_id",
+    "search_options",
+    "start_workers",
+]
 
 #: What an objective returns for a failed evaluation (recorded as "invalid", never ranked).
 INVALID_SCORE = "*"
@@ -286,3 +300,26 @@ def dump(results: Results, path: str) -> None:
     tmp = f"{path}.tmp"
     df.to_csv(tmp, index=False)
     os.replace(tmp, path)
+
+
+def checked_times(elapsed_s: Sequence[Any], n: int) -> list[float]:
+    """``tell``'s evaluation times, checked before anything is recorded: one finite number >= 0 per candidate.
+
+    Raises:
+        ConfigurationError: Another count, or a time that is not such a number.
+    """
+    times = list(elapsed_s)
+    if len(times) != n:
+        raise ConfigurationError(f"tell(elapsed_s=...): one time per candidate must be given, but got {len(times)} "
+                                 f"times for {n} candidates; give one per candidate, or leave elapsed_s out")
+    out = []
+    for i, t in enumerate(times):
+        try:
+            value = float(t)
+        except (TypeError, ValueError):
+            value = float("nan")
+        if not math.isfinite(value) or value < 0:
+            raise ConfigurationError(f"tell(elapsed_s=...): each time must be a finite number of seconds >= 0, but "
+                                     f"elapsed_s[{i}] is {t!r}; give the measured time, or 0 where it is unknown")
+        out.append(value)
+    return out

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import math
 import os
 import sqlite3
 import threading
@@ -14,7 +13,15 @@ from typing import Any, Protocol, cast
 
 from compileiq_lab.exceptions import ConfigurationError, SearchStateError, StoreError
 from compileiq_lab.measure.objective import classify_return
-from compileiq_lab.run.compat import EngineConfig, RunHooks, Score, scores_by_id, search_options, start_workers
+from compileiq_lab.run.compat import (
+    EngineConfig,
+    RunHooks,
+    Score,
+    checked_times,
+    scores_by_id,
+    search_options,
+    start_workers,
+)
 from compileiq_lab.run.engine import Candidate, Constraint, Engine
 from compileiq_lab.run.events import FinishedEvent, RunEvent
 from compileiq_lab.run.executor import ExecutorSpec, open_executor
@@ -360,7 +367,7 @@ class Search:
                                      f"candidates and {len(scores)} scores")
         candidates = cast(Sequence[Candidate], candidates)
         if elapsed_s is not None:
-            elapsed_s = _checked_times(elapsed_s, len(candidates))
+            elapsed_s = checked_times(elapsed_s, len(candidates))
         self._engine.check_awaiting(candidates)  # all of them, before recording any
         records = []
         for i, (c, s) in enumerate(zip(candidates, scores)):
@@ -416,25 +423,3 @@ class Search:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-
-def _checked_times(elapsed_s: Sequence[Any], n: int) -> list[float]:
-    """``tell``'s evaluation times, checked before anything is recorded: one finite number >= 0 per candidate.
-
-    Raises:
-        ConfigurationError: Another count, or a time that is not such a number.
-    """
-    times = list(elapsed_s)
-    if len(times) != n:
-        raise ConfigurationError(f"tell(elapsed_s=...): one time per candidate must be given, but got {len(times)} "
-                                 f"times for {n} candidates; give one per candidate, or leave elapsed_s out")
-    out = []
-    for i, t in enumerate(times):
-        try:
-            value = float(t)
-        except (TypeError, ValueError):
-            value = float("nan")
-        if not math.isfinite(value) or value < 0:
-            raise ConfigurationError(f"tell(elapsed_s=...): each time must be a finite number of seconds >= 0, but "
-                                     f"elapsed_s[{i}] is {t!r}; give the measured time, or 0 where it is unknown")
-        out.append(value)
-    return out

@@ -26,12 +26,11 @@ from compileiq_lab.run.engine import Candidate, Constraint, Engine
 from compileiq_lab.run.events import FinishedEvent, RunEvent
 from compileiq_lab.run.executor import ExecutorSpec, open_executor
 from compileiq_lab.run.loop import drive
-from compileiq_lab.run.start import name_of, new_header, prepare_store, reopened_config
+from compileiq_lab.run.start import name_of, new_header, prepare_store, record_parts, reopened_config
 from compileiq_lab.run.steady import SteadyEngine, drive_steady
 from compileiq_lab.search.config import SearchConfiguration
 from compileiq_lab.space.objectives import Objective
 from compileiq_lab.space.space import SearchSpace
-from compileiq_lab.store.header import RunHeader
 from compileiq_lab.store.results import Results
 from compileiq_lab.store.sqlite import EvalRecord, RunStore, new_store_path
 
@@ -274,7 +273,7 @@ class Search:
             if steady is not None:
                 status = drive_steady(steady, evaluate, emit, self._stop, executor, executor.slots, gate, deadline)
             else:
-                self._record_parts(header, executor.slots)
+                self._engine.replay_parts = record_parts(self.store, header, executor.slots)
                 status = drive(self._engine, evaluate, emit, self._stop, executor, gate, deadline)
         except KeyboardInterrupt:
             status = "interrupted"
@@ -293,22 +292,6 @@ class Search:
         emit(FinishedEvent(status, len(results), reason))
         hooks.finish(results)
         return results
-
-    def _record_parts(self, header: RunHeader, slots: int) -> None:
-        """Keep in the header how many candidates at a time each ``start()`` asked from which row on
-        (``resolved["parts"]``: [first row, size] pairs), and give them to the engine: a generation is picked as many
-        at a time as the run has slots, each part with every result before it, so a run resumed with other
-        ``workers`` replays its stored rows only when it asks them again in the parts they were asked in. A run
-        stored before the setting replays with ``slots``, as it did."""
-        stored = header.resolved.get("parts")
-        parts = [[int(a), int(b)] for a, b in stored] if isinstance(stored, list) and all(
-            isinstance(p, list) and len(p) == 2 and all(isinstance(v, int) for v in p) for p in stored) else []
-        if not parts and not all(r.is_baseline for r in self.store.records()):
-            return  # stored before the setting: how its parts were asked is not known
-        if not parts or parts[-1][1] != slots:
-            parts.append([len(self.store) if parts else 0, slots])
-            self.store.update_header(resolved={**header.resolved, "parts": parts})
-        self._engine.replay_parts = [(a, b) for a, b in parts]
 
     def _close_header(self, status: str, reason: str, run_time_s: float) -> None:
         """Record how ``start`` ended (and the run's wall time so far) and stop being the writer; a store that cannot

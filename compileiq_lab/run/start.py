@@ -14,7 +14,7 @@ from compileiq_lab.space.space import SearchSpace
 from compileiq_lab.store.header import RunHeader
 from compileiq_lab.store.sqlite import RunStore
 
-__all__ = ["count_run_time", "name_of", "new_header", "prepare_store", "reopened_config"]
+__all__ = ["count_run_time", "name_of", "new_header", "prepare_store", "record_parts", "reopened_config"]
 
 
 def count_run_time(store: RunStore, seconds: float) -> float:
@@ -98,3 +98,24 @@ def prepare_store(store: RunStore, new: RunHeader) -> dict[str, Any]:
     # the stored status stays until the run starts (opened to look at, a finished run still reads finished)
     store.write_header(h.replace(config=new.config))
     return {**new.resolved, **h.resolved}
+
+
+def record_parts(store: RunStore, header: RunHeader, slots: int) -> list[tuple[int, int]]:
+    """How many candidates at a time each ``start()`` of the run asked from which row on (``(first row, size)``, in
+    row order), with this start's ``slots`` added and kept in the header (``resolved["parts"]``). A generation is
+    picked as many at a time as the run has slots, each part with every result before it, so a run resumed with other
+    ``workers`` replays its stored rows only when it asks them again in the parts they were asked in (``Engine``'s
+    ``replay_parts``). A run stored before the setting gets [] (it replays with its slots, as it did)."""
+    stored = header.resolved.get("parts")
+    parts: list[list[int]] = []
+    for p in stored if isinstance(stored, list) else ():
+        if not (isinstance(p, list) and len(p) == 2 and all(isinstance(v, int) for v in p)):
+            parts = []  # a damaged list: as if stored before the setting
+            break
+        parts.append([int(p[0]), int(p[1])])
+    if not parts and not all(r.is_baseline for r in store.records()):
+        return []  # stored before the setting: how its parts were asked is not known
+    if not parts or parts[-1][1] != slots:
+        parts.append([len(store) if parts else 0, slots])
+        store.update_header(resolved={**header.resolved, "parts": parts})
+    return [(a, b) for a, b in parts]

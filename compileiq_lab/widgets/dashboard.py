@@ -346,7 +346,9 @@ class Dashboard:
         self.progress_bar.value = min(p["generation"], self.progress_bar.max)
         fails = ", ".join(f"{n} {html.escape(s)}" for s, n in sorted(p["statuses"].items()) if s != "ok")
         eta = f", about {p['eta_s']:.0f} s left" if p["eta_s"] and p["state"] == "running" else ""
-        stored = f", {len(self._records)} stored (Start continues)" if p["state"] == "idle" and self._records else ""
+        n = len(self._records)  # a reopened run's stored rows too, where the run counts this session's evaluations
+        stored = f", {n} stored (Start continues)" if p["state"] == "idle" and n else (
+            f" this session, {n} stored" if n > p["evaluations"] else "")
         self.status.value = (f"<b>{html.escape(p['state'])}</b>: generation {p['generation']}/{p['generations']}, "
                              f"{p['evaluations']} evaluations{stored}{' (failed: ' + fails + ')' if fails else ''}, "
                              f"{p['elapsed_s']:.0f} s{eta}; store <code>{html.escape(self.run.store_path)}</code>")

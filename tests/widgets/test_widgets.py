@@ -311,6 +311,8 @@ def test_a_stored_kernel_run_reopens_with_its_points_and_continues(tmp_path):
     final = again.wait(timeout=120)
     assert final.status == "finished" and len(final) > len(first)
     assert [r.config_key for r in final.records[:len(first)]] == [r.config_key for r in first.records]
+    new = len(final) - len(first)  # the status line counts this session's evaluations and says what is stored
+    assert f"{new} evaluations this session, {len(final)} stored" in again.status.value
     toy_store = str(tmp_path / "toy.db")
     toy_run(toy_store, generations=1).start().join(timeout=60)
     with pytest.raises(ConfigurationError, match="pass it again"):

@@ -21,7 +21,11 @@ _MISSING_ENTRY = re.compile(r"named symbol not found|CUDA_ERROR_NOT_FOUND", re.I
 #: ``file(line): error``; none of the nvcc catalog's front-end controls changes the macros the preprocessor is given,
 #: checked with ``nvcc --dryrun`` 13.0, while an ``#error`` directive, which the preprocessor reports as
 #: ``file:line:col: error``, may depend on a -D knob) and an option nvcc does not know (a fixed argument).
-_SOURCE_ERROR = re.compile(r"\(\d+\): (catastrophic )?error|nvcc fatal\s*:\s*Unknown option")
+_SOURCE_ERROR = re.compile(r"\(\d+\): (catastrophic )?error|nvcc fatal\s*:\s*(Unknown option|Value '[^'\n]*' is not "
+                           r"defined for option)")
+#: ptxas on code the target architecture lacks (inline PTX or intrinsics of a newer GPU): no searched control changes
+#: the target, only the build's --arch does.
+_TARGET_ERROR = re.compile(r"requires \.target sm_\d+ or higher|not supported on \.target")
 #: A C compiler's parse errors (gcc's and clang's ``file:line:col: error: expected ...``, stray characters, unterminated
 #: literals and comments): the same under every searched control for a file whose tokens no macro of theirs steers.
 _C_PARSE_ERROR = re.compile(r"^(?P<file>[^\n]+?):\d+:\d+: error: (expected|stray|missing terminating|unterminated)",
@@ -63,6 +67,10 @@ def baseline_stop_reason(kernel: KernelSpec, catalog: Catalog, record: EvalRecor
                 "-I/--include-dir (kernel.toml: [build] include_dirs)")
     if _MISSING_ENTRY.search(record.error):
         return f"the kernel's entry {kernel.entry!r} is not in the compiled module ({first}); fix entry in kernel.toml"
+    target = next((ln.strip() for ln in record.error.splitlines() if _TARGET_ERROR.search(ln)), "")
+    if stage and target:
+        return (f"the kernel needs a newer GPU architecture than it is built for, and no searched control changes the "
+                f"target ({target}); build for a newer one (the CLI's --arch, KernelRun(arch=...))")
     if stage and stage not in searched:
         names = ", ".join(_STAGE_NAMES.get(s, s) for s in sorted(searched)) or "none"
         return (f"the baseline fails in {_STAGE_NAMES.get(stage, stage)} and the searched controls ({names}) "

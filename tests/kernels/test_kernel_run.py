@@ -131,6 +131,11 @@ def test_baseline_verdict_stops_only_where_no_searched_control_can_help(tmp_path
     assert "no searched control changes that" in (front.baseline_verdict(syntax) or "")
     unknown = _failed("nvcc fatal   : Unknown option '-march=native'", "frontend")  # a fixed argument nvcc rejects
     assert "no searched control changes that" in (front.baseline_verdict(unknown) or "")
+    value = _failed("nvcc fatal   : Value 'c++99' is not defined for option 'std'", "frontend")  # a fixed -std=c++99
+    assert "no searched control changes that" in (front.baseline_verdict(value) or "")
+    target = _failed("ptxas /tmp/k.ptx, line 9; error   : Feature '.m16n8k16' requires .target sm_80 or higher\n"
+                     "ptxas fatal   : Ptx assembly aborted due to errors", "backend")  # inline PTX of a newer GPU
+    assert "--arch" in (ptxas_only.baseline_verdict(target) or "") and "--arch" in (front.baseline_verdict(target) or "")
     directive = _failed("k.cu:2:2: error: #error needs BLOCK", "frontend")  # the preprocessor's, which macros decide
     assert front.baseline_verdict(directive) is None
     assert knobs.baseline_verdict(syntax) is None  # the -D knobs (BLOCK) go to the front end: search on

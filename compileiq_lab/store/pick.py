@@ -33,7 +33,8 @@ def pick_point(results: Results, rule: str = "first") -> tuple[EvalRecord | None
         results: The run.
         rule: An objective's name (its best point), "first" (the first objective), "knee" (the front point
             nearest the ideal point once each objective is scaled to [0, 1] over the front) or "no-regression"
-            (the best point on the first objective among those no worse than the baseline on any objective).
+            (the best point on the first objective, then on the next ones, among those no worse than the baseline on
+            any objective, nor, where a kernel run records it and it is no objective, in bytes spilled).
 
     Raises:
         ConfigurationError: An unknown rule (the message lists the rules), or "no-regression" on a run without a
@@ -67,9 +68,26 @@ def pick_point(results: Results, rule: str = "first") -> tuple[EvalRecord | None
         raise ConfigurationError("--pick no-regression compares with the baseline, but this run has no successful "
                                  "baseline; pick an objective or knee")
     floor = np.array(base.scores, dtype=float) * signs
-    safe = [r for r, s in zip(front, scores) if bool(np.all(s <= floor))]
+    spills = _spill_bytes(base)  # a kernel run's: no more spilled than the defaults either (unless an objective)
+    guard = spills is not None and "spill_bytes" not in names
+    if guard:  # a point that spills less may lie behind one that spills more: every point is a candidate then
+        front = [r for r in results.records if r.status == "ok" and r.scores
+                 and (_spill_bytes(r) or 0.0) <= (spills or 0.0)]
+        scores = np.array([rec.scores for rec in front], dtype=float).reshape(len(front), len(names)) * signs
+    safe = [(tuple(s), r) for r, s in zip(front, scores) if bool(np.all(s <= floor))]
+    nor = " or in bytes spilled" if guard else ""
     if not safe:
-        return base, "no front point is at least as good as the baseline on every objective: the baseline"
-    first = min(float(np.array(r.scores)[0] * signs[0]) for r in safe if r.scores)
-    rec = representative([r for r in safe if r.scores and float(r.scores[0] * signs[0]) == first])
-    return rec, f"the best {names[0]} among the points no worse than the baseline on any objective"
+        return base, f"no front point is at least as good as the baseline on every objective{nor}: the baseline"
+    top = min(key for key, _ in safe)  # the best first objective, then the next one ...
+    rec = representative([r for key, r in safe if key == top])
+    if rec.is_baseline or np.array_equal(np.array(rec.scores, dtype=float) * signs, floor):
+        return rec, f"no front point beats the baseline without a loss on another objective{nor}: " + (
+            "the baseline (the compiler defaults)" if rec.is_baseline else "a point that scores as the baseline")
+    return rec, f"the best {names[0]} among the points no worse than the baseline on any objective{nor}"
+
+
+def _spill_bytes(rec: EvalRecord) -> float | None:
+    """The bytes a kernel run's point spilled (ptxas' spill stores plus loads), or None where it was not measured."""
+    metrics = rec.detail.get("metrics") if isinstance(rec.detail, dict) else None
+    value = metrics.get("spill_bytes") if isinstance(metrics, dict) else None
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None

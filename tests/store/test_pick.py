@@ -9,9 +9,10 @@ from compileiq_lab.store import EvalRecord, Results
 from compileiq_lab.store.pick import default_pick, pick_point
 
 
-def _rec(i: int, scores: list[float], params: dict | None = None) -> EvalRecord:
+def _rec(i: int, scores: list[float], params: dict | None = None, spills: float | None = None) -> EvalRecord:
     return EvalRecord(eval_id=i, generation=0, config_key=str(i), params=params if params is not None else {"x": i},
-                      status="ok", error="", scores=scores, elapsed_s=0.0, started_at=0.0, is_baseline=i == 0)
+                      status="ok", error="", scores=scores, elapsed_s=0.0, started_at=0.0, is_baseline=i == 0,
+                      detail={} if spills is None else {"metrics": {"spill_bytes": spills}})
 
 
 def _results() -> Results:
@@ -35,6 +36,22 @@ def test_no_regression_never_worse_than_the_baseline() -> None:
                     objective_names=["registers", "sass_instructions"])
     rec, why = pick_point(worse, "no-regression")
     assert rec.eval_id == 0 and "the baseline" in why
+
+
+def test_no_regression_leaves_out_points_that_spill_more_than_the_baseline() -> None:
+    # a kernel run's static metrics: eval 1's register cap halves the registers but spills 1,720 bytes
+    records = [_rec(0, [64, 400], {}, spills=0), _rec(1, [28, 390], spills=1720), _rec(2, [48, 395], spills=0)]
+    res = Results(records, ["min", "min"], objective_names=["registers", "sass_instructions"])
+    rec, why = pick_point(res, "no-regression")
+    assert rec.eval_id == 2 and "or in bytes spilled" in why
+    assert pick_point(res, "registers")[0].eval_id == 1  # asked by name, the best registers is still given
+    only_spills = Results(records[:2], ["min", "min"], objective_names=["registers", "sass_instructions"])
+    rec, why = pick_point(only_spills, "no-regression")
+    assert rec.eval_id == 0 and "no front point beats the baseline" in why and "compiler defaults" in why
+    # spilling as an objective of the run: the objectives alone decide
+    spill_obj = Results([_rec(0, [64, 0], {}, spills=0), _rec(1, [28, 8], spills=8)], ["min", "min"],
+                        objective_names=["registers", "spill_bytes"])
+    assert pick_point(spill_obj, "no-regression")[0].eval_id == 0
 
 
 def test_knee_balances_the_objectives() -> None:

@@ -11,6 +11,7 @@ from compileiq_lab.acf.format import ACF, NO_BUILD
 from compileiq_lab.acf.shape import _rel_path_ok
 from compileiq_lab.analysis.certify import certificate
 from compileiq_lab.exceptions import ConfigurationError
+from compileiq_lab.kernels.headers import changes_since
 from compileiq_lab.measure.evaluator import config_argv
 from compileiq_lab.store.header import KernelMeta, Validation
 from compileiq_lab.toolchain.nvidia_acf import KEY as NVIDIA_ACF_KEY
@@ -117,6 +118,11 @@ def point_acf(results: Results, rec: EvalRecord, kernel: KernelSpec, catalog: Ca
     if facts is None:
         raise ConfigurationError("an ACF needs the kernel facts of the run (kernel, catalog, objectives), but its "
                                  "header has none; pass meta=kernel_run.metadata()")
+    changes = changes_since(kernel, facts, catalog.compiler)
+    if changes:
+        raise ConfigurationError(f"a point is exported with the code it was measured on, but {'; '.join(changes)}: "
+                                 "its scores and machine-code hash are those of the old code; restore the file, or "
+                                 "tune the current code in a new run store")
     ignored = rec.detail.get("ignored_controls", {}) if isinstance(rec.detail, Mapping) else {}
     why = {k: f"ignored by the compiler: {v}" for k, v in (ignored if isinstance(ignored, Mapping) else {}).items()}
     why.update(dropped or {})
@@ -131,6 +137,8 @@ def point_acf(results: Results, rec: EvalRecord, kernel: KernelSpec, catalog: Ca
         summary = _summary(validation, row, gpu, rec.detail.get("code_hash"), acf_name)
     own = results.baseline_scores_of(rec)  # the baseline its own GPU measured, on a cluster of several
     build = build_section(kernel, "kernel_path" not in facts.extra, controls.get(NVIDIA_ACF_KEY))
+    if facts.extra.get("headers_sha256"):
+        build["headers_sha256"] = facts.extra["headers_sha256"]
     files = {label: f["file"] for label, f in build.get("nvidia_acfs", {}).items()}
     return ACF.from_choice(
         compiler=facts.catalog, controls=controls, argv=config_argv(kernel, catalog, controls, files),

@@ -35,8 +35,9 @@ _OPTIONAL = ("validation",)
 #: Fields of version 2 (required there, absent in version 1).
 _V2 = ("build", "dropped")
 _BUILD_KEYS = ("source", "entry", "include_dirs", "defines", "args")
-#: Optional build keys: NVIDIA control files searched as a control ({label: {"file": relative path, "sha256": hex}}).
-_BUILD_OPTIONAL = ("nvidia_acfs",)
+#: Optional build keys: NVIDIA control files searched as a control ({label: {"file": relative path, "sha256": hex}}),
+#: and the SHA-256 of the headers the source reads (``kernels.headers.headers_sha256``; absent: none, or not recorded).
+_BUILD_OPTIONAL = ("nvidia_acfs", "headers_sha256")
 _LABEL = re.compile(r"[A-Za-z0-9_.-]{1,64}\Z")
 _SHA256 = re.compile(r"[0-9a-f]{64}\Z")
 #: One name of a recorded path: printable, no separator (spaces and brackets are common in users' folder names; the
@@ -298,6 +299,10 @@ def _check_build(build: Any) -> None:
                     "Export the ACF again.")
     if "nvidia_acfs" in build:
         _check_nvidia_acfs(build["nvidia_acfs"])
+    if "headers_sha256" in build and not (isinstance(build["headers_sha256"], str)
+                                          and _SHA256.match(build["headers_sha256"])):
+        raise _fail("build.headers_sha256", "headers_sha256 is 64 lowercase hex digits", build["headers_sha256"],
+                    "Export the ACF again.")
     source, entry = build["source"], build["entry"]
     if source is not None and not _rel_path_ok(source):
         raise _fail("build.source", "source is null or a relative path (letters, digits, _.+-, at most 8 leading ../)",

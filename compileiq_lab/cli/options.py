@@ -26,7 +26,7 @@ from compileiq_lab.store.pick import PICK_RULES, default_pick, pick_point
 from compileiq_lab.toolchain.context import parse_define
 
 __all__ = ["UsageError", "add_build_arguments", "add_pick_arguments", "add_triton_arguments", "build_options",
-           "check_pick", "duration", "export_point", "int_at_least", "kernel_argument", "seconds"]
+           "check_output_file", "check_pick", "duration", "export_point", "int_at_least", "kernel_argument", "seconds"]
 
 _UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0}
 #: What --pick takes besides an objective's name: pick_point's default "first" and its PICK_RULES.
@@ -158,6 +158,13 @@ def build_options(args: argparse.Namespace) -> dict[str, Any]:
             raise ConfigurationError(f"--block must be X[,Y[,Z]] ints, but got {args.block!r}; write e.g. "
                                      "--block 256") from None
     return {"entry": args.entry, "build": context or None, "block": block}
+
+
+def check_output_file(path: str, flag: str) -> None:
+    """Refuse an output file that cannot be written where it is asked, before any work is done for it."""
+    if Path(path).is_dir() or not Path(path).resolve().parent.is_dir():
+        raise ConfigurationError(f"{flag} must name a file in an existing folder, but got {path!r}; create the folder "
+                                 f"{str(Path(path).parent)!r} first, or name a file there")
 
 
 def export_point(args: argparse.Namespace, path: str, results: Results, run: KernelRun,

@@ -12,7 +12,7 @@ from compileiq_lab.acf import load_acf
 from compileiq_lab.acf.format import ACF_FORMATS
 from compileiq_lab.analysis.certify import recheck
 from compileiq_lab.analysis.validation import validate
-from compileiq_lab.cli.options import UsageError, add_pick_arguments, export_point
+from compileiq_lab.cli.options import UsageError, add_pick_arguments, check_output_file, export_point
 from compileiq_lab.exceptions import CompileIQLabError, ConfigurationError
 from compileiq_lab.kernels import KernelRun
 from compileiq_lab.store import Results, Validation, load_results
@@ -142,6 +142,7 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
+    check_output_file(args.output, "-o/--output")
     res = _load(args.store)
     rec = None
     if args.eval_id is not None and args.pick is not None:
@@ -263,6 +264,11 @@ def _verify(args: argparse.Namespace) -> int:
     if source != acf.source_sha256:
         changes.append(f"the kernel source changed since the ACF was made (sha256 {acf.source_sha256[:12]} -> "
                        f"{source[:12]}, {run.kernel.source_path.name})")
+    recorded = str(acf.build.get("headers_sha256") or "")
+    headers = run.headers_sha256() if recorded else None
+    if headers is not None and headers != recorded:
+        changes.append(f"a header {run.kernel.source_path.name} includes changed since the ACF was made (sha256 of the "
+                       f"headers {recorded[:12]} -> {headers[:12]})")
     installed = run.toolchain()
     if acf.toolchain and installed != acf.toolchain:
         changes.append(f"the installed toolchain differs from the recorded one ({installed} vs {acf.toolchain}): "

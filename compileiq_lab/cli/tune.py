@@ -19,6 +19,7 @@ from compileiq_lab.cli.options import (
     add_pick_arguments,
     add_triton_arguments,
     build_options,
+    check_output_file,
     check_pick,
     duration,
     export_point,
@@ -242,9 +243,8 @@ def _progress(total_generations: int, line: _ProgressLine) -> Callable[[RunEvent
 
 def run_tune(args: argparse.Namespace) -> int:
     """Tune a kernel and print the Pareto table; returns the exit code."""
-    if args.export and (Path(args.export).is_dir() or not Path(args.export).resolve().parent.is_dir()):
-        raise ConfigurationError(f"--export must name a file in an existing folder, but got {args.export!r}; "
-                                 "create the folder first")
+    if args.export:
+        check_output_file(args.export, "--export")
     objectives = _objectives(args.objectives)  # before a Triton kernel is compiled
     remote = args.executor != "local"  # the workers build and measure; nothing is measured in this process
     run = KernelRun(kernel_argument(args, (Path(args.store).parent if args.store else Path(DEFAULT_DIR)) / "triton"),

@@ -25,12 +25,12 @@ from compileiq_lab.exceptions import ConfigurationError
 from compileiq_lab.measure.backends.base import Backend
 from compileiq_lab.measure.binary import inspect_elf
 from compileiq_lab.measure.entries import cubin_entries
-from compileiq_lab.measure.evaluator import config_argv, keep_ends
+from compileiq_lab.measure.evaluator import config_argv
 from compileiq_lab.measure.gpu import GpuRunner
 from compileiq_lab.measure.stats import compare
 from compileiq_lab.space.catalogs import CATALOGS, Catalog, Control
 from compileiq_lab.space.catalogs.base import controls_of
-from compileiq_lab.toolchain.tools import find_tool
+from compileiq_lab.toolchain.tools import find_tool, keep_ends
 
 if TYPE_CHECKING:
     from compileiq_lab.kernels.run import KernelRun
@@ -265,10 +265,12 @@ def _same_code(run: KernelRun, backend: Backend, control: Control, value: Any, b
     return (f"the compiler controls must change the machine code, but they did not: the baseline and the baseline plus "
             f"{control.name}={value} (`{shown}`, {control.stage} stage) compiled to the same code (hash "
             f"{(baseline.code_hash or '')[:16]}); baseline arguments {baseline.argv}, canary arguments {build.argv}; "
-            f"compilers used: {_compilers(backend)}. Likely causes: a compiler wrapper or a framework cache that "
+            f"compilers used: {_compilers(backend)}. Likely causes: a kernel too small for any optimisation level to "
+            "change its code (an empty or one-statement kernel), a compiler wrapper or a framework cache that "
             "drops or overrides the arguments, or a compiler first on PATH that is not the real one. A search of "
-            f"{run.kernel.name!r} here would only measure noise. Fix: put the real compiler first on PATH (or remove "
-            "the wrapper, or turn the cache off), then run again")
+            f"{run.kernel.name!r} here would only measure noise. Fix: tune the real kernel (or pass --no-canary to "
+            "search anyway), or put the real compiler first on PATH (or remove the wrapper, or turn the cache off), "
+            "then run again")
 
 
 def _compilers(backend: Backend) -> str:

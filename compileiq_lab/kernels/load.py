@@ -108,6 +108,9 @@ def adapt_kernel(spec: KernelSpec, *, entry: str | None = None, build: BuildCont
 def _load(name_or_path: str | os.PathLike[str]) -> KernelSpec:
     text = os.fspath(name_or_path)
     if IDENT.match(text) and (kernels_root() / text / SPEC_FILE).is_file():
+        if Path(text).exists() and Path(text).resolve() != (kernels_root() / text).resolve():
+            log.warning("%r is a bundled kernel, which is loaded; the %s %r here is not (pass ./%s for it)", text,
+                        "folder" if Path(text).is_dir() else "file", text, text)
         return _load_folder(kernels_root() / text)
     path = Path(text).expanduser()
     if path.is_dir() or (path.name == SPEC_FILE and path.is_file()):

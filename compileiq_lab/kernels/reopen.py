@@ -53,9 +53,11 @@ def header_arguments(header: RunHeader, kernel: str | None = None) -> Arguments:
     """
     meta = header.kernel
     if meta is None:
-        raise ConfigurationError("this run was not made by `compileiq-lab tune` (nor by the lab's form or a "
-                                 "KernelRun): its header names no kernel and catalog, so its points cannot be "
-                                 "turned into compiler arguments")
+        raise ConfigurationError("this run was not made by `compileiq-lab tune` (nor by the lab's form or "
+                                 "Search.of(kernel_run)): its header names no kernel and catalog, so its points cannot "
+                                 "be turned into compiler arguments. A KernelRun passed to Search(...) as a plain "
+                                 "objective function records neither: make the search with Search.of(kernel_run, ...) "
+                                 "(it also names the objectives)")
     names = [k for k in header.space if k not in NON_CONTROLS]
     extra = meta.extra
     context = BuildContext.make(**extra["build"]) if isinstance(extra.get("build"), dict) else None

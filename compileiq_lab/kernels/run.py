@@ -26,6 +26,7 @@ from compileiq_lab.kernels.choices import (
     run_target,
     without_avx512,
 )
+from compileiq_lab.kernels.headers import headers_sha256
 from compileiq_lab.kernels.load import adapt_kernel, kernel_ref, load_kernel
 from compileiq_lab.kernels.reopen import RecordedPoint, acf_arguments, header_arguments
 from compileiq_lab.kernels.spec import GPU_LANGUAGES, KernelSpec
@@ -117,6 +118,11 @@ class KernelRun(ClusterStages):
         language = self.kernel.language
         self.catalog_name, self.catalog, self.left_out, self.catalog_note = run_catalog(
             language, catalog, catalog_name, controls, categories, tiers, unsafe_math)
+        if language in GPU_LANGUAGES and "maxntid" in self.catalog.names and not self.kernel.block_threads():
+            self.catalog_note = "; ".join(filter(None, [self.catalog_note, (
+                "--maxntid is searched without the kernel's launch block: a value below the threads per block it is "
+                "launched with builds, but fails to launch (static metrics do not show it); give the block (--block, "
+                "kernel.toml [launch] block) so that such values are not offered")]))
         self.target = run_target(self.kernel, objectives, target)
         names = list(objectives) if objectives is not None else default_objectives(language, self.target)
         check_objectives(self.kernel, names)
@@ -251,9 +257,16 @@ class KernelRun(ClusterStages):
             return self._evaluator.constraint(config)
         return config_conflict(self.catalog, config)
 
+    def headers_sha256(self) -> str | None:
+        """SHA-256 of the headers the kernel's source reads (``kernels.headers.headers_sha256``), or None."""
+        return headers_sha256(self.kernel, self.arch, self.catalog.compiler)
+
     def metadata(self, **extra: Any) -> dict[str, Any]:
         """The run header's facts of this kernel run (``extra``: more facts, e.g. warm-start sources)."""
         ref, k = kernel_ref(self.kernel), self.kernel
+        headers = self.headers_sha256()
+        if headers is not None:
+            extra = {"headers_sha256": headers, **extra}
         if ref != k.name:
             extra = {"kernel_path": ref, **extra}
         if k.spec_file is None and k.entry:

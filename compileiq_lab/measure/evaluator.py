@@ -21,8 +21,9 @@ from compileiq_lab.measure.runner import Runner
 from compileiq_lab.space import params as ss
 from compileiq_lab.space.catalogs.base import Catalog, controls_of, run_argv
 from compileiq_lab.toolchain.nvidia_acf import KEY as NVIDIA_ACF_KEY
+from compileiq_lab.toolchain.tools import keep_ends
 
-__all__ = ["MESSAGE_CHARS", "Built", "KernelEvaluator", "config_argv", "config_conflict", "finish_built", "keep_ends",
+__all__ = ["MESSAGE_CHARS", "Built", "KernelEvaluator", "config_argv", "config_conflict", "finish_built",
            "kernel_space"]
 
 log = logging.getLogger(__name__)
@@ -74,14 +75,6 @@ def kernel_space(kernel: Kernel, catalog: Catalog) -> dict[str, Any]:
 #: A failure's message is kept to this many characters: its start (the first error, a listing of the module's
 #: kernels) and its end (the last error, the compiler's summary).
 MESSAGE_CHARS = 1500
-
-
-def keep_ends(text: str, limit: int = MESSAGE_CHARS) -> str:
-    """``text`` cut to about ``limit`` characters, keeping its start and its end, with the cut marked."""
-    if len(text) <= limit:
-        return text
-    head = limit * 2 // 3
-    return f"{text[:head]} [... {len(text) - limit} characters ...] {text[-(limit - head):]}"
 
 
 @dataclass
@@ -230,7 +223,7 @@ class KernelEvaluator:
         with self._lock:
             self.stats["compiles"] += 1
         if not outcome.ok or outcome.path is None:
-            return Measurement(outcome.status, error=keep_ends(outcome.error),
+            return Measurement(outcome.status, error=keep_ends(outcome.error, MESSAGE_CHARS),
                                detail={"argv": argv, "failed_stage": outcome.stage})
         info = inspect_elf(outcome.path, kind=self.backend.binary_kind, entry=outcome.symbol)
         metrics = dict(outcome.metrics)

@@ -6,7 +6,6 @@ import contextlib
 import hashlib
 import logging
 import re
-import shlex
 import tempfile
 import threading
 from collections.abc import Sequence
@@ -14,6 +13,7 @@ from pathlib import Path
 
 from compileiq_lab.exceptions import ConfigurationError
 from compileiq_lab.measure.build import CompileOutcome, build, build_cached
+from compileiq_lab.measure.deps import scan_deps
 from compileiq_lab.toolchain.context import BuildContext
 from compileiq_lab.toolchain.tools import find_tool, first_line, probe_tool, tool_version
 
@@ -97,8 +97,9 @@ class CudaCompiler:
     def __init__(self, arch: str, workdir: str | Path, timeout_s: float = 120.0,
                  context: BuildContext | None = None, *, front_end: bool = True) -> None:
         if not re.fullmatch(r"sm_\d+[a-z]?", arch):
+            instead = f" ({arch.replace('compute_', 'sm_', 1)} for {arch})" if arch.startswith("compute_") else ""
             raise ConfigurationError(f"arch must look like 'sm_90' (or a variant such as 'sm_90a'), but got {arch!r}; "
-                                     "see `nvcc --list-gpu-arch`")
+                                     f"write a real GPU target{instead}, as `nvcc --list-gpu-code` lists them")
         self.arch = arch
         self.ptxas = find_tool("ptxas")
         if front_end:
@@ -178,8 +179,14 @@ class CudaCompiler:
         with self._guard:
             deps = self._deps.get(wanted)
         if deps is None:
-            deps = header_deps(self.nvcc, self.arch, source, [*self.context.argv(), *wanted],
-                               min(self.timeout_s, DEPS_TIMEOUT_S))
+            try:
+                deps = header_deps(self.nvcc, self.arch, source, [*self.context.argv(), *wanted],
+                                   min(self.timeout_s, DEPS_TIMEOUT_S))
+            except ConfigurationError as exc:
+                if self.timeout_s >= DEPS_TIMEOUT_S:
+                    raise
+                raise ConfigurationError(f"{exc} (that limit is the run's compile limit, timeout_s / --timeout "
+                                         f"{self.timeout_s:g} s: raise it if the compiler is only slow)") from None
             with self._guard:
                 self._deps[wanted] = deps
         h = hashlib.sha256(source.read_bytes())
@@ -191,7 +198,6 @@ class CudaCompiler:
 
 #: Front-end arguments that can change which headers are read.
 _INCLUDE_CHANGING = ("-D", "-U", "-I", "-std", "--std", "-include", "-isystem")
-_HEADERS = (".h", ".cuh", ".hpp", ".hh", ".inc", ".inl")
 
 
 def header_deps(nvcc: str, arch: str, source: Path, argv: Sequence[str],
@@ -204,18 +210,7 @@ def header_deps(nvcc: str, arch: str, source: Path, argv: Sequence[str],
         ConfigurationError: If nvcc hangs on the scan (limit ``timeout_s``, default ``DEPS_TIMEOUT_S``).
     """
     limit = DEPS_TIMEOUT_S if timeout_s is None else timeout_s
-    res = probe_tool([nvcc, f"-arch={arch}", "-MM", *argv, str(source)], limit, cwd=source.parent)
-    toolkit = Path(nvcc).resolve().parent.parent
-    if res.returncode != 0:
-        return tuple(sorted(f for f in source.parent.iterdir() if f.suffix in _HEADERS and f.is_file()))
-    text = res.stdout.replace("\\\n", " ")
-    _, _, deps = text.partition(":")
-    out = set()
-    for tok in shlex.split(deps):
-        path = (source.parent / tok).resolve()
-        if path != source.resolve() and not path.is_relative_to(toolkit) and path.is_file():
-            out.add(path)
-    return tuple(sorted(out))
+    return scan_deps([nvcc, f"-arch={arch}", "-MM", *argv], source, limit, Path(nvcc).resolve().parent.parent)
 
 
 _ARCH_PROBES: dict[tuple[str, str], str] = {}
@@ -273,4 +268,5 @@ def supported_archs(nvcc: str) -> list[str]:
         ConfigurationError: If nvcc cannot be started or hangs (limit ``PROBE_TIMEOUT_S``).
     """
     res = probe_tool([nvcc, "--list-gpu-arch"])
-    return sorted({a.replace("compute_", "sm_") for a in re.findall(r"compute_\d+[a-z]?", res.stdout)})
+    found = {a.replace("compute_", "sm_") for a in re.findall(r"compute_\d+[a-z]?", res.stdout)}
+    return sorted(found, key=lambda a: (int(re.sub(r"\D", "", a)), a))  # by number: sm_75 before sm_100

@@ -59,6 +59,14 @@ def new_header(space: SearchSpace, config: SearchConfiguration, objective: str,
                      metadata=dict(metadata) if metadata else {})
 
 
+#: How a setup fact that differs is said, where its name and two hashes would not tell a user what changed.
+_SETUP_WORDS = {
+    "source_sha256": "the kernel source changed since the run was stored (sha256 {stored:.12} -> {given:.12})",
+    "headers_sha256": "a header the kernel source includes changed since the run was stored (sha256 of the headers "
+                      "{stored:.12} -> {given:.12})",
+}
+
+
 def prepare_store(store: RunStore, new: RunHeader) -> dict[str, Any]:
     """Write a new store's header, or check that the stored run matches ``new`` and may continue.
 
@@ -91,7 +99,8 @@ def prepare_store(store: RunStore, new: RunHeader) -> dict[str, Any]:
     stored_setup, given_setup = h.setup(), new.setup()
     keys = sorted(k for k in set(stored_setup) & set(given_setup) if stored_setup[k] != given_setup[k])
     if keys:  # a fact one side does not record is unknown, not different
-        what = "; ".join(f"{k}: stored {stored_setup[k]!r} vs given {given_setup[k]!r}" for k in keys)
+        what = "; ".join(_SETUP_WORDS.get(k, f"{k}: stored {{stored!r}} vs given {{given!r}}").format(
+            stored=stored_setup[k], given=given_setup[k]) for k in keys)
         raise StoreMismatchError(
             f"run store {store.path!r} holds a run of another setup ({what}); its results would not compare. "
             "Use a new store path.")

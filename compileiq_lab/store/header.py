@@ -130,15 +130,16 @@ class KernelMeta:
                    extra={k: v for k, v in data.items() if k not in cls._KEYS})
 
     def identity(self) -> dict[str, Any]:
-        """What makes two kernel runs comparable: kernel, source, catalog, objectives, arch, toolchain and GPU model,
-        and the build context a bare file is tuned in (its entry, launch block, include folders, defines and fixed
-        arguments: none recorded means none given); not where the kernel was loaded from, the GPU's clocks of the
-        day, or how the run was seeded."""
+        """What makes two kernel runs comparable: kernel, source and the headers it reads, catalog, objectives, arch,
+        toolchain and GPU model, and the build context a bare file is tuned in (its entry, launch block, include
+        folders, defines and fixed arguments: none recorded means none given); not where the kernel was loaded from,
+        the GPU's clocks of the day, or how the run was seeded."""
         gpu = (self.gpu or {}).get("name")
         out = {"kernel": self.kernel, "language": self.language, "source_sha256": self.source_sha256,
                "catalog": self.catalog, "arch": self.arch, "objectives": list(self.objectives),
                "toolchain": dict(self.toolchain) or None, "gpu": gpu, "entry": self.extra.get("entry", ""),
-               "block": self.extra.get("block", []), "build": self.extra.get("build", {})}
+               "block": self.extra.get("block", []), "build": self.extra.get("build", {}),
+               "headers_sha256": self.extra.get("headers_sha256")}
         return {k: v for k, v in out.items() if v is not None}
 
     def to_dict(self) -> dict[str, Any]:

@@ -17,8 +17,8 @@ from typing import Any
 
 from compileiq_lab.exceptions import ConfigurationError
 
-__all__ = ["PROBE_TIMEOUT_S", "ToolResult", "cuda_include_dirs", "excerpt", "find_tool", "first_line", "kill_process_group",
-           "probe_tool", "run_tool", "tool_version"]
+__all__ = ["PROBE_TIMEOUT_S", "ToolResult", "cuda_include_dirs", "find_tool", "first_line", "keep_ends",
+           "kill_process_group", "probe_tool", "run_tool", "tool_version"]
 
 _TAIL = 2000
 #: Limit for a question to a compiler (``--version``, ``--help``, ``--list-gpu-arch``): a working one answers in
@@ -119,36 +119,17 @@ class ToolResult:
         return self.returncode is None
 
     def tail(self) -> str:
-        """The compiler's output for an error row: whole up to ``_TAIL`` characters; longer, its first lines (where
-        the first error is) and its last ones, cut at line ends, with the number of lines left out between them."""
-        return excerpt((self.stderr + ("\n" + self.stdout if self.stdout.strip() else "")).strip(), _TAIL)
+        """The compiler's output for an error row: whole up to ``_TAIL`` characters, else its start (the first error)
+        and its end (the last one, the summary), the cut marked (``keep_ends``)."""
+        return keep_ends((self.stderr + ("\n" + self.stdout if self.stdout.strip() else "")).strip(), _TAIL)
 
 
-def excerpt(text: str, limit: int) -> str:
-    """``text`` if it has at most ``limit`` characters, else its first and last whole lines in about half of
-    ``limit`` each and a line saying how many lines are left out (a line longer than that is cut, marked "…")."""
+def keep_ends(text: str, limit: int) -> str:
+    """``text`` cut to about ``limit`` characters, keeping its start and its end, with the cut marked."""
     if len(text) <= limit:
         return text
-    lines, half = text.splitlines(), limit // 2
-    head, tail, used = [], [], 0
-    for line in lines:
-        if used + len(line) + 1 > half:
-            break
-        head.append(line)
-        used += len(line) + 1
-    if not head:  # one long first line
-        head, used = [lines[0][:half - 1] + "…"], half
-    used = 0
-    for line in reversed(lines[len(head):]):
-        if used + len(line) + 1 > half:
-            break
-        tail.append(line)
-        used += len(line) + 1
-    if not tail and len(lines) > len(head):  # one long last line
-        tail = ["…" + lines[-1][-(half - 1):]]
-    left_out = len(lines) - len(head) - len(tail)
-    middle = [f"[... {left_out} line(s) left out ...]"] if left_out > 0 else []
-    return "\n".join(head + middle + tail[::-1])
+    head = limit * 2 // 3
+    return f"{text[:head]} [... {len(text) - limit} characters ...] {text[-(limit - head):]}"
 
 
 def run_tool(argv: Sequence[str], timeout_s: float, cwd: str | Path | None = None) -> ToolResult:

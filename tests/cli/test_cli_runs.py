@@ -242,3 +242,37 @@ def test_a_file_and_a_header_folder_named_as_users_name_them_export_and_verify(t
     assert acf.build["include_dirs"] == ["my headers"]
     ok = cli("verify", "k.acf", cwd=tmp_path)
     assert ok.returncode == 0 and "verify: OK" in ok.stdout, ok.stdout + ok.stderr
+
+
+@needs_cuda
+def test_a_changed_header_is_refused_by_resume_and_export_and_named_by_verify(tmp_path):
+    (tmp_path / "inc").mkdir()
+    header = tmp_path / "inc" / "params.h"
+    header.write_text("#define N_ITEMS 4\n")
+    (tmp_path / "k.cu").write_text('#include "params.h"\nextern "C" __global__ void k(float* x) {\n  float acc = 0.f;\n'
+                                   "  for (int i = 0; i < N_ITEMS; ++i) acc += x[threadIdx.x * N_ITEMS + i] * x[i];\n"
+                                   "  x[threadIdx.x] = acc;\n}\n")
+    tune = ("tune", "k.cu", "-I", "inc", "--space", "ptxas", "--objectives", "registers,sass_instructions",
+            "--pool-size", "4", "--store", "run.db")
+    first = cli(*tune, "--generations", "1", "--export", "a.acf", cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    assert len(json.loads((tmp_path / "a.acf").read_text())["build"]["headers_sha256"]) == 64
+    assert cli("verify", "a.acf", cwd=tmp_path).returncode == 0
+    header.write_text("#define N_ITEMS 16\n")  # the source is unchanged: only what it includes
+    resumed = cli(*tune, "--generations", "2", cwd=tmp_path)
+    assert resumed.returncode != 0 and "a header the kernel source includes changed" in resumed.stderr
+    exported = cli("export", "run.db", "-o", "b.acf", cwd=tmp_path)
+    assert exported.returncode != 0 and "a header k.cu includes changed since the run" in exported.stderr
+    assert not (tmp_path / "b.acf").exists()
+    verified = cli("verify", "a.acf", cwd=tmp_path)
+    assert verified.returncode == 1 and "CHANGED: a header k.cu includes changed" in verified.stdout
+    header.write_text("#define N_ITEMS 4\n")  # restored: the run continues and exports again
+    assert cli(*tune, "--generations", "2", cwd=tmp_path).returncode == 0
+    assert cli("export", "run.db", "-o", "b.acf", cwd=tmp_path).returncode == 0
+
+
+@needs_cuda
+def test_export_to_a_missing_folder_is_refused_before_any_compile(cuda_run):
+    out = cli("export", "run.db", "-o", "no such folder/p.acf", cwd=cuda_run)
+    assert out.returncode != 0 and "-o/--output must name a file in an existing folder" in out.stderr
+    assert "'no such folder'" in out.stderr and "minimis" not in out.stderr

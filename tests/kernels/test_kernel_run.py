@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
 import subprocess
@@ -135,7 +136,7 @@ def test_baseline_verdict_stops_only_where_no_searched_control_can_help(tmp_path
     assert "no searched control changes that" in (front.baseline_verdict(value) or "")
     target = _failed("ptxas /tmp/k.ptx, line 9; error   : Feature '.m16n8k16' requires .target sm_80 or higher\n"
                      "ptxas fatal   : Ptx assembly aborted due to errors", "backend")  # inline PTX of a newer GPU
-    assert "--arch" in (ptxas_only.baseline_verdict(target) or "") and "--arch" in (front.baseline_verdict(target) or "")
+    assert all("--arch" in (run.baseline_verdict(target) or "") for run in (ptxas_only, front))
     directive = _failed("k.cu:2:2: error: #error needs BLOCK", "frontend")  # the preprocessor's, which macros decide
     assert front.baseline_verdict(directive) is None
     assert knobs.baseline_verdict(syntax) is None  # the -D knobs (BLOCK) go to the front end: search on
@@ -181,3 +182,17 @@ def test_counting_instructions_never_searches_the_avx512_level_valgrind_cannot_r
     assert without_avx512(Catalog("gcc", (GCC["opt_level"],))) == (Catalog("gcc", (GCC["opt_level"],)), ())
     run = KernelRun("matmul_c", "gcc", ["instructions"], measure=False)
     assert "x86-64-v4" not in (run.search_space().get("march").values if "march" in run.search_space() else [])
+
+
+def test_a_bare_file_searching_maxntid_without_its_block_gets_a_note(tmp_path):
+    bare = tmp_path / "k.cu"
+    bare.write_text('extern "C" __global__ void __launch_bounds__(256) k(float* x) { x[threadIdx.x] = 1.0f; }\n')
+    unbounded = KernelRun(str(bare), "ptxas", ["registers"], workdir=tmp_path, measure=False)
+    assert "--maxntid is searched without the kernel's launch block" in unbounded.catalog_note
+    bounded = KernelRun(str(bare), "ptxas", ["registers"], workdir=tmp_path, measure=False, block=[256])
+    assert "--maxntid" not in bounded.catalog_note
+    threads = [math.prod(int(n) for n in str(v).split(",")) for v in bounded.search_space()["maxntid"].values]
+    assert min(threads) >= 256  # and the values below it are not offered
+    without = KernelRun(str(bare), "ptxas", ["registers"], workdir=tmp_path, measure=False,
+                        controls=["opt_level", "maxrregcount"])
+    assert "--maxntid" not in without.catalog_note

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import logging
 import shutil
 import subprocess
 import sys
@@ -358,3 +359,17 @@ def test_kernels_root_follows_the_environment(tmp_path: Path, monkeypatch: pytes
     monkeypatch.setenv("COMPILEIQ_KERNELS", str(tmp_path))
     assert kernels_root() == tmp_path.resolve() and list_kernels() == ["sgemm"]
     assert load_kernel("sgemm").folder == (tmp_path / "sgemm").resolve()
+
+
+def test_a_local_folder_named_as_a_bundled_kernel_is_said_to_be_passed_over(tmp_path, monkeypatch, caplog) -> None:
+    (tmp_path / "softmax").mkdir()  # a user's own softmax folder, in the folder they work in
+    monkeypatch.chdir(tmp_path)
+    with caplog.at_level(logging.WARNING, logger="compileiq_lab.kernels.load"):
+        spec = load_kernel("softmax")
+    assert spec.folder == (kernels_root() / "softmax").resolve()  # the bundled name wins, as documented
+    assert "the folder 'softmax' here is not (pass ./softmax for it)" in caplog.text
+    caplog.clear()
+    monkeypatch.chdir(kernels_root())  # the bundled folder itself: nothing to say
+    with caplog.at_level(logging.WARNING, logger="compileiq_lab.kernels.load"):
+        load_kernel("softmax")
+    assert "pass ./softmax" not in caplog.text

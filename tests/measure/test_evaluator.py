@@ -179,11 +179,12 @@ def test_concurrent_identical_builds_never_see_half_a_binary(tmp_path):
 
 
 def test_a_long_failure_message_keeps_its_start_and_its_end():
-    from compileiq_lab.measure.evaluator import MESSAGE_CHARS, keep_ends
+    from compileiq_lab.measure.evaluator import MESSAGE_CHARS
+    from compileiq_lab.toolchain.tools import keep_ends
 
     text = "entry: `the entry names exactly one kernel` must hold " + "k; " * 2000 + "Pass one of the mangled names."
-    kept = keep_ends(text)
+    kept = keep_ends(text, MESSAGE_CHARS)
     assert kept.startswith("entry: `the entry names exactly one kernel`") and kept.endswith("mangled names.")
     assert MESSAGE_CHARS <= len(kept) < MESSAGE_CHARS + 50
     assert f"[... {len(text) - MESSAGE_CHARS} characters ...]" in kept
-    assert keep_ends("short") == "short"
+    assert keep_ends("short", MESSAGE_CHARS) == "short"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import stat
 import time
@@ -150,6 +151,18 @@ def test_header_scan_takes_the_shorter_of_the_two_limits(tmp_path: Path) -> None
     _assert_nothing_left(tmp_path)
 
 
+@pytest.mark.skipif(shutil.which("ptxas") is None, reason="needs ptxas (the compiler pair is made with it)")
+def test_a_header_scan_cut_by_the_runs_compile_limit_says_so(tmp_path: Path) -> None:
+    path = _fake(tmp_path, "nvcc", {"--version": _VERSION, "--list-gpu-arch": "echo compute_90"}, default=_HANG)
+    src = tmp_path / "k.cu"
+    src.write_text("__global__ void k() {}\n")
+    cc = nvcc.CudaCompiler("sm_90", tmp_path / "w", timeout_s=1.0)
+    assert cc.nvcc == path
+    err, took = _timed(cc.ptx, src, [])
+    assert "--timeout 1 s" in str(err) and "raise it if the compiler is only slow" in str(err) and took < 10
+    _assert_nothing_left(tmp_path)
+
+
 def test_hung_demangler_leaves_names_and_no_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """demangle never raises (documented): a hung cu++filt is killed and the names stay as they are."""
     monkeypatch.setattr(entries, "_DEMANGLE_TIMEOUT_S", 1.0)
@@ -231,3 +244,10 @@ def test_cuda_headers_are_found_through_an_nvcc_wrapper_with_their_cccl_folder(t
     monkeypatch.delenv("CUDA_PATH", raising=False)
     found = tools.cuda_include_dirs()
     assert found[:2] == [str(toolkit.resolve()), str((toolkit / "cccl").resolve())]
+
+
+def test_a_virtual_arch_is_refused_with_its_real_target_named(tmp_path: Path) -> None:
+    with pytest.raises(ConfigurationError, match=r"\(sm_90 for compute_90\), as `nvcc --list-gpu-code` lists them"):
+        nvcc.CudaCompiler("compute_90", tmp_path)
+    path = _fake(tmp_path, "nvcc", {"--list-gpu-arch": "echo compute_75 compute_100 compute_90"})
+    assert nvcc.supported_archs(path) == ["sm_75", "sm_90", "sm_100"]  # by number, as the user reads them

@@ -1,0 +1,52 @@
+"""What a kernel's code is made of beyond its source: the headers it reads, hashed, and what changed since a run."""
+
+from __future__ import annotations
+
+import logging
+
+from compileiq_lab.exceptions import ConfigurationError
+from compileiq_lab.kernels.choices import DEFAULT_ARCH
+from compileiq_lab.kernels.spec import KernelSpec
+from compileiq_lab.measure.deps import headers_digest, scan_deps
+from compileiq_lab.measure.nvcc import DEPS_TIMEOUT_S, header_deps
+from compileiq_lab.store.header import KernelMeta
+from compileiq_lab.toolchain.tools import find_tool
+
+__all__ = ["changes_since", "headers_sha256"]
+
+log = logging.getLogger(__name__)
+
+
+def headers_sha256(kernel: KernelSpec, arch: str | None, compiler: str) -> str | None:
+    """SHA-256 of the headers ``kernel``'s source reads outside the toolchain (``headers_digest`` of its compiler's
+    ``-MM`` scan under the fixed build arguments; ``compiler``: a C kernel's, nvcc for CUDA), part of a run's identity
+    as the source is; None for a source that reads none, a PTX module, or where no compiler answers the scan."""
+    argv = kernel.build.argv()
+    try:
+        if kernel.language == "cuda":
+            deps = header_deps(find_tool("nvcc"), arch or DEFAULT_ARCH, kernel.source_path, argv)
+        elif kernel.language == "c":
+            deps = scan_deps([find_tool(compiler), "-MM", *argv], kernel.source_path, DEPS_TIMEOUT_S)
+        else:
+            return None
+    except ConfigurationError as exc:
+        log.warning("the headers of %s are not part of this run's identity: %s", kernel.source_path, exc)
+        return None
+    return headers_digest(kernel.source_path, deps)
+
+
+def changes_since(kernel: KernelSpec, facts: KernelMeta, compiler: str) -> list[str]:
+    """What changed in ``kernel``'s code since a run recorded ``facts``: its source, or a header it reads (a fact the
+    run did not record, as runs of earlier versions did not for headers, is not compared)."""
+    changes = []
+    source = kernel.source_sha256()
+    if facts.source_sha256 and facts.source_sha256 != source:
+        changes.append(f"the kernel source {kernel.source_path.name} changed since the run (sha256 "
+                       f"{facts.source_sha256[:12]} -> {source[:12]})")
+    stored = facts.extra.get("headers_sha256")
+    if stored:
+        now = headers_sha256(kernel, facts.arch, compiler)
+        if now is not None and now != stored:
+            changes.append(f"a header {kernel.source_path.name} includes changed since the run (sha256 of the headers "
+                           f"{str(stored)[:12]} -> {now[:12]})")
+    return changes

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from compileiq_lab.exceptions import SearchStateError
+from compileiq_lab.exceptions import ConfigurationError, SearchStateError
 from compileiq_lab.kernels.baseline import baseline_stop_reason
 from compileiq_lab.kernels.choices import (
     DEFAULT_ARCH,
@@ -29,6 +29,7 @@ from compileiq_lab.kernels.choices import (
 from compileiq_lab.kernels.headers import headers_sha256
 from compileiq_lab.kernels.load import adapt_kernel, kernel_ref, load_kernel
 from compileiq_lab.kernels.reopen import RecordedPoint, acf_arguments, header_arguments
+from compileiq_lab.kernels.signature import launch_problem
 from compileiq_lab.kernels.spec import GPU_LANGUAGES, KernelSpec
 from compileiq_lab.kernels.stages import ClusterStages, portable
 from compileiq_lab.measure.backends.base import Backend
@@ -161,6 +162,9 @@ class KernelRun(ClusterStages):
         backend, names = self.backend, self.objective_names
         runner: Runner | None = None
         if self._gpu_runs:
+            problem = launch_problem(self.kernel, self.arch or DEFAULT_ARCH, self.workdir, self.timeout_s)
+            if problem:  # wrong values would reach the kernel: every run would fail its check or crash
+                raise ConfigurationError(problem)
             runner = start_gpu_runner(self.kernel, self.arch or DEFAULT_ARCH, names, self.timeout_s,
                                       self._gpu_options, self._gpu_backend)
         elif self._runs:

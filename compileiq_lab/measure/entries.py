@@ -15,7 +15,7 @@ from compileiq_lab.exceptions import ConfigurationError
 from compileiq_lab.measure.binary import _is_entry, _symbols
 from compileiq_lab.toolchain.tools import find_tool, run_tool
 
-__all__ = ["PtxHeader", "cubin_entries", "demangle", "ptx_entries", "ptx_header", "resolve_entry"]
+__all__ = ["PtxHeader", "cubin_entries", "demangle", "ptx_entries", "ptx_header", "ptx_param_types", "resolve_entry"]
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +53,28 @@ def ptx_entries(ptx_text: str) -> list[str]:
     """
     text = _PTX_NOISE.sub(lambda m: '""' if m.group().startswith('"') else " ", ptx_text)
     return list(dict.fromkeys(m.group(1) for m in _PTX_ENTRY.finditer(text)))
+
+
+#: One parameter of an entry: ``.param .u64 name`` (newer PTX: ``.param .u64 .ptr .global .align 4 name``), a
+#: struct passed by value ``.param .align 8 .b8 name[16]``.
+_PTX_PARAM = re.compile(r"\.param\s+(?:\.align\s+\d+\s+)?\.(\w+)(?:\s+\.ptr(?:\s+\.\w+)*?(?:\s+\.align\s+\d+)?)?"
+                        r"\s+[A-Za-z_$%][\w$%]*(\[\d+\])?")
+
+
+def ptx_param_types(ptx_text: str, entry: str) -> list[str] | None:
+    """The PTX types of an entry's parameters in order (``u64``, ``u32``, ``f32`` ...; a struct by value is ``b8[N]``),
+    or None when the module declares no such entry."""
+    text = _PTX_NOISE.sub(lambda m: '""' if m.group().startswith('"') else " ", ptx_text)
+    for m in _PTX_ENTRY.finditer(text):
+        if m.group(1) != entry:
+            continue
+        rest = text[m.end():]
+        start = rest.find("(")
+        if start < 0 or rest[:start].strip():
+            return []  # an entry without parameters
+        body = rest[start + 1:rest.find(")", start)]
+        return [t + (n or "") for t, n in _PTX_PARAM.findall(body)]
+    return None
 
 
 def cubin_entries(path: str | Path) -> list[str]:

@@ -217,7 +217,9 @@ def _check(run: KernelRun, catalog: Catalog, controls: Sequence[Control], backen
         return CanaryResult(False, f"{run.kernel.source_path.name} must hold a kernel to tune (a __global__ function, "
                                    "or a PTX .entry), but it holds none: it compiled to a module without one; fix: "
                                    "tune the file that defines the kernel (a file of host code or device functions "
-                                   "alone has nothing to measure)", baseline_argv=baseline.argv)
+                                   "alone has nothing to measure); a template __global__ kernel has code only once "
+                                   "instantiated: add one (`template __global__ void k<256>(float*);`) and name it "
+                                   "with --entry", baseline_argv=baseline.argv)
     tested: list[tuple[Control, Any, _Build]] = []
     skipped: list[str] = []
     for control in controls:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import logging
+import math
 import os
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -98,8 +99,10 @@ def adapt_kernel(spec: KernelSpec, *, entry: str | None = None, build: BuildCont
     if block is not None:
         need(spec.spec_file is None, f"kernel {spec.name!r}", "--block is for bare source files", list(block),
              f"A kernel folder's block comes from [launch] in {spec.spec_file}.")
-        need(1 <= len(block) <= 3 and all(type(b) is int and 1 <= b <= 1024 for b in block),
-             f"kernel {spec.name!r}", "the block is 1 to 3 ints between 1 and 1024", list(block),
+        need(1 <= len(block) <= 3 and all(type(b) is int and 1 <= b <= 1024 for b in block)
+             and math.prod(block) <= 1024 and (len(block) < 3 or block[2] <= 64),
+             f"kernel {spec.name!r}", "the block is 1 to 3 ints between 1 and 1024 (z at most 64) whose product, "
+             "the threads per block, is at most 1024, as CUDA allows", list(block),
              "Pass e.g. --block 256 or --block 16,16.")
         changes["block"] = tuple(block)
     return dataclasses.replace(spec, **changes) if changes else spec  # type: ignore[arg-type]

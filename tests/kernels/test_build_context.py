@@ -70,6 +70,9 @@ def test_entry_and_block_are_for_bare_files(tmp_path: Path) -> None:
     src.write_text(KERNEL)
     with pytest.raises(ConfigurationError, match="1 to 3 ints"):
         load_kernel(src, block=[2048])
+    for too_many in ([32, 32, 2], [1, 1, 65]):  # 2,048 threads; a z above CUDA's 64
+        with pytest.raises(ConfigurationError, match="at most 1024, as CUDA allows"):
+            load_kernel(src, block=too_many)
     assert load_kernel(src, block=[16, 16]).block_threads() == 256
 
 

@@ -89,6 +89,9 @@ class RunStore:
         self._header_damage: list[str] = []
         self._lock = threading.RLock()
         self._lock_fd: int | None = None
+        if self.path != MEMORY and Path(self.path).is_dir():  # refused before a lock file is made beside it
+            raise StoreError(f"a run store is a file, but {self.path!r} is a folder; pass a .db file in it (e.g. "
+                             f"{str(Path(self.path) / 'tune.db')!r}), or ':memory:'")
         if header is not None and not readonly and self.path != MEMORY:
             self.acquire()  # the creator of a store is its only writer: two creators cannot replace each other
             try:

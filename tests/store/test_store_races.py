@@ -119,6 +119,16 @@ def test_store_in_an_unwritable_place_says_where_and_why(tmp_path):
         RunStore("/proc/compileiq-lab-test.db", header=_header())
 
 
+def test_a_folder_given_as_the_store_is_refused_and_left_as_it_was(tmp_path):
+    folder = tmp_path / "runs"
+    folder.mkdir()
+    with pytest.raises(StoreError, match="a run store is a file, but .* is a folder; pass a .db file in it"):
+        Search(PROBLEM, PROBLEM.space(), SearchConfiguration(generations=1), store=folder)
+    with pytest.raises(StoreError, match="is a folder"):
+        load_results(str(folder))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["runs"] and not list(folder.iterdir())  # no lock file
+
+
 def _header():
     from compileiq_lab.run.start import new_header
     from compileiq_lab.space.space import SearchSpace

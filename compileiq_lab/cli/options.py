@@ -28,7 +28,7 @@ from compileiq_lab.toolchain.context import parse_define
 __all__ = ["UsageError", "add_build_arguments", "add_pick_arguments", "add_triton_arguments", "build_options",
            "check_output_file", "check_pick", "duration", "export_point", "int_at_least", "kernel_argument", "seconds"]
 
-_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0}
+_UNITS = {"s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
 #: What --pick takes besides an objective's name: pick_point's default "first" and its PICK_RULES.
 _PICKS = ("first", *PICK_RULES)
 
@@ -66,10 +66,11 @@ def seconds(text: str) -> float:
 
 
 def duration(text: str) -> float:
-    """An argparse type: a wall time as seconds (``600``) or with a unit s, m or h (``90s``, ``10m``, ``1.5h``)."""
+    """An argparse type: a wall time as seconds (``600``) or with a unit s, m or h (``90s``, ``10m``, ``1.5h``; also
+    spelled sec, min)."""
     body = text.strip().lower()
-    scale = _UNITS.get(body[-1:], 1.0) if body else 1.0
-    number = body[:-1] if body[-1:] in _UNITS else body
+    unit = next((u for u in sorted(_UNITS, key=len, reverse=True) if body.endswith(u)), "")
+    scale, number = _UNITS.get(unit, 1.0), body[:len(body) - len(unit)].strip()
     try:
         value = float(number) * scale if number.strip() else math.nan
     except ValueError:

@@ -26,12 +26,13 @@ def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.mark.parametrize("text,seconds", [("600", 600.0), ("2.5", 2.5), ("90s", 90.0), ("10m", 600.0),
-                                          ("1.5h", 5400.0), ("2H", 7200.0), (" 45s ", 45.0), ("1e3", 1000.0)])
+                                          ("1.5h", 5400.0), ("2H", 7200.0), (" 45s ", 45.0), ("1e3", 1000.0),
+                                          ("5min", 300.0), ("30 sec", 30.0)])
 def test_durations_in_seconds_or_with_a_unit(text, seconds):
     assert duration(text) == pytest.approx(seconds)
 
 
-@pytest.mark.parametrize("text", ["", "m", "0", "0s", "-5m", "ten", "10x", "10min", "inf", "nan", "1e400h", "5ms"])
+@pytest.mark.parametrize("text", ["", "m", "0", "0s", "-5m", "ten", "10x", "10mins", "inf", "nan", "1e400h", "5ms"])
 def test_bad_durations_name_the_rule_the_value_and_the_fix(text):
     with pytest.raises(argparse.ArgumentTypeError, match="must hold") as info:
         duration(text)

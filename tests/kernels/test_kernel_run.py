@@ -61,7 +61,7 @@ def test_resume_compares_what_makes_runs_comparable(tmp_path):
     again.close()
     src = moved / "reduction.cu"
     src.write_text(src.read_text() + "\n// edited\n")
-    with pytest.raises(StoreMismatchError, match="source_sha256"):
+    with pytest.raises(StoreMismatchError, match="the kernel source changed since the run was stored"):
         Search.of(KernelRun(moved, "ptxas", ["registers"], workdir=tmp_path / "w"), store=store, generations=2,
                   pool_size=2)
 

@@ -100,6 +100,31 @@ HUNGRY_PLAIN = {  # 5 x 13 x 7 x 2 x 5 = 4,550 configs
     "minnctapersm": ss.choice([1, 2, 3, 4], knockout_prob=0.7),
 }
 
+# Front-end math controls (in no other table) beside --extra-device-vectorization, crossed with ptxas caps that
+# bind for a 32-register kernel and --disable-optimizer-constants: 2 x 3 x 3 x 3 x 2 = 108 front-end sets x
+# (5 x 4 x 2 = 40) ptxas sets = 4,320 configs.
+NVCC_MATH = {
+    "use_fast_math": ss.flag("--use_fast_math", 0.7),
+    "ftz": ss.choice([True, False], knockout_prob=0.6),
+    "prec_div": ss.choice([True, False], knockout_prob=0.6),
+    "fmad": ss.choice([True, False], knockout_prob=0.6),
+    "extra_device_vectorization": ss.flag("--extra-device-vectorization", 0.5),
+    "opt_level": ss.choice([0, 1, 2, 3], knockout_prob=0.5),
+    "maxrregcount": ss.range(24, 32, step=4, knockout_prob=0.5),
+    "disable_optimizer_constants": ss.flag("--disable-optimizer-constants", 0.8),
+}
+# ptxas on a register-hungry file (128, 185 and 248 registers at -O3): caps on a log grid of 8 (every one but 255
+# binds), and the fmad, store-cache and forced load-cache controls of no other table: 5 x 9 x 3 x 3 x 5 x 2 = 4,050.
+HUNGRY_STORE = {
+    "opt_level": ss.choice([0, 1, 2, 3], knockout_prob=0.5),
+    "maxrregcount": ss.log_sampling(32, 255, 8, knockout_prob=0.5),
+    "allow_expensive_optimizations": ss.choice([True, False], knockout_prob=0.5),
+    "ptxas_fmad": ss.choice([True, False], knockout_prob=0.7),
+    "def_store_cache": ss.choice(["wb", "cg", "cs", "wt"], knockout_prob=0.7),
+    "force_load_cache": ss.choice(["cg"], knockout_prob=0.7),
+}
+
+
 def nvcc_crossed(cap: Param) -> dict[str, Param]:
     """16 front-end sets x (5 x 4 x 4 x 3 = 240) ptxas sets = 3,840 configs (``cap``: 3 register caps)."""
     return {
@@ -203,6 +228,17 @@ SPECS = [
               f"{PUBLIC}/cuda-samples/Samples/6_Performance/transpose/transpose.cu", PTXAS_FORCED,
               ("sass_instructions",), includes=("../../../Common",),
               origin="NVIDIA/cuda-samples (BSD-3-Clause), 8 kernels"),
+    # added on 2026-12-06, after the defaults were chosen, to the held-out half only: two kernel files of two
+    # repositories no other table used, with control sets of their own (front-end math controls; store and load
+    # cache controls and ptxas' fmad on a register-hungry file, two objectives)
+    TableSpec("flash_fwd_nvcc", "nvcc", f"{PUBLIC}/flash-attention-minimal/flash_kernel.cu", NVCC_MATH,
+              ("sass_instructions",),
+              origin="tspeterkim/flash-attention-minimal (Apache-2.0), forward_kernel without its torch wrapper, "
+                     "1 kernel"),
+    TableSpec("leimao_gemm04v_ptxas", "ptxas",
+              f"{PUBLIC}/CUDA-GEMM-Optimization/src/04_2d_block_tiling_2d_thread_tiling_vectorized_memory_access.cu",
+              HUNGRY_STORE, ("registers", "sass_instructions"), includes=("../include",),
+              origin="leimao/CUDA-GEMM-Optimization (MIT), 3 instantiations"),
 ]
 
 

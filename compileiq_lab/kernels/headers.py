@@ -30,7 +30,7 @@ def headers_sha256(kernel: KernelSpec, arch: str | None, compiler: str) -> str |
         else:
             return None
     except ConfigurationError as exc:
-        log.warning("the headers of %s are not part of this run's identity: %s", kernel.source_path, exc)
+        log.info("the headers of %s are not part of this run's identity: %s", kernel.source_path, exc)
         return None
     return headers_digest(kernel.source_path, deps)
 

@@ -376,14 +376,16 @@ def _print_front(results: Results, run: KernelRun) -> None:
     if base is not None and base.status == "ok" and base.scores:
         print(f"{'base':>5}  " + "  ".join(f"{v:18.6g}" for v in base.scores)
               + f"  {' '.join(_flat_argv(run, base)) or '(compiler defaults)'}   (baseline)")
-    for rec, same in sorted(results.distinct_front(),
-                             key=lambda pair: (sign * (pair[0].scores or [0.0])[0], pair[0].eval_id)):
-        flat = " ".join(_flat_argv(run, rec)) or "(defaults)"
+    front = sorted(results.distinct_front(), key=lambda pair: (sign * (pair[0].scores or [0.0])[0], pair[0].eval_id))
+    for rec, same in front:
+        flat = "(the baseline above)" if rec.is_baseline else " ".join(_flat_argv(run, rec)) or "(defaults)"
         more = f"   (+{same} configs with the same scores)" if same else ""
         print(f"{rec.eval_id:5d}  " + "  ".join(f"{v:18.6g}" for v in rec.scores or []) + f"  {flat}{more}")
-        if base is not None and base.status == "ok" and base.scores and rec.scores:
+        if base is not None and base.status == "ok" and base.scores and rec.scores and not rec.is_baseline:
             changes = [f"{o.name} {o.change(v, b)}" for o, v, b in zip(results.objectives, rec.scores, base.scores)]
             print(f"{'':5}  " + "; ".join(changes))
+    if front and all(rec.is_baseline for rec, _ in front):
+        print(f"{'':5}  no config beat the compiler defaults on {'any objective' if len(names) > 1 else names[0]}")
     learned = results.learned_conflicts()
     if learned:
         print(f"\nlearned from the compiler (never asked again): {len(learned)} conflicts named by failed compiles "

@@ -241,3 +241,17 @@ def test_a_compiler_control_after_the_double_dash_is_named(tmp_path, arg, contro
     out = cli("tune", "k.cu", "--generations", "1", "--", arg, cwd=tmp_path)
     assert out.returncode == 1 and "Traceback" not in out.stderr
     assert f"It sets the compiler control {control!r}" in out.stderr and "--controls NAME" in out.stderr, out.stderr
+
+
+@needs_cuda
+def test_a_front_of_the_baseline_alone_says_nothing_beat_it(tmp_path):
+    # 20 registers, under ptxas' floor of 24 for a cap: no searched control lowers them
+    (tmp_path / "k.cu").write_text('extern "C" __global__ void k(float* x) {\n  float acc = 0.f;\n'
+                                   "  for (int i = 0; i < 4; ++i) acc += x[threadIdx.x * 4 + i] * x[i];\n"
+                                   "  x[threadIdx.x] = acc;\n}\n")
+    out = cli("tune", "k.cu", "--space", "ptxas", "--objectives", "registers", "--generations", "2", "--store",
+              "run.db", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    rows = out.stdout.splitlines()
+    assert any(r.split()[:2] == ["0", "20"] and "(the baseline above)" in r for r in rows)
+    assert "no config beat the compiler defaults on registers" in out.stdout and "same as baseline" not in out.stdout

@@ -283,6 +283,11 @@ def _tune(args: argparse.Namespace, run: KernelRun) -> int:
                        executor=args.executor if remote else None)
     if canary_s:
         count_run_time(search.store, canary_s)  # the budget is the whole command's, the canary's builds included
+    done = max((r.generation for r in search.results.records), default=0)
+    if done > args.generations:
+        print(f"note: {search.store_path} already holds {done} generations, more than --generations "
+              f"{args.generations} asks for, so nothing new is evaluated; pass --generations {done + 1} or more to "
+              "continue it", file=sys.stderr)
     if sources:
         print(f"warm start: {len(warm)} configs from the fronts of {len(sources)} earlier run(s) "
               f"({', '.join(sources[:3])}{' ...' if len(sources) > 3 else ''})", file=sys.stderr)

@@ -255,3 +255,13 @@ def test_a_front_of_the_baseline_alone_says_nothing_beat_it(tmp_path):
     rows = out.stdout.splitlines()
     assert any(r.split()[:2] == ["0", "20"] and "(the baseline above)" in r for r in rows)
     assert "no config beat the compiler defaults on registers" in out.stdout and "same as baseline" not in out.stdout
+
+
+@needs_cuda
+def test_resuming_with_fewer_generations_than_stored_says_nothing_new_is_evaluated(tmp_path):
+    tune = ("tune", "reduction", "--space", "ptxas", "--objectives", "registers", "--pool-size", "3", "--store",
+            "run.db", "--no-canary")
+    assert cli(*tune, "--generations", "3", cwd=tmp_path).returncode == 0
+    again = cli(*tune, "--generations", "1", cwd=tmp_path)
+    assert again.returncode == 0 and "already holds 3 generations, more than --generations 1" in again.stderr
+    assert "pass --generations 4 or more" in again.stderr

@@ -24,7 +24,7 @@ import numpy as np
 from compileiq_lab.exceptions import ConfigurationError
 from compileiq_lab.measure.backends.base import Backend
 from compileiq_lab.measure.binary import inspect_elf
-from compileiq_lab.measure.entries import cubin_entries
+from compileiq_lab.measure.entries import cubin_entries, demangle
 from compileiq_lab.measure.evaluator import config_argv
 from compileiq_lab.measure.gpu import GpuRunner
 from compileiq_lab.measure.stats import compare
@@ -213,7 +213,13 @@ def _check(run: KernelRun, catalog: Catalog, controls: Sequence[Control], backen
         return CanaryResult(True, f"not checked: the baseline does not compile ({baseline.error[:300]}); the search's "
                                   "baseline row reports it", baseline_argv=baseline.argv)
     _warn_overridden_defines(run, baseline.log)
-    if backend.binary_kind == "cubin" and baseline.path is not None and not cubin_entries(baseline.path):
+    kernels = cubin_entries(baseline.path) if backend.binary_kind == "cubin" and baseline.path is not None else None
+    if kernels and len(kernels) > 1 and run.kernel.entry is None:
+        shown = ", ".join(sorted(demangle(kernels).values())[:6]) + (", ..." if len(kernels) > 6 else "")
+        log.warning("%s holds %d kernels and no entry names one, so the static metrics are the whole module's "
+                    "(registers and spills: the most any kernel has; sass_instructions: all of them together); pass "
+                    "--entry NAME to tune one of %s", run.kernel.source_path.name, len(kernels), shown)
+    if kernels is not None and not kernels:
         return CanaryResult(False, f"{run.kernel.source_path.name} must hold a kernel to tune (a __global__ function, "
                                    "or a PTX .entry), but it holds none: it compiled to a module without one; fix: "
                                    "tune the file that defines the kernel (a file of host code or device functions "

@@ -199,3 +199,20 @@ def test_on_the_stand_in_gpu_the_unoptimised_build_is_measurably_slower(tmp_path
         assert "but not the time" in flat.reason and "memory" in flat.reason
     finally:
         run.close()
+
+
+@needs_cuda
+def test_a_file_of_several_kernels_without_an_entry_is_said_to_be_measured_whole(tmp_path, caplog):
+    softmax = Path(__file__).resolve().parents[1] / "data" / "public_kernels" / "llm.c" / "dev" / "cuda" / \
+        "softmax_forward.cu"
+    whole = KernelRun(str(softmax), "ptxas", ["registers"], target="static", workdir=tmp_path / "a")
+    with caplog.at_level(logging.WARNING, logger="compileiq_lab.kernels.canary"):
+        check_canary(whole)
+    assert "softmax_forward.cu holds 5 kernels and no entry names one" in caplog.text
+    assert "softmax_forward_kernel4" in caplog.text and "--entry NAME" in caplog.text
+    caplog.clear()
+    one = KernelRun(str(softmax), "ptxas", ["registers"], target="static", workdir=tmp_path / "b",
+                    entry="softmax_forward_kernel4")
+    with caplog.at_level(logging.WARNING, logger="compileiq_lab.kernels.canary"):
+        check_canary(one)
+    assert "holds 5 kernels" not in caplog.text

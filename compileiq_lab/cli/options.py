@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import shlex
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -202,7 +203,8 @@ def export_point(args: argparse.Namespace, path: str, results: Results, run: Ker
     if lowered and run.target == "static":
         print(f"note: this point makes the compiler optimise less than by default ({', '.join(lowered)}); static "
               f"metrics ({', '.join(run.objective_names)}) can favour code that unrolls or schedules less, so measure "
-              f"it before using it ({_how_to_measure(run)}: compileiq-lab validate --acf {path})", file=sys.stderr)
+              f"it before using it ({_how_to_measure(run)}: compileiq-lab validate --acf {shlex.quote(path)})",
+              file=sys.stderr)
     return 0
 
 

@@ -207,8 +207,17 @@ def _recheck_acf(args: argparse.Namespace) -> int:
     """``validate --acf``: re-measure the point against the baseline on this GPU (a C kernel's on this CPU); 1 when
     its win no longer holds."""
     acf = load_acf(Path(args.acf))
-    run = KernelRun.from_acf(acf, kernel=args.kernel, acf_folder=Path(args.acf).resolve().parent, measure=True,
-                             objectives=["runtime"], gpu_backend=args.gpu_backend)
+    try:
+        run = KernelRun.from_acf(acf, kernel=args.kernel, acf_folder=Path(args.acf).resolve().parent, measure=True,
+                                 objectives=["runtime"], gpu_backend=args.gpu_backend)
+    except ConfigurationError as exc:
+        if "cannot run" not in str(exc):
+            raise
+        raise ConfigurationError(f"validate --acf times the point against the compiler defaults, so its kernel must "
+                                 f"run, but {acf.kernel!r} is a static-only kernel (a bare file). Give it as a folder "
+                                 "whose kernel.toml names its entry, inputs, outputs, reference and [launch] (validate "
+                                 "--acf FILE --kernel FOLDER); `verify` checks a static point's machine code instead"
+                                 ) from None
     try:
         recorded = acf.validation or {}
         r = recheck(acf.controls, run, recorded=recorded, recorded_hash=acf.code_hash, rounds=args.rounds,

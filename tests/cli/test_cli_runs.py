@@ -276,3 +276,15 @@ def test_export_to_a_missing_folder_is_refused_before_any_compile(cuda_run):
     out = cli("export", "run.db", "-o", "no such folder/p.acf", cwd=cuda_run)
     assert out.returncode != 0 and "-o/--output must name a file in an existing folder" in out.stderr
     assert "'no such folder'" in out.stderr and "minimis" not in out.stderr
+
+
+@needs_cuda
+def test_validating_a_static_only_point_says_what_a_timed_kernel_needs(tmp_path):
+    (tmp_path / "my dir").mkdir()
+    (tmp_path / "k.cu").write_text('extern "C" __global__ void k(float* x) { x[threadIdx.x] *= 2.0f; }\n')
+    out = cli("tune", "k.cu", "--space", "ptxas", "--objectives", "registers", "--generations", "1", "--store",
+              "run.db", "--export", "my dir/k.acf", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    check = cli("validate", "--acf", "my dir/k.acf", cwd=tmp_path)
+    assert check.returncode != 0 and "'k' is a static-only kernel (a bare file)" in check.stderr
+    assert "--kernel FOLDER" in check.stderr and "use static objectives" not in check.stderr

@@ -75,7 +75,7 @@ def test_proc_and_a_file_in_the_way_are_one_line_errors(tmp_path):
 
 
 def test_a_directory_or_missing_file_is_not_a_store(tmp_path):
-    with pytest.raises(StoreError, match="does not exist"):
+    with pytest.raises(StoreError, match="is a folder; pass a .db file in it"):
         load_results(str(tmp_path))
     with pytest.raises(StoreError, match="does not exist"):
         load_results(str(tmp_path / "missing.db"))

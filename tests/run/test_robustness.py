@@ -129,7 +129,7 @@ def test_ask_tell_and_stop_misuse():
 def test_config_dict_typo_and_folder_store_explain_the_fix(tmp_path):
     with pytest.raises(ConfigurationError, match="unknown SearchConfiguration keys \\['generation'\\]"):
         Search(lambda c: 1.0, {"a": ss.range(0, 9)}, {"generation": 3}, store=":memory:")
-    with pytest.raises(StoreError, match="Pass the path of a .db file"):
+    with pytest.raises(StoreError, match="is a folder; pass a .db file in it"):
         Search(lambda c: 1.0, {"a": ss.range(0, 9)}, {"generations": 3}, store=str(tmp_path))
 
 

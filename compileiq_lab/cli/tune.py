@@ -274,8 +274,9 @@ def _tune(args: argparse.Namespace, run: KernelRun) -> int:
                 f"--time-budget counts the canary's builds, and they took {canary_s:.1f} s of the "
                 f"{args.time_budget:g} s given, so no candidate could start; give a larger --time-budget, or pass "
                 "--no-canary to skip the check")
-    warm, sources = _warm_start(args, run)
-    meta = run.metadata(**({"warm_start_from": sources} if sources else {}))
+    facts = run.metadata()  # once: it scans the headers the source reads
+    warm, sources = _warm_start(args, run, facts)
+    meta = {**facts, "warm_start_from": sources} if sources else facts
     remote = run.remote
     search = Search.of(run, store=args.store, metadata=meta, generations=args.generations, pool_size=args.pool_size,
                        max_evaluations=args.max_evals, time_budget_s=args.time_budget, seed=args.seed,
@@ -327,9 +328,11 @@ def _tune(args: argparse.Namespace, run: KernelRun) -> int:
     return 0
 
 
-def _warm_start(args: argparse.Namespace, run: KernelRun) -> tuple[list[dict[str, Any]], list[str]]:
+def _warm_start(args: argparse.Namespace, run: KernelRun,
+                facts: dict[str, Any]) -> tuple[list[dict[str, Any]], list[str]]:
     """Configs from earlier runs (see --warm-start); when continuing an existing store, the ones it started with
-    (a continued run keeps its trajectory, whatever other runs the folder holds by now)."""
+    (a continued run keeps its trajectory, whatever other runs the folder holds by now). ``facts``: the run's
+    ``metadata()``."""
     if args.store and Path(args.store).exists():
         return _stored_warm_start(args.store)
     if args.warm_start == "none":
@@ -338,10 +341,9 @@ def _warm_start(args: argparse.Namespace, run: KernelRun) -> tuple[list[dict[str
         front = load_results(args.warm_start).front_records()
         return [r.params for r in front if r.params], [args.warm_start]
     directory = Path(args.store).resolve().parent if args.store else Path(DEFAULT_DIR)
-    extra = run.metadata()
     return warm_start_configs(run.kernel.name, run.arch, run.catalog_name, directory,
-                              source_sha256=run.kernel.source_sha256(), entry=extra.get("entry"),
-                              build=extra.get("build"))
+                              source_sha256=facts["source_sha256"], entry=facts.get("entry"),
+                              build=facts.get("build"))
 
 
 def _stored_warm_start(path: str) -> tuple[list[dict[str, Any]], list[str]]:

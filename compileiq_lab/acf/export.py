@@ -118,7 +118,8 @@ def point_acf(results: Results, rec: EvalRecord, kernel: KernelSpec, catalog: Ca
     if facts is None:
         raise ConfigurationError("an ACF needs the kernel facts of the run (kernel, catalog, objectives), but its "
                                  "header has none; pass meta=kernel_run.metadata()")
-    changes = changes_since(kernel, facts, catalog.compiler)
+    changes = changes_since(kernel, facts.source_sha256, facts.extra.get("headers_sha256"), facts.arch,
+                            catalog.compiler, "the run")
     if changes:
         raise ConfigurationError(f"a point is exported with the code it was measured on, but {'; '.join(changes)}: "
                                  "its scores and machine-code hash are those of the old code; restore the file, or "

@@ -15,6 +15,7 @@ from compileiq_lab.analysis.validation import validate
 from compileiq_lab.cli.options import UsageError, add_pick_arguments, check_output_file, export_point
 from compileiq_lab.exceptions import CompileIQLabError, ConfigurationError
 from compileiq_lab.kernels import KernelRun
+from compileiq_lab.kernels.headers import changes_since
 from compileiq_lab.store import Results, Validation, load_results
 from compileiq_lab.viz.report import write_report
 
@@ -268,16 +269,8 @@ def _verify(args: argparse.Namespace) -> int:
     run = KernelRun.from_acf(acf, kernel=args.kernel, measure=False, two_stage=not args.full_nvcc,
                              acf_folder=Path(args.acf).resolve().parent)
     # what makes the recorded hash comparable: the same source, built by the same compilers
-    changes: list[str] = []
-    source = run.kernel.source_sha256()
-    if source != acf.source_sha256:
-        changes.append(f"the kernel source changed since the ACF was made (sha256 {acf.source_sha256[:12]} -> "
-                       f"{source[:12]}, {run.kernel.source_path.name})")
-    recorded = str(acf.build.get("headers_sha256") or "")
-    headers = run.headers_sha256() if recorded else None
-    if headers is not None and headers != recorded:
-        changes.append(f"a header {run.kernel.source_path.name} includes changed since the ACF was made (sha256 of the "
-                       f"headers {recorded[:12]} -> {headers[:12]})")
+    changes = changes_since(run.kernel, acf.source_sha256, acf.build.get("headers_sha256"), run.arch,
+                            run.catalog.compiler, "the ACF was made")
     installed = run.toolchain()
     if acf.toolchain and installed != acf.toolchain:
         changes.append(f"the installed toolchain differs from the recorded one ({installed} vs {acf.toolchain}): "

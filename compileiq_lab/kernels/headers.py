@@ -9,7 +9,6 @@ from compileiq_lab.kernels.choices import DEFAULT_ARCH
 from compileiq_lab.kernels.spec import KernelSpec
 from compileiq_lab.measure.deps import headers_digest, scan_deps
 from compileiq_lab.measure.nvcc import DEPS_TIMEOUT_S, header_deps
-from compileiq_lab.store.header import KernelMeta
 from compileiq_lab.toolchain.tools import find_tool
 
 __all__ = ["changes_since", "headers_sha256"]
@@ -35,18 +34,18 @@ def headers_sha256(kernel: KernelSpec, arch: str | None, compiler: str) -> str |
     return headers_digest(kernel.source_path, deps)
 
 
-def changes_since(kernel: KernelSpec, facts: KernelMeta, compiler: str) -> list[str]:
-    """What changed in ``kernel``'s code since a run recorded ``facts``: its source, or a header it reads (a fact the
-    run did not record, as runs of earlier versions did not for headers, is not compared)."""
+def changes_since(kernel: KernelSpec, source_sha256: str | None, headers: str | None, arch: str | None,
+                  compiler: str, since: str) -> list[str]:
+    """What changed in ``kernel``'s code since ``since`` ("the run", "the ACF was made") recorded its source's
+    ``source_sha256`` and its headers' digest ``headers`` (``headers_sha256``): a fact not recorded, as runs and ACFs
+    of earlier versions did not record the headers, is not compared."""
     changes = []
     source = kernel.source_sha256()
-    if facts.source_sha256 and facts.source_sha256 != source:
-        changes.append(f"the kernel source {kernel.source_path.name} changed since the run (sha256 "
-                       f"{facts.source_sha256[:12]} -> {source[:12]})")
-    stored = facts.extra.get("headers_sha256")
-    if stored:
-        now = headers_sha256(kernel, facts.arch, compiler)
-        if now is not None and now != stored:
-            changes.append(f"a header {kernel.source_path.name} includes changed since the run (sha256 of the headers "
-                           f"{str(stored)[:12]} -> {now[:12]})")
+    if source_sha256 and source_sha256 != source:
+        changes.append(f"the kernel source changed since {since} (sha256 {source_sha256[:12]} -> {source[:12]}, "
+                       f"{kernel.source_path.name})")
+    now = headers_sha256(kernel, arch, compiler) if headers else None
+    if headers and now is not None and now != headers:
+        changes.append(f"a header {kernel.source_path.name} includes changed since {since} (sha256 of the headers "
+                       f"{headers[:12]} -> {now[:12]})")
     return changes

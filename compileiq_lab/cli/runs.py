@@ -15,7 +15,6 @@ from compileiq_lab.analysis.validation import validate
 from compileiq_lab.cli.options import UsageError, add_pick_arguments, check_output_file, export_point
 from compileiq_lab.exceptions import CompileIQLabError, ConfigurationError
 from compileiq_lab.kernels import KernelRun
-from compileiq_lab.kernels.headers import changes_since
 from compileiq_lab.store import Results, Validation, load_results
 from compileiq_lab.viz.report import write_report
 
@@ -269,8 +268,7 @@ def _verify(args: argparse.Namespace) -> int:
     run = KernelRun.from_acf(acf, kernel=args.kernel, measure=False, two_stage=not args.full_nvcc,
                              acf_folder=Path(args.acf).resolve().parent)
     # what makes the recorded hash comparable: the same source, built by the same compilers
-    changes = changes_since(run.kernel, acf.source_sha256, acf.build.get("headers_sha256"), run.arch,
-                            run.catalog.compiler, "the ACF was made")
+    changes = run.changes_since(acf.source_sha256, acf.build.get("headers_sha256"), "the ACF was made")
     installed = run.toolchain()
     if acf.toolchain and installed != acf.toolchain:
         changes.append(f"the installed toolchain differs from the recorded one ({installed} vs {acf.toolchain}): "

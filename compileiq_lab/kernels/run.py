@@ -26,7 +26,7 @@ from compileiq_lab.kernels.choices import (
     run_target,
     without_avx512,
 )
-from compileiq_lab.kernels.headers import headers_sha256
+from compileiq_lab.kernels.headers import changes_since, headers_sha256
 from compileiq_lab.kernels.load import adapt_kernel, kernel_ref, load_kernel
 from compileiq_lab.kernels.reopen import RecordedPoint, acf_arguments, header_arguments
 from compileiq_lab.kernels.signature import launch_problem
@@ -264,6 +264,11 @@ class KernelRun(ClusterStages):
     def headers_sha256(self) -> str | None:
         """SHA-256 of the headers the kernel's source reads (``kernels.headers.headers_sha256``), or None."""
         return headers_sha256(self.kernel, self.arch, self.catalog.compiler)
+
+    def changes_since(self, source_sha256: str | None, headers: str | None, since: str) -> list[str]:
+        """What changed in the kernel's code since ``since`` recorded its source's and its headers' digests
+        (``kernels.headers.changes_since``)."""
+        return changes_since(self.kernel, source_sha256, headers, self.arch, self.catalog.compiler, since)
 
     def metadata(self, **extra: Any) -> dict[str, Any]:
         """The run header's facts of this kernel run (``extra``: more facts, e.g. warm-start sources)."""

@@ -13,6 +13,7 @@ from typing import Any
 
 from compileiq_lab.analysis.registry import warm_start_configs
 from compileiq_lab.analysis.validation import validate
+from compileiq_lab.cli.front import print_front
 from compileiq_lab.cli.options import (
     UsageError,
     add_build_arguments,
@@ -33,7 +34,7 @@ from compileiq_lab.kernels import CATALOGS, KernelRun, active_catalog, check_can
 from compileiq_lab.run import Search
 from compileiq_lab.run.events import EvaluationEvent, FinishedEvent, GenerationEvent, RunEvent
 from compileiq_lab.run.start import count_run_time
-from compileiq_lab.store import DEFAULT_DIR, EvalRecord, Results, Validation, load_results
+from compileiq_lab.store import DEFAULT_DIR, Results, Validation, load_results
 
 __all__ = ["EXECUTORS", "add_catalog_parser", "add_tune_parser", "executor_spec", "run_catalog", "run_tune"]
 
@@ -307,7 +308,7 @@ def _tune(args: argparse.Namespace, run: KernelRun) -> int:
         line.end()
         for h in handlers:
             h.removeFilter(line)
-    _print_front(results, run)
+    print_front(results, run)
     validation = None
     rounds = 40 if args.validate is None else args.validate
     if run.timer is not None and rounds > 0 and results.status != "interrupted" and results.pareto_front():
@@ -366,41 +367,3 @@ def _validate_run(results: Results, run: KernelRun, rounds: int) -> Validation |
         return None
     print_validation(validation)
     return validation
-
-
-def _print_front(results: Results, run: KernelRun) -> None:
-    base = results.baseline_record
-    names = results.objective_names
-    sign = results.objectives[0].sign
-    print(f"\n{len(results)} evaluations, statuses {results.status_counts()}, run {results.status}")
-    st = run.evaluator.stats
-    print(f"compiles {st['compiles']}, conflicts skipped {st['conflicts']}, distinct machine code "
-          f"{len(run.evaluator.code_hashes)} of {st['compiles']} compiled configs"
-          + (f", runs saved by code-hash dedup {st['runs_saved']}" if st["runs"] else ""))
-    print("objectives: " + "; ".join(o.label for o in results.objectives))
-    head = "  ".join(f"{o:>18}" for o in names)
-    print(f"\n{'eval':>5}  {head}  arguments")
-    if base is not None and base.status == "ok" and base.scores:
-        print(f"{'base':>5}  " + "  ".join(f"{v:18.6g}" for v in base.scores)
-              + f"  {' '.join(_flat_argv(run, base)) or '(compiler defaults)'}   (baseline)")
-    front = sorted(results.distinct_front(), key=lambda pair: (sign * (pair[0].scores or [0.0])[0], pair[0].eval_id))
-    for rec, same in front:
-        flat = "(the baseline above)" if rec.is_baseline else " ".join(_flat_argv(run, rec)) or "(defaults)"
-        more = f"   (+{same} configs with the same scores)" if same else ""
-        print(f"{rec.eval_id:5d}  " + "  ".join(f"{v:18.6g}" for v in rec.scores or []) + f"  {flat}{more}")
-        if base is not None and base.status == "ok" and base.scores and rec.scores and not rec.is_baseline:
-            changes = [f"{o.name} {o.change(v, b)}" for o, v, b in zip(results.objectives, rec.scores, base.scores)]
-            print(f"{'':5}  " + "; ".join(changes))
-    if front and all(rec.is_baseline for rec, _ in front):
-        print(f"{'':5}  no config beat the compiler defaults on {'any objective' if len(names) > 1 else names[0]}")
-    learned = results.learned_conflicts()
-    if learned:
-        print(f"\nlearned from the compiler (never asked again): {len(learned)} conflicts named by failed compiles "
-              "or controls it said it ignored")
-        for line in learned:
-            print(f"  {line}")
-    print(f"\nstored in {results.store_path}")
-
-
-def _flat_argv(run: KernelRun, rec: EvalRecord) -> list[str]:
-    return [a for v in run.argv(rec.params).values() for a in v]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import logging
 import os
 import shutil
@@ -29,7 +30,7 @@ from compileiq_lab.kernels.choices import (
 from compileiq_lab.kernels.headers import changes_since, headers_sha256
 from compileiq_lab.kernels.load import adapt_kernel, kernel_ref, load_kernel
 from compileiq_lab.kernels.reopen import RecordedPoint, acf_arguments, header_arguments
-from compileiq_lab.kernels.signature import launch_problem
+from compileiq_lab.kernels.signature import launch_types
 from compileiq_lab.kernels.spec import GPU_LANGUAGES, KernelSpec
 from compileiq_lab.kernels.stages import ClusterStages, portable
 from compileiq_lab.measure.backends.base import Backend
@@ -162,11 +163,12 @@ class KernelRun(ClusterStages):
         backend, names = self.backend, self.objective_names
         runner: Runner | None = None
         if self._gpu_runs:
-            problem = launch_problem(self.kernel, self.arch or DEFAULT_ARCH, self.workdir, self.timeout_s)
+            problem, types = launch_types(self.kernel, self.arch or DEFAULT_ARCH, self.workdir, self.timeout_s)
             if problem:  # wrong values would reach the kernel: every run would fail its check or crash
                 raise ConfigurationError(problem)
-            runner = start_gpu_runner(self.kernel, self.arch or DEFAULT_ARCH, names, self.timeout_s,
-                                      self._gpu_options, self._gpu_backend)
+            # the worker passes each scalar with its parameter's type (an int as a size_t, a float as a double ...)
+            runner = start_gpu_runner(dataclasses.replace(self.kernel, arg_types=types), self.arch or DEFAULT_ARCH,
+                                      names, self.timeout_s, self._gpu_options, self._gpu_backend)
         elif self._runs:
             runner = CpuRunner(self.kernel, self.workdir, names, timeout_s=self.timeout_s)
         return KernelEvaluator(self.kernel, self.catalog, names, backend, runner, learn=self._learn)

@@ -91,8 +91,10 @@ def refuse_fixed_controls(args: Sequence[str], who: str) -> None:
 class KernelSpec:
     """A kernel and all that is needed to compile, feed, launch and check it (see kernel.toml).
 
-    ``defines`` maps each -D knob to its values (first = default); ``params`` holds the integer
-    scalars in order; ``grid``/``block``/``shared_bytes``/``args`` describe a CUDA launch. A spec
+    ``defines`` maps each -D knob to its values (first = default); ``params`` holds the scalars (ints, and for
+    a CUDA or PTX kernel floats: shape and launch expressions use the ints); ``grid``/``block``/``shared_bytes``/
+    ``args`` describe a CUDA launch, and ``arg_types`` the entry's PTX parameter types the scalars are passed as
+    (set by the run from the kernel's PTX; empty: not read). A spec
     without ``entry`` or outputs (e.g. a bare source file) is static-only: compiled, never run.
     ``spec_file`` is the kernel.toml it was read from (None for a bare source file); ``origin`` says how a
     generated source was made (e.g. the Triton function, signature, constexprs and versions of a Triton kernel's PTX);
@@ -107,7 +109,7 @@ class KernelSpec:
     source_path: Path
     description: str = ""
     defines: dict[str, tuple[Any, ...]] = field(default_factory=dict)
-    params: dict[str, int] = field(default_factory=dict)
+    params: dict[str, int | float] = field(default_factory=dict)
     inputs: tuple[BufferSpec, ...] = ()
     outputs: tuple[BufferSpec, ...] = ()
     reference: str | None = None
@@ -119,7 +121,8 @@ class KernelSpec:
     block: tuple[int | str, ...] | None = None
     shared_bytes: int | str = 0
     args: tuple[str, ...] | None = None
-    workloads: dict[str, dict[str, int]] = field(default_factory=dict)
+    arg_types: tuple[str, ...] = ()
+    workloads: dict[str, dict[str, int | float]] = field(default_factory=dict)
     workload: str | None = None
     spec_file: Path | None = None
     build: BuildContext = field(default_factory=BuildContext)
@@ -129,6 +132,11 @@ class KernelSpec:
     def __post_init__(self) -> None:
         if self.language == "cuda":
             refuse_fixed_controls(self.build.args, f"kernel {self.name!r}")
+
+    @property
+    def int_params(self) -> dict[str, int]:
+        """The int ``params``: the names shape and launch expressions may use."""
+        return {k: v for k, v in self.params.items() if type(v) is int}
 
     @property
     def static_only(self) -> bool:
@@ -141,7 +149,7 @@ class KernelSpec:
             found = {b.name: b for b in self.inputs + self.outputs}
             need(buf in found, f"kernel {self.name!r}", f"the buffer is in {list(found)}", buf, "Use one of those.")
             buf = found[buf]
-        return tuple(eval_expr(dim, self.params) for dim in buf.shape)
+        return tuple(eval_expr(dim, self.int_params) for dim in buf.shape)
 
     def define_values(self, values: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """Return every knob's value: from ``values`` where given, else the knob's default (first value)."""
@@ -164,7 +172,7 @@ class KernelSpec:
         combos = list(itertools.islice(itertools.product(*self.defines.values()), 256)) if names else [()]
         most = 0
         for combo in combos:
-            values = {**self.params, **{k: v for k, v in zip(names, combo) if type(v) is int}}
+            values = {**self.int_params, **{k: v for k, v in zip(names, combo) if type(v) is int}}
             threads = 1
             try:
                 for dim in self.block:
@@ -179,7 +187,7 @@ class KernelSpec:
         if not self.grid or not self.block:
             raise fail(f"kernel {self.name!r}", "a [launch] table is given", None,
                        "Add [launch] with grid, block and args to kernel.toml.")
-        names = {**self.params, **{k: v for k, v in self.define_values(values).items() if type(v) is int}}
+        names = {**self.int_params, **{k: v for k, v in self.define_values(values).items() if type(v) is int}}
         grid, block = (tuple(eval_expr(e, names) for e in dims) + (1,) * (3 - len(dims))
                        for dims in (self.grid, self.block))
         return grid, block, eval_expr(self.shared_bytes, names)

@@ -90,6 +90,9 @@ class SpecParser:
         fields.update(self.check_and_run(self.table(d.get("check", {}), "check"), self.table(d.get("run", {}), "run")))
         fields.update(self.launch(self.table(d.get("launch", {}), "launch"), fields))
         fields["workloads"] = self.workloads(d.get("workloads", []), fields["params"])
+        floats = sorted(k for k, v in fields["params"].items() if type(v) is float)
+        self.need(d["language"] != "c" or not floats, f"a C kernel's params are ints ({C_ENTRY} gets them as longs)",
+                  floats, "Write them as ints, or as -D knobs ([defines]) the kernel reads.")
         fields["build"] = self.build(self.table(d.get("build", {}), "build"), set(fields["defines"]))
         fields["nvidia_acfs"] = self.nvidia_acfs(d.get("nvidia_acfs", []), d["language"])
         self.need(d["language"] != "ptx" or not (fields["defines"] or fields["build"]),
@@ -108,7 +111,10 @@ class SpecParser:
                         raise ConfigurationError(f"shape of {b.name}: {exc}") from None
                 variant.launch_dims() if variant.grid is not None else None
             except ConfigurationError as exc:
-                raise ConfigurationError(f"{where}: {exc}") from None
+                floats = sorted(set(variant.params) - set(variant.int_params))
+                note = (f" (float params, here {', '.join(floats)}, go to the kernel only: shapes and launch "
+                        "expressions use the int params)") if floats else ""
+                raise ConfigurationError(f"{where}: {exc}{note}") from None
             self.need(all(min(s) >= 1 for s in shapes.values()), "every buffer dim is >= 1",
                       {k: s for k, s in shapes.items() if min(s) < 1}, "Fix the shapes or the params.")
             self.buffer_bytes(variant, shapes, where)
@@ -167,23 +173,32 @@ class SpecParser:
         return BuildContext.make(dirs, {k: str(v) for k, v in defines.items()}, args, base=self.folder,
                                  where=f"kernel.toml of {self.name!r}: [build]")
 
-    def workloads(self, entries: Any, params: dict[str, int]) -> dict[str, dict[str, int]]:
+    def workloads(self, entries: Any, params: dict[str, int | float]) -> dict[str, dict[str, int | float]]:
         self.need(isinstance(entries, list), "workloads is a list of tables", entries, "Write [[workloads]].")
-        out: dict[str, dict[str, int]] = {}
+        out: dict[str, dict[str, int | float]] = {}
         for t in entries:
             t = self.table(t, "workloads")
             name = self.ident(t.get("name"), "[[workloads]] name")
             self.need(name not in out, "workload names are distinct", name, "Rename the duplicate.")
             over = t.get("params", {})
-            self.need(isinstance(over, dict) and over and set(over) <= set(params)
-                      and all(type(v) is int for v in over.values()),
-                      f"workload {name} overrides some of the params {list(params)} with ints", over,
+            self.need(isinstance(over, dict) and over and set(over) <= set(params),
+                      f"workload {name} overrides some of the params {list(params)}", over,
                       f'Write params = {{ {next(iter(params), "n")} = 4096 }}.')
             for k, v in over.items():
-                self.need(_INT64[0] <= v <= _INT64[1], f"workload {name} param {k} fits a signed 64-bit int", v,
-                          f"Write {k} = <int between {_INT64[0]} and {_INT64[1]}>; buffers are far smaller.")
+                self.need(type(params[k]) is float or type(v) is int, f"workload {name} param {k} is an int, as the "
+                          f"param is", v, f"Write {k} = <int>.")
+                self.param_value(k, v, f"workload {name} param {k}")
             out[name] = dict(over)
         return out
+
+    def param_value(self, name: str, v: Any, who: str) -> None:
+        """A ``[params]`` value: an int that fits int64, or a finite float (passed to a float or double parameter)."""
+        self.need(type(v) in (int, float), f"{who} is an int or a float", v, f"Write {name} = <int> (or <float>).")
+        if type(v) is int:
+            self.need(_INT64[0] <= v <= _INT64[1], f"{who} fits a signed 64-bit int", v,
+                      f"Write {name} = <int between {_INT64[0]} and {_INT64[1]}>; buffers are far smaller.")
+        else:
+            self.need(math.isfinite(v), f"{who} is a finite float", v, f"Write {name} = 1.0.")
 
     def symbols_and_buffers(self, d: dict[str, Any]) -> dict[str, Any]:
         defines, params = self.table(d.get("defines", {}), "defines"), self.table(d.get("params", {}), "params")
@@ -195,9 +210,7 @@ class SpecParser:
                       f"define {k}'s ints fit 64 bits", [x for x in v if type(x) is int and not
                                                          -(1 << 63) <= x < 1 << 64], "Use smaller values.")
         for k, v in params.items():
-            self.need(type(v) is int, f"param {self.ident(k, 'each param name')} is an int", v, f"Write {k} = <int>.")
-            self.need(_INT64[0] <= v <= _INT64[1], f"param {k} fits a signed 64-bit int", v,
-                      f"Write {k} = <int between {_INT64[0]} and {_INT64[1]}>; buffers are far smaller.")
+            self.param_value(self.ident(k, "each param name"), v, f"param {k}")
         bufs: dict[str, Any] = {}
         for section in ("inputs", "outputs"):
             entries = d.get(section, [])

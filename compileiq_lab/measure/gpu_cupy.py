@@ -7,8 +7,6 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
-
 from compileiq_lab.measure.gpu_backend import (
     COLD_FLUSH_MIN_BYTES,
     TIMER_RESOLUTION_S,
@@ -17,6 +15,7 @@ from compileiq_lab.measure.gpu_backend import (
     cuda_version_text,
 )
 from compileiq_lab.measure.power import PowerMeter, uuid_sha256
+from compileiq_lab.measure.scalars import launch_scalars
 
 __all__ = ["CupyBackend"]
 
@@ -90,8 +89,8 @@ class CupyBackend(GpuBackend):
         self.flush_buf.data.memset_async(0, self.flush_buf.nbytes, stream)
 
     def _args(self) -> list[Any]:
-        params = self.kernel.params
-        return [self.bufs[a] if a in self.bufs else np.int32(params[a]) for a in self.kernel.args]
+        k = self.kernel
+        return launch_scalars(k.args, k.params, k.arg_types, self.bufs)
 
     def _prepare(self, item: dict[str, Any]) -> Prepared:
         return _CupyCandidate(self, item)

@@ -221,7 +221,7 @@ def _launch(kernel_run: KernelRun, params: Mapping[str, Any]) -> tuple[int, int]
     k = kernel_run.kernel
     if not k.block:
         return None
-    names = {**k.params, **{n: v for n, v in k.define_values(params.get("defines")).items() if type(v) is int}}
+    names = {**k.int_params, **{n: v for n, v in k.define_values(params.get("defines")).items() if type(v) is int}}
     threads = 1
     for dim in k.block:
         threads *= eval_expr(dim, names)

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from compileiq_lab.exceptions import ConfigurationError
 from compileiq_lab.kernels import KernelRun, load_kernel
-from compileiq_lab.kernels.signature import launch_problem
+from compileiq_lab.kernels.signature import launch_problem, launch_types
 from compileiq_lab.measure.entries import ptx_param_types
+from compileiq_lab.measure.scalars import launch_scalars, scalar_problem, typed_scalar
 from compileiq_lab.testing import tool_available
 
 needs_nvcc = pytest.mark.skipif(not tool_available("nvcc"), reason="nvcc is not on PATH")
@@ -66,21 +68,64 @@ def test_ptx_parameter_types_in_their_forms():
 
 
 @needs_nvcc
-def test_a_64_bit_or_float_scalar_is_refused_before_a_gpu_run(tmp_path):
-    folder = _folder(tmp_path, "const float* x, float* y, size_t n", '["x", "y", "n"]')
+def test_size_t_and_float_scalars_are_passed_with_their_parameters_types(tmp_path):
+    folder = _folder(tmp_path, "const float* x, float* y, size_t n, float alpha, double beta, short s, char c",
+                     '["x", "y", "n", "alpha", "beta", "s", "c"]')
+    toml = folder / "kernel.toml"
+    toml.write_text(toml.read_text().replace("n = 1024", "n = 1024\nalpha = 1.5\nbeta = 2\ns = -3\nc = 200"))
+    kernel = load_kernel(folder)
+    problem, types = launch_types(kernel, "sm_90", tmp_path / "w", 60.0)
+    assert problem == "" and types == ("u64", "u64", "u64", "f32", "f64", "u16", "u8")
+    # what the GPU worker hands CuPy: buffers as they are, each scalar with its parameter's width and kind
+    bufs = {"x": "X", "y": "Y"}
+    values = launch_scalars(kernel.args or (), kernel.params, types, bufs)
+    assert values[:2] == ["X", "Y"]
+    assert [(type(v), v) for v in values[2:]] == [(np.int64, 1024), (np.float32, np.float32(1.5)),
+                                                  (np.float64, 2.0), (np.int16, -3), (np.uint8, 200)]
+    assert launch_scalars(kernel.args or (), kernel.params, (), bufs)[2:4] == [np.int32(1024), np.float32(1.5)]
+
+
+@needs_nvcc
+def test_a_value_its_parameter_cannot_hold_is_refused_before_a_gpu_run(tmp_path):
+    folder = _folder(tmp_path, "const float* x, float* y, int n, char c", '["x", "y", "n", "c"]')
+    toml = folder / "kernel.toml"
+    toml.write_text(toml.read_text().replace("n = 1024", "n = 1024\nc = 1.5"))
     problem = launch_problem(load_kernel(folder), "sm_90", tmp_path / "w", 60.0)
-    assert "n is a [params] value, passed as a 32-bit int, where parameter 2 is a 64-bit integer" in problem
-    assert "declare the parameter int" in problem
-    with pytest.raises(ConfigurationError, match="parameter 2 is a 64-bit integer"):  # before any GPU is asked for
+    assert "[params] c = 1.5 goes to parameter 3, which needs an int for an 8-bit integer (char, bool) (.u8)" in problem
+    with pytest.raises(ConfigurationError, match=r"parameter 3, which needs an int"):  # before any GPU is asked for
         KernelRun(str(folder), "ptxas", ["runtime"], workdir=tmp_path / "run")
+    # a workload's value is checked too: 300 does not fit the char c
+    toml.write_text(toml.read_text().replace("c = 1.5", "c = 7") + "\n[[workloads]]\nname = \"big\"\n"
+                    "params = { c = 300 }\n")
+    problem = launch_problem(load_kernel(folder), "sm_90", tmp_path / "w", 60.0)
+    assert "workload 'big': [launch] args" in problem and "[params] c = 300" in problem
+    assert "-128 to 255" in problem
+
+
+@needs_nvcc
+def test_a_struct_by_value_is_refused_naming_what_is_supported(tmp_path):
+    folder = _folder(tmp_path, "const float* x, float* y, int n, int2 p", '["x", "y", "n", "n"]')
+    problem = launch_problem(load_kernel(folder), "sm_90", tmp_path / "w", 60.0)
+    assert "parameter 3, which needs a parameter compileiq-lab can pass: ints and floats (this one is a struct" \
+        in problem
+
+
+def test_typed_scalars_keep_the_bits_of_signed_and_unsigned_values():
+    assert typed_scalar(-1, "u32") == np.int32(-1) and type(typed_scalar(-1, "u32")) is np.int32
+    assert type(typed_scalar(4294967295, "u32")) is np.uint32  # (nvcc writes .u32 for int and unsigned alike)
+    assert scalar_problem(4294967296, "u32").startswith("an int that fits a 32-bit integer")
+    assert scalar_problem(True, "u8").startswith("an int") and scalar_problem(1e39, "f32").startswith("a number")
+    assert scalar_problem(float("inf"), "f64").startswith("a finite number")
+    with pytest.raises(ValueError, match=r"cannot pass 1.5 as .u64: it needs an int"):
+        typed_scalar(1.5, "u64")
 
 
 @needs_nvcc
 def test_arguments_in_the_wrong_number_or_order_are_named(tmp_path):
     swapped = _folder(tmp_path, "const float* x, float* y, int n", '["n", "x", "y"]')
     problem = launch_problem(load_kernel(swapped), "sm_90", tmp_path / "w", 60.0)
-    assert "n is a [params] value" in problem and "y is a buffer, passed as a pointer, where parameter 2 is .u32" \
-        in problem
+    assert "[params] n = 1024 goes to parameter 0, which needs a parameter compileiq-lab can pass" not in problem
+    assert "y is a buffer, passed as a pointer, where parameter 2 is .u32" in problem
     (swapped / "kernel.toml").write_text(_TOML.replace("{args}", '["x", "y"]'))
     assert "names 2 (x, y) and the kernel takes 3" in launch_problem(load_kernel(swapped), "sm_90", tmp_path / "w",
                                                                       60.0)

@@ -32,6 +32,56 @@ def test_bundled_kernels_run_with_correct_output(name, tmp_path):
     assert metrics["runtime_min"] <= metrics["runtime_median"]
 
 
+_AXPBY = """name = "axpby"
+language = "cuda"
+source = "axpby.cu"
+entry = "axpby"
+
+[params]
+n = 100000
+alpha = 1.5
+beta = -0.25
+shift = -3
+
+[[inputs]]
+name = "x"
+dtype = "float32"
+shape = ["n"]
+
+[[outputs]]
+name = "y"
+dtype = "float32"
+shape = ["n"]
+
+[check]
+reference = "reference"
+
+[launch]
+grid = ["(n + 255) // 256", 1, 1]
+block = [256, 1, 1]
+args = ["x", "y", "n", "alpha", "beta", "shift"]
+"""
+
+
+def test_size_t_float_double_and_negative_scalars_reach_the_kernel(tmp_path):
+    folder = tmp_path / "axpby"
+    folder.mkdir()
+    (folder / "axpby.cu").write_text(
+        'extern "C" __global__ void axpby(const float* x, float* y, size_t n, float alpha, double beta, int shift) {\n'
+        "  size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;\n"
+        "  if (i < n) y[i] = alpha * x[i] + (float)beta + shift; }\n")
+    (folder / "kernel.toml").write_text(_AXPBY)
+    (folder / "reference.py").write_text("def reference(inputs, params):\n    x = inputs['x']\n"
+                                         "    return {'y': (params['alpha'] * x + params['beta'] + params['shift'])"
+                                         ".astype(x.dtype)}\n")
+    ev = KernelRun(load_kernel(folder), OPT, ["runtime"], workdir=tmp_path / "run")
+    try:
+        m = ev({})
+    finally:
+        ev.close()
+    assert m.status == "ok", m.error  # an int32 n, or alpha passed as an int, fails the output check
+
+
 def test_energy_and_power_are_measured_with_nvml(tmp_path):
     ev = KernelRun(load_kernel("sgemm"), OPT, ["runtime", "energy", "power"], workdir=tmp_path)
     try:

@@ -19,6 +19,9 @@ def print_front(results: Results, run: KernelRun) -> None:
           f"{len(run.evaluator.code_hashes)} of {st['compiles']} compiled configs"
           + (f", runs saved by code-hash dedup {st['runs_saved']}" if st["runs"] else ""))
     print("objectives: " + "; ".join(o.label for o in results.objectives))
+    if not any(r.status == "ok" for r in results.records):  # nothing to tabulate: tune's error says why
+        print(f"\nstored in {results.store_path}")
+        return
     head = "  ".join(f"{o:>18}" for o in names)
     print(f"\n{'eval':>5}  {head}  arguments")
     if base is not None and base.status == "ok" and base.scores:

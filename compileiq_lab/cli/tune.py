@@ -215,9 +215,10 @@ class _ProgressLine:
             self.open = False
 
     def filter(self, record: logging.LogRecord) -> bool:
-        """A logging filter: ends an open progress line before the record is written."""
+        """A logging filter: ends an open progress line before the record is written; drops the engine's warning
+        that the run stops after the baseline (tune ends with that reason as its error)."""
         self.end()
-        return True
+        return not hasattr(record, "stop_reason")
 
 
 def _progress(total_generations: int, line: _ProgressLine) -> Callable[[RunEvent], None]:

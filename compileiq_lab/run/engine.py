@@ -307,7 +307,7 @@ class Engine:
             why = self._baseline_check(rec) if rec is not None else None
             if why:
                 self._done_reason, self.stop_reason = "baseline_failed", why
-                log.warning("the run stops after the baseline: %s", why)
+                log.warning("the run stops after the baseline: %s", why, extra={"stop_reason": why})
                 return
         self._pending, self._outcomes, self._handed, self._left, self._told = [], {}, 0, 0, 0
         if self._generation < 0 and self._baseline is not None:

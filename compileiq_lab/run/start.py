@@ -101,9 +101,11 @@ def prepare_store(store: RunStore, new: RunHeader) -> dict[str, Any]:
     if keys:  # a fact one side does not record is unknown, not different
         what = "; ".join(_SETUP_WORDS.get(k, f"{k}: stored {{stored!r}} vs given {{given!r}}").format(
             stored=stored_setup[k], given=given_setup[k]) for k in keys)
+        nothing = h.status == "baseline_failed" and not any(r.status == "ok" for r in store.records())
+        fix = (f"The stored run stopped after its baseline failed and holds no result: delete {store.path!r} "
+               "and run again, or use a new store path." if nothing else "Use a new store path.")
         raise StoreMismatchError(
-            f"run store {store.path!r} holds a run of another setup ({what}); its results would not compare. "
-            "Use a new store path.")
+            f"run store {store.path!r} holds a run of another setup ({what}); its results would not compare. {fix}")
     # the stored status stays until the run starts (opened to look at, a finished run still reads finished)
     store.write_header(h.replace(config=new.config))
     return {**new.resolved, **h.resolved}

@@ -200,7 +200,7 @@ class SteadyEngine:
         why = self._baseline_check(rec) if self._baseline_check is not None else None
         if why:
             self._done_reason, self.stop_reason = "baseline_failed", why
-            log.warning("the run stops after the baseline: %s", why)
+            log.warning("the run stops after the baseline: %s", why, extra={"stop_reason": why})
 
 
 def drive_steady(engine: SteadyEngine, evaluate: Callable[[dict[str, Any]], Measurement],

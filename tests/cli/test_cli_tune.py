@@ -103,6 +103,22 @@ def test_resume_with_another_setup_is_refused(tmp_path):
 
 
 @needs_cuda
+def test_a_failed_baseline_is_said_once_and_the_fixed_kernel_is_told_how_to_reuse_the_store(tmp_path):
+    src = tmp_path / "broken.cu"
+    src.write_text('extern "C" __global__ void k(float* x) { x[0] = undefined_name; }\n')
+    base = ("tune", str(src), "--objectives", "registers", "--generations", "2", "--no-canary", "--store", "b.db")
+    out = cli(*base, cwd=tmp_path)
+    assert out.returncode == 1 and out.stderr.count("undefined_name") == 1, out.stderr  # the error alone says it
+    assert "the run stopped after the baseline" in out.stderr and "arguments" not in out.stdout  # no empty table
+    src.write_text('extern "C" __global__ void k(float* x) { x[0] = 1.0f; }\n')
+    again = cli(*base, cwd=tmp_path)
+    assert again.returncode == 1 and "the kernel source changed" in again.stderr
+    assert "stopped after its baseline failed and holds no result: delete" in again.stderr, again.stderr
+    (tmp_path / "b.db").unlink()
+    assert cli(*base, cwd=tmp_path).returncode == 0
+
+
+@needs_cuda
 def test_resume_with_another_entry_or_build_context_is_refused(tmp_path):
     """A bare multi-kernel file: continuing a store with another --entry or another --define would append another
     kernel's (or build's) rows under the first one's header."""

@@ -10,6 +10,7 @@ __all__ = [
     "SearchFailedError",
     "SearchStateError",
     "SpaceDefinitionError",
+    "StaticOnlyKernelError",
     "StoreError",
     "StoreMismatchError",
 ]
@@ -25,6 +26,11 @@ class SpaceDefinitionError(CompileIQLabError, ValueError):
 
 class ConfigurationError(CompileIQLabError, ValueError):
     """A SearchConfiguration (or another user setting) has an invalid value."""
+
+
+class StaticOnlyKernelError(ConfigurationError):
+    """An objective that runs the kernel was asked of a kernel that can only be compiled (no entry, inputs, outputs,
+    reference or launch)."""
 
 
 class StoreError(CompileIQLabError, OSError):

@@ -13,7 +13,7 @@ from compileiq_lab.acf.format import ACF_FORMATS
 from compileiq_lab.analysis.certify import recheck
 from compileiq_lab.analysis.validation import validate
 from compileiq_lab.cli.options import UsageError, add_pick_arguments, check_output_file, export_point
-from compileiq_lab.exceptions import CompileIQLabError, ConfigurationError
+from compileiq_lab.exceptions import CompileIQLabError, ConfigurationError, StaticOnlyKernelError
 from compileiq_lab.kernels import KernelRun
 from compileiq_lab.store import Results, Validation, load_results
 from compileiq_lab.viz.report import write_report
@@ -210,9 +210,7 @@ def _recheck_acf(args: argparse.Namespace) -> int:
     try:
         run = KernelRun.from_acf(acf, kernel=args.kernel, acf_folder=Path(args.acf).resolve().parent, measure=True,
                                  objectives=["runtime"], gpu_backend=args.gpu_backend)
-    except ConfigurationError as exc:
-        if "cannot run" not in str(exc):
-            raise
+    except StaticOnlyKernelError:
         raise ConfigurationError(f"validate --acf times the point against the compiler defaults, so its kernel must "
                                  f"run, but {acf.kernel!r} is a static-only kernel (a bare file). Give it as a folder "
                                  "whose kernel.toml names its entry, inputs, outputs, reference and [launch] (validate "

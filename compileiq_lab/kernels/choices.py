@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from compileiq_lab import space as ss
-from compileiq_lab.exceptions import ConfigurationError
+from compileiq_lab.exceptions import ConfigurationError, StaticOnlyKernelError
 from compileiq_lab.kernels.spec import GPU_LANGUAGES, KernelSpec
 from compileiq_lab.measure.backends.base import CUBIN_METRICS, HOST_METRICS, Backend
 from compileiq_lab.measure.backends.c import CHost
@@ -168,7 +168,7 @@ def check_objectives(kernel: KernelSpec, names: Sequence[str]) -> None:
                                  f"{list(names)}; pick from those")
     runs = set(names) & run_metrics(kernel.language)
     if runs and (kernel.static_only or not kernel.inputs):
-        raise ConfigurationError(
+        raise StaticOnlyKernelError(
             f"kernel {kernel.name!r} cannot run (it needs an entry, inputs, outputs and a reference in kernel.toml), "
             f"so objectives {sorted(runs)} cannot be measured; use static objectives "
             f"{sorted(static_metrics(kernel.language))}")

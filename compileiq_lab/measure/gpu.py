@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from compileiq_lab.exceptions import ConfigurationError
+from compileiq_lab.exceptions import ConfigurationError, StaticOnlyKernelError
 from compileiq_lab.measure.backends.base import CUBIN_METRICS
 from compileiq_lab.measure.entries import cubin_entries, resolve_entry
 from compileiq_lab.measure.gpu_backend import CACHE_MODES
@@ -143,8 +143,9 @@ class GpuRunner:
     def __init__(self, kernel: Kernel, options: GpuOptions | None = None, timeout_s: float = 60.0,
                  backend: str = CUPY_BACKEND, workload: str | None = None) -> None:
         if kernel.language not in ("cuda", "ptx") or kernel.static_only or kernel.grid is None:
-            raise ConfigurationError(f"kernel {kernel.name!r} cannot run on a GPU: it needs language cuda, an entry, "
-                                     "outputs with a reference and a [launch] table; use static objectives for it")
+            raise StaticOnlyKernelError(f"kernel {kernel.name!r} cannot run on a GPU: it needs language cuda, an "
+                                        "entry, outputs with a reference and a [launch] table; use static objectives "
+                                        "for it")
         self.base_kernel = kernel.with_workload(None) if kernel.workload is None else kernel
         self.kernel = kernel.with_workload(workload)
         self.options, self.timeout_s = options or GpuOptions(), timeout_s

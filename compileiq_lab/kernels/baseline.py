@@ -20,9 +20,11 @@ _MISSING_ENTRY = re.compile(r"named symbol not found|CUDA_ERROR_NOT_FOUND", re.I
 #: Front-end failures no searched control changes: the C++ front end's diagnostics of the preprocessed source (EDG's
 #: ``file(line): error``; none of the nvcc catalog's front-end controls changes the macros the preprocessor is given,
 #: checked with ``nvcc --dryrun`` 13.0, while an ``#error`` directive, which the preprocessor reports as
-#: ``file:line:col: error``, may depend on a -D knob) and an option nvcc does not know (a fixed argument).
+#: ``file:line:col: error``, may depend on a -D knob), an option nvcc does not know (a fixed argument) and inline PTX
+#: that does not parse (``nvcc -ptx`` checks its PTX with ptxas: an unknown instruction or modifier, a syntax error).
 _SOURCE_ERROR = re.compile(r"\(\d+\): (catastrophic )?error|nvcc fatal\s*:\s*(Unknown option|Value '[^'\n]*' is not "
-                           r"defined for option)")
+                           r"defined for option)|^ptxas .*, line \d+; error\s*: (Not a name of any known instruction|"
+                           r"Unknown modifier|syntax error)", re.MULTILINE)
 #: ptxas on code the target architecture lacks (inline PTX or intrinsics of a newer GPU): no searched control changes
 #: the target, only the build's --arch does.
 _TARGET_ERROR = re.compile(r"requires \.target sm_\d+ or higher|not supported on \.target")

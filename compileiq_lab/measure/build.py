@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,7 +38,7 @@ class CompileOutcome:
 
 
 def build(argv_for: Callable[[Path], list[str]], out: Path, timeout_s: float,
-          cwd: Path | None = None) -> tuple[ToolResult, CompileOutcome]:
+          cwd: Path | None = None, shown: Mapping[str, str] | None = None) -> tuple[ToolResult, CompileOutcome]:
     """Run ``argv_for(temp file)``, then move the result to ``out``: a reader never sees half a file.
 
     Args:
@@ -46,6 +46,8 @@ def build(argv_for: Callable[[Path], list[str]], out: Path, timeout_s: float,
         out: The final output path.
         timeout_s: Limit of the compiler process.
         cwd: Working folder of the compiler.
+        shown: Scratch paths a failure's message names, each with what to call it instead (``out`` as the compiler
+            wrote it is always one: the temporary file is gone when the message is read; default: ``out``'s name).
 
     Returns:
         The compiler's result and the outcome ("ok" with ``out``, or the failure).
@@ -56,7 +58,11 @@ def build(argv_for: Callable[[Path], list[str]], out: Path, timeout_s: float,
         if res.timed_out or res.returncode != 0:
             tmp.unlink(missing_ok=True)
             check_disk(out.parent, res)  # a compiler that failed for want of space says nothing of the config
-            return res, _failed(res, timeout_s, argv_for(out))
+            failed = _failed(res, timeout_s, argv_for(out))
+            subs = {str(tmp): (shown or {}).get(str(out), out.name), **(shown or {})}
+            for path, name in subs.items():
+                failed.error = failed.error.replace(path, name)
+            return res, failed
         empty = not tmp.is_file() or tmp.stat().st_size == 0
         why = disk_fault(out.parent, res, probe=empty)  # with little space left the output may be cut short
         if why is not None:  # the output is never cached: _writing removes it
@@ -70,7 +76,7 @@ def build(argv_for: Callable[[Path], list[str]], out: Path, timeout_s: float,
 
 
 def build_cached(argv_for: Callable[[Path], list[str]], out: Path, metric: str, timeout_s: float,
-                 cwd: Path | None = None) -> tuple[CompileOutcome, bool]:
+                 cwd: Path | None = None, shown: Mapping[str, str] | None = None) -> tuple[CompileOutcome, bool]:
     """``build`` unless an earlier build of ``out`` is complete; the build time is kept beside it.
 
     The ``<out>.time`` file is written last, so its presence marks a complete build; cache hits
@@ -85,7 +91,7 @@ def build_cached(argv_for: Callable[[Path], list[str]], out: Path, metric: str, 
         text = log.read_text(errors="replace") if log.exists() else ""
         return CompileOutcome("ok", out, metrics={metric: float(timing.read_text())}, argv=[argv_for(out)],
                               log=text), True
-    res, outcome = build(argv_for, out, timeout_s, cwd)
+    res, outcome = build(argv_for, out, timeout_s, cwd, shown)
     if outcome.ok:
         if outcome.log.strip():  # the compiler's warnings come back with every cache hit
             write_atomic(log, outcome.log)

@@ -139,19 +139,25 @@ class CudaCompiler:
             return [self.nvcc, f"-arch={self.arch}", "-ptx", *self.context.argv(), *frontend_argv, str(source),
                     "-o", str(target)]
 
+        # nvcc -ptx checks its PTX with ptxas, whose errors name the (scratch) output file by line
+        shown = {str(out): f"{source.stem}.ptx (nvcc -ptx of {source.name})"}
         with lock:  # two threads wanting the same PTX compile it once
-            outcome, hit = build_cached(argv_for, out, "frontend_time_s", self.timeout_s, cwd=source.parent)
+            outcome, hit = build_cached(argv_for, out, "frontend_time_s", self.timeout_s, cwd=source.parent,
+                                        shown=shown)
         if hit:
             self.ptx_hits += 1
         else:
             self.ptx_misses += 1
         return outcome
 
-    def cubin(self, ptx: Path, backend_argv: Sequence[str], entry: str | None = None) -> CompileOutcome:
-        """Assemble PTX with ptxas under back-end arguments; parse ``-v`` metrics."""
+    def cubin(self, ptx: Path, backend_argv: Sequence[str], entry: str | None = None,
+              source: Path | None = None) -> CompileOutcome:
+        """Assemble PTX with ptxas under back-end arguments; parse ``-v`` metrics. ``source``: the file the PTX
+        was made of (a failure names the PTX as that file's, not by its scratch path)."""
         out = self.workdir / "cubin" / f"{self._key(ptx.name, *backend_argv)}.cubin"
         argv = [self.ptxas, f"-arch={self.arch}", "-v", *backend_argv, str(ptx), "-o", str(out)]
-        return self._assemble(argv, out, entry, cwd=None)
+        shown = {str(ptx): f"{source.stem}.ptx (nvcc -ptx of {source.name})"} if source else None
+        return self._assemble(argv, out, entry, cwd=None, shown=shown)
 
     def full(self, source: Path, frontend_argv: Sequence[str], backend_argv: Sequence[str],
              entry: str | None = None) -> CompileOutcome:
@@ -164,9 +170,10 @@ class CudaCompiler:
                 *xptxas, str(source), "-o", str(out)]
         return self._assemble(argv, out, entry, cwd=source.parent)
 
-    def _assemble(self, argv: list[str], out: Path, entry: str | None, cwd: Path | None) -> CompileOutcome:
+    def _assemble(self, argv: list[str], out: Path, entry: str | None, cwd: Path | None,
+                  shown: dict[str, str] | None = None) -> CompileOutcome:
         """Run a compile whose argv ends in ``-o out`` (atomically, see ``build``), parse ``-v``."""
-        res, outcome = build(lambda target: [*argv[:-1], str(target)], out, self.timeout_s, cwd)
+        res, outcome = build(lambda target: [*argv[:-1], str(target)], out, self.timeout_s, cwd, shown)
         if outcome.ok:
             outcome.metrics = parse_ptxas_verbose(res.stdout + res.stderr, entry)
             outcome.metrics["backend_time_s"] = res.elapsed_s

@@ -134,6 +134,9 @@ def test_baseline_verdict_stops_only_where_no_searched_control_can_help(tmp_path
     assert "no searched control changes that" in (front.baseline_verdict(unknown) or "")
     value = _failed("nvcc fatal   : Value 'c++99' is not defined for option 'std'", "frontend")  # a fixed -std=c++99
     assert "no searched control changes that" in (front.baseline_verdict(value) or "")
+    asm = _failed("ptxas k.ptx (nvcc -ptx of k.cu), line 27; error   : Unknown modifier '.instr'\nptxas k.ptx (nvcc "
+                  "-ptx of k.cu), line 27; error   : Not a name of any known instruction: 'bogus'", "frontend")
+    assert "no searched control changes that" in (front.baseline_verdict(asm) or "")  # inline PTX that does not parse
     target = _failed("ptxas /tmp/k.ptx, line 9; error   : Feature '.m16n8k16' requires .target sm_80 or higher\n"
                      "ptxas fatal   : Ptx assembly aborted due to errors", "backend")  # inline PTX of a newer GPU
     assert all("--arch" in (run.baseline_verdict(target) or "") for run in (ptxas_only, front))

@@ -115,6 +115,25 @@ def test_compile_errors_and_conflicts_are_outcomes(source, tmp_path):
     assert out.status == "compile_error" and "error" in out.error
 
 
+@needs_nvcc
+def test_a_ptx_error_names_the_sources_ptx_not_a_scratch_file(tmp_path):
+    """nvcc -ptx checks its PTX with ptxas, whose errors name the output file by line: a scratch file, gone when the
+    message is read. The message names it as the source's PTX instead."""
+    source = tmp_path / "asm.cu"
+    source.write_text('extern "C" __global__ void k(float* x) {\n  float y;\n'
+                      '  asm("bogus.instr.f32 %0, %1;" : "=f"(y) : "f"(x[0]));\n  x[0] = y;\n}\n')
+    cc = CudaCompiler("sm_90", tmp_path / "w")
+    out = cc.ptx(source, [])
+    assert out.status == "compile_error" and "ptxas asm.ptx (nvcc -ptx of asm.cu), line" in out.error, out.error
+    assert str(tmp_path / "w") not in out.error
+    # a PTX file in the work folder that ptxas rejects is named as the source's PTX too
+    made = tmp_path / "w" / "made.ptx"
+    made.write_text(".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry k()\n{\n  bogus.instr;\n}\n")
+    bad = cc.cubin(made, [], "k", source=source)
+    assert bad.status == "compile_error" and "asm.ptx (nvcc -ptx of asm.cu), line 6" in bad.error, bad.error
+    assert str(made) not in bad.error
+
+
 def test_inspect_elf_rejects_non_elf(tmp_path):
     p = tmp_path / "x.bin"
     p.write_bytes(b"MZ" + b"\0" * 100)

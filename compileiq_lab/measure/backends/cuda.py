@@ -51,7 +51,7 @@ class CudaTwoStage:
         symbol, problem = self.resolver.resolve(str(path), lambda: ptx_entries(path.read_text(errors="replace")))
         if problem:
             return CompileOutcome("compile_error", error=problem, argv=ptx.argv, stage="entry", log=ptx.log)
-        out = self.cc.cubin(path, argv["backend"], symbol)
+        out = self.cc.cubin(path, argv["backend"], symbol, source=self.source)
         out.metrics.update(ptx.metrics)
         out.log, out.symbol = ptx.log + out.log, symbol
         return out if out.ok else dataclasses.replace(out, stage="backend")

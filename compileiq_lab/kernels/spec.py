@@ -40,7 +40,8 @@ C_ENTRY = "cil_kernel"
 LANGUAGES = {"cuda": ".cu", "c": ".c", "ptx": ".ptx"}
 #: Languages of kernels that ptxas assembles into a cubin for a GPU (a .ptx has no front end: ptxas controls only).
 GPU_LANGUAGES = ("cuda", "ptx")
-DTYPES = ("float32", "float64", "int32")
+#: Buffer element types (NumPy's names; ``float16`` is CUDA's ``__half``).
+DTYPES = ("float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
 INITS = ("uniform", "normal", "zeros", "ones", "arange")
 IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 #: Bytes of all the buffers of one kernel (inputs and outputs together). Each is made in host memory, inputs
@@ -63,10 +64,10 @@ class BufferSpec:
 
     Attributes:
         name: Buffer name: the key in input/output dicts and in launch args.
-        dtype: "float32", "float64" or "int32".
+        dtype: One of ``DTYPES`` ("float16", "float32", "float64", signed and unsigned ints of 8 to 64 bits).
         shape: Ints, param names or expressions over params, e.g. ``("n * n",)``.
-        init: How an input is filled: uniform in [-1, 1) ([-100, 100) for ints), normal, zeros, ones,
-            arange; None for outputs.
+        init: How an input is filled: uniform in [-1, 1) ([-100, 100) for signed ints, [0, 100) for unsigned),
+            normal, zeros, ones, arange (wrapping where the type is narrower than the count); None for outputs.
     """
 
     name: str
@@ -199,7 +200,10 @@ class KernelSpec:
         for buf in self.inputs:
             shape, dtype, size = self.shape_of(buf), np.dtype(buf.dtype), int(np.prod(self.shape_of(buf)))
             if buf.init == "uniform":
-                data = rng.integers(-100, 100, size) if dtype.kind == "i" else rng.uniform(-1.0, 1.0, size)
+                if dtype.kind in "iu":
+                    data = rng.integers(-100 if dtype.kind == "i" else 0, 100, size)
+                else:
+                    data = rng.uniform(-1.0, 1.0, size)
             elif buf.init == "normal":
                 data = rng.standard_normal(size)
             else:

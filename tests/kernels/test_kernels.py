@@ -283,7 +283,7 @@ def test_bad_language_message_states_rule_value_and_fix(tmp_path: Path) -> None:
     ("dot", 'source = "dot.c"', 'source = "gone.c"', ["source names a file", "'gone.c'", "Fix source"]),
     ("dot", 'name = "dot"', 'name = "dotty"', ["name == folder name", "'dotty'", "rename the folder"]),
     ("dot", 'entry = "cil_kernel"', 'entry = "main"', ['entry == "cil_kernel"', "'main'", "Set entry"]),
-    ("dot", 'dtype = "float64"', 'dtype = "float16"', ["dtype of out in", "'float16'", "Pick one"]),
+    ("dot", 'dtype = "float64"', 'dtype = "bfloat16"', ["dtype of out in", "'bfloat16'", "Pick one"]),
     ("dot", 'init = "uniform"', 'init = "gaussian"', ["init of x in", "'gaussian'", "Pick one"]),
     ("dot", 'shape = ["n"]', 'shape = ["n * m"]', ["names in ['n']", "'m'", "Rewrite"]),
     ("dot", "rtol = 1e-9", "rtol = -1.0", ["rtol is a number >= 0", "-1.0", "Write rtol"]),

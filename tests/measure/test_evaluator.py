@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 
+import numpy as np
 import pytest
 
 from compileiq_lab import Search, SearchConfiguration
@@ -188,3 +189,66 @@ def test_a_long_failure_message_keeps_its_start_and_its_end():
     assert MESSAGE_CHARS <= len(kept) < MESSAGE_CHARS + 50
     assert f"[... {len(text) - MESSAGE_CHARS} characters ...]" in kept
     assert keep_ends("short", MESSAGE_CHARS) == "short"
+
+
+_HISTOGRAM = """name = "histogram"
+language = "c"
+source = "histogram.c"
+entry = "cil_kernel"
+
+[params]
+n = 100000
+
+[[inputs]]
+name = "data"
+dtype = "uint8"
+shape = ["n"]
+
+[[inputs]]
+name = "weights"
+dtype = "int16"
+shape = ["n"]
+
+[[outputs]]
+name = "counts"
+dtype = "uint32"
+shape = [256]
+
+[[outputs]]
+name = "weighted"
+dtype = "int64"
+shape = [256]
+
+[check]
+reference = "reference"
+rtol = 0
+atol = 0
+"""
+
+
+@needs_gcc
+def test_a_kernel_of_8_16_and_64_bit_and_unsigned_buffers_runs_and_checks(tmp_path):
+    folder = tmp_path / "histogram"
+    folder.mkdir()
+    (folder / "kernel.toml").write_text(_HISTOGRAM)
+    (folder / "histogram.c").write_text(
+        "#include <stdint.h>\n#include <string.h>\n"
+        "void cil_kernel(void **bufs, const long *params) {\n"
+        "  const uint8_t *data = bufs[0]; const int16_t *w = bufs[1];\n"
+        "  uint32_t *counts = bufs[2]; int64_t *weighted = bufs[3];\n"
+        "  memset(counts, 0, 256 * sizeof *counts); memset(weighted, 0, 256 * sizeof *weighted);\n"
+        "  for (long i = 0; i < params[0]; ++i) { counts[data[i]] += 1; weighted[data[i]] += w[i]; }\n}\n")
+    (folder / "reference.py").write_text(
+        "import numpy as np\n\ndef reference(inputs, params):\n    d, w = inputs['data'], inputs['weights']\n"
+        "    return {'counts': np.bincount(d, minlength=256).astype(np.uint32),\n"
+        "            'weighted': np.bincount(d, weights=w, minlength=256).astype(np.int64)}\n")
+    kernel = load_kernel(folder)
+    inputs = kernel.make_inputs()
+    assert inputs["data"].dtype == np.uint8 and 0 <= inputs["data"].min() and inputs["data"].max() < 100
+    assert inputs["weights"].dtype == np.int16 and inputs["weights"].min() < 0
+    ev = KernelRun(kernel, GCC, ["runtime"], workdir=tmp_path / "run")
+    try:
+        m = ev({"opt_level": 2})
+    finally:
+        ev.close()
+    assert m.ok, m.error  # the outputs match the reference exactly, read back with their own element types

@@ -82,6 +82,24 @@ def test_size_t_float_double_and_negative_scalars_reach_the_kernel(tmp_path):
     assert m.status == "ok", m.error  # an int32 n, or alpha passed as an int, fails the output check
 
 
+def test_a_half_precision_kernel_runs_and_checks(tmp_path):
+    folder = tmp_path / "hscale"
+    folder.mkdir()
+    toml = _AXPBY.replace('"axpby"', '"hscale"').replace('"axpby.cu"', '"hscale.cu"').replace('"float32"', '"float16"')
+    (folder / "kernel.toml").write_text(toml.replace(', "alpha", "beta", "shift"]', "]"))  # (x, y, n)
+    (folder / "hscale.cu").write_text(
+        '#include <cuda_fp16.h>\nextern "C" __global__ void hscale(const __half* x, __half* y, size_t n) {\n'
+        "  size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;\n"
+        "  if (i < n) y[i] = __hmul(x[i], __float2half(2.0f)); }\n")
+    (folder / "reference.py").write_text("def reference(inputs, params):\n    return {'y': inputs['x'] * 2}\n")
+    ev = KernelRun(load_kernel(folder), OPT, ["runtime"], workdir=tmp_path / "run")
+    try:
+        m = ev({})
+    finally:
+        ev.close()
+    assert m.status == "ok", m.error  # x * 2 is exact in half precision
+
+
 def test_energy_and_power_are_measured_with_nvml(tmp_path):
     ev = KernelRun(load_kernel("sgemm"), OPT, ["runtime", "energy", "power"], workdir=tmp_path)
     try:

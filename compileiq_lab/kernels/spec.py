@@ -199,6 +199,7 @@ class KernelSpec:
         out: dict[str, np.ndarray] = {}
         for buf in self.inputs:
             shape, dtype, size = self.shape_of(buf), np.dtype(buf.dtype), int(np.prod(self.shape_of(buf)))
+            data: np.ndarray
             if buf.init == "uniform":
                 if dtype.kind in "iu":
                     data = rng.integers(-100 if dtype.kind == "i" else 0, 100, size)

@@ -68,6 +68,17 @@ class SpecParser:
         name: str = value
         return name
 
+    def entry(self, value: Any, language: str) -> str:
+        """The kernel's entry: an identifier (a plain or mangled name), for a CUDA or PTX kernel also a template
+        instantiation's demangled signature, as the message of an entry that names several kernels lists them."""
+        if language not in GPU_LANGUAGES or (isinstance(value, str) and IDENT.match(value)):
+            return self.ident(value, "entry")
+        self.need(isinstance(value, str) and value.strip() and len(value) <= 4096 and value.isprintable(),
+                  "entry is a kernel's name (plain or mangled) or its demangled signature, on one line", value,
+                  'Write entry = "my_kernel", or the signature the run lists for a template instantiation.')
+        name: str = value.strip()
+        return name
+
     def parse(self) -> KernelSpec:
         d = self.table(self.data, "")
         self.need(all(k in d for k in _REQUIRED), f"the keys {list(_REQUIRED)} are present",
@@ -79,7 +90,7 @@ class SpecParser:
         source_path = self.inside(d["source"], "source")
         self.need(source_path.is_file(), f"source names a file in {self.folder}", d["source"],
                   "Fix source or add the file.")
-        entry = self.ident(d["entry"], "entry")
+        entry = self.entry(d["entry"], d["language"])
         self.need(d["language"] != "c" or entry == C_ENTRY, f'a C kernel has entry == "{C_ENTRY}"', entry,
                   f'Set entry = "{C_ENTRY}" and define void {C_ENTRY}(void **bufs, const long *params).')
         self.need(isinstance(desc := d.get("description", ""), str), "description is a string", desc, "Write a line.")

@@ -292,6 +292,8 @@ def test_bad_language_message_states_rule_value_and_fix(tmp_path: Path) -> None:
     ("dot", "ACCUMULATORS = [4, 1, 2, 8]", "ACCUMULATORS = []", ["non-empty list", "[]", "Write ACCUMULATORS"]),
     ("dot", "n = 1048576", "n = 1.5", ["a C kernel's params are ints", "['n']", "Write them as ints"]),
     ("dot", "n = 1048576", 'n = "8"', ["param n is an int or a float", "'8'", "Write n"]),
+    ("sgemm", 'entry = "sgemm"', 'entry = "sgemm\\n(int)"', ["entry is a kernel's name (plain or mangled) or its",
+                                                           "Write entry"]),
     ("sgemm", "M = 512", "M = 512.0", ["names in ['K', 'N']", "float params, here M, go to the kernel only"]),
     ("sgemm", "M = 512", "M = 512\nalpha = inf", ["param alpha is a finite float", "inf", "Write alpha"]),
     ("sgemm", "K = 512\n", "K = 512\n[[workloads]]\nname = 'w'\nparams = { M = 2.0 }\n",

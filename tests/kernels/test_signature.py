@@ -131,3 +131,24 @@ def test_arguments_in_the_wrong_number_or_order_are_named(tmp_path):
                                                                       60.0)
     (swapped / "kernel.toml").write_text(_TOML.replace("{args}", '["x", "y", "n"]'))
     assert launch_problem(load_kernel(swapped), "sm_90", tmp_path / "w", 60.0) == ""  # int n: as it is passed
+
+
+@needs_nvcc
+def test_a_template_instantiation_is_named_in_kernel_toml_by_its_demangled_signature(tmp_path):
+    """The message of an entry that names several instantiations lists their signatures: kernel.toml takes one."""
+    folder = _folder(tmp_path, "const float* x, float* y, int n", '["x", "y", "n"]')
+    (folder / "scale.cu").write_text(
+        "template <typename T> __global__ void scale(const T* x, T* y, int n) {\n"
+        "  int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) y[i] = 2 * x[i]; }\n"
+        "template __global__ void scale<float>(const float*, float*, int);\n"
+        "template __global__ void scale<double>(const double*, double*, int);\n")
+    toml = folder / "kernel.toml"
+    signature = "void scale<float>(float const*, float*, int)"
+    toml.write_text(toml.read_text().replace('entry = "scale"', f'entry = "{signature}"'))
+    run = KernelRun(str(folder), "ptxas", ["registers"], workdir=tmp_path / "run")
+    assert run({}).ok
+    assert launch_types(load_kernel(folder), "sm_90", tmp_path / "w", 60.0) == ("", ("u64", "u64", "u32"))
+    toml.write_text(toml.read_text().replace(signature, "scale"))
+    both = KernelRun(str(folder), "ptxas", ["registers"], workdir=tmp_path / "run2")({})
+    assert both.status == "compile_error" and "which names 2" in both.error  # it lists the signatures to name
+    assert "void scale<double>(double const*, double*, int)" in both.error

@@ -289,8 +289,8 @@ class Search:
             reason = reason or ("exit_on_failure" if hooks.failed_first else (steady or self._engine).stop_reason)
             self._close_header(status, reason, header.run_time_s + time.monotonic() - began)
         results = self.results
+        hooks.finish(results)  # a run ended by exit_on_failure raises here: it fails (FailedEvent), it never finishes
         emit(FinishedEvent(status, len(results), reason))
-        hooks.finish(results)
         return results
 
     def _close_header(self, status: str, reason: str, run_time_s: float) -> None:

@@ -26,6 +26,7 @@ from compileiq_lab import (
     INVALID_SCORE,
     EngineConfig,
     MultiProcessWorker,
+    Run,
     Score,
     Search,
     SearchConfiguration,
@@ -216,6 +217,22 @@ def test_exit_on_failure_stops_after_a_failed_first_generation(tmp_path: Path) -
     quiet = Search(broken, _toy_space(False), SearchConfiguration(generations=2, pool_size=4),
                    store=tmp_path / "other.db")
     assert len(quiet.start()) == 8
+
+
+def test_a_run_ended_by_exit_on_failure_fails_and_never_says_it_finished(tmp_path: Path) -> None:
+    def broken(config: dict[str, Any]) -> float:
+        raise RuntimeError("kernel did not build")
+
+    s = Search(broken, _toy_space(False), SearchConfiguration(generations=4, pool_size=4), exit_on_failure=True,
+               store=tmp_path / "run.db")
+    run = Run(s)
+    kinds: list[str] = []
+    run.subscribe(lambda event: kinds.append(type(event).__name__))
+    run.start()
+    with pytest.raises(SearchFailedError):
+        run.join(timeout=60)
+    assert kinds[-1] == "FailedEvent" and "FinishedEvent" not in kinds, kinds
+    assert run.state == "failed"
 
 
 def test_exit_on_failure_leaves_a_baseline_that_ran_out(tmp_path: Path) -> None:

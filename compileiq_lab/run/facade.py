@@ -25,7 +25,7 @@ from compileiq_lab.run.compat import (
 from compileiq_lab.run.engine import Candidate, Constraint, Engine
 from compileiq_lab.run.events import FinishedEvent, RunEvent
 from compileiq_lab.run.executor import ExecutorSpec, open_executor
-from compileiq_lab.run.loop import drive
+from compileiq_lab.run.loop import Deadline, drive
 from compileiq_lab.run.start import name_of, new_header, prepare_store, record_parts, reopened_config
 from compileiq_lab.run.steady import SteadyEngine, drive_steady
 from compileiq_lab.search.config import SearchConfiguration
@@ -234,8 +234,10 @@ class Search:
         return self._run(callback, n, gate, task_timeout)
 
     def _run(self, callback: Callable[[RunEvent], None] | None, workers: int | None,
-             gate: Callable[[], object] | None, task_timeout: float | None = None) -> Results:
-        """``start`` without clearing an earlier ``stop()`` (a Run clears it when it starts)."""
+             gate: Callable[[], object] | None, task_timeout: float | None = None,
+             paused: Callable[[], float] | None = None) -> Results:
+        """``start`` without clearing an earlier ``stop()`` (a Run clears it when it starts). ``paused``: the seconds
+        the run has been paused so far (a Run's pauses), which neither its time budget nor its run time counts."""
         if self.objective_function is None:
             raise ConfigurationError("start() needs an objective_function; pass one to Search(...) "
                                      "or evaluate yourself with ask()/tell()")
@@ -247,7 +249,9 @@ class Search:
         self.store.acquire()
         header = self.store.update_header(status="running", updated_at=time.time())  # a killed process leaves it so
         began, budget = time.monotonic(), self.config.time_budget_s
-        deadline = None if budget is None else began + budget - header.run_time_s
+        held = paused or (lambda: 0.0)
+        end = None if budget is None else began + budget - header.run_time_s
+        deadline: Deadline = end if end is None or paused is None else (lambda: end + held())
         timeout = self._options.timeout(task_timeout if task_timeout is not None else self.config.timeout_s)
         executor, owned = None, False
         try:  # the steady engine first (it replays the store), then the executor and the objective's evaluator
@@ -287,7 +291,7 @@ class Search:
             if owned:
                 executor.shutdown()
             reason = reason or ("exit_on_failure" if hooks.failed_first else (steady or self._engine).stop_reason)
-            self._close_header(status, reason, header.run_time_s + time.monotonic() - began)
+            self._close_header(status, reason, header.run_time_s + max(0.0, time.monotonic() - began - held()))
         results = self.results
         hooks.finish(results)  # a run ended by exit_on_failure raises here: it fails (FailedEvent), it never finishes
         emit(FinishedEvent(status, len(results), reason))

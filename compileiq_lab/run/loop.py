@@ -12,18 +12,23 @@ from compileiq_lab.run.engine import Engine, copy_config
 from compileiq_lab.run.events import EvaluationEvent, RunEvent
 from compileiq_lab.run.executor import Executor
 
-__all__ = ["drive", "expired", "gated"]
+__all__ = ["Deadline", "drive", "expired", "gated"]
 
 Evaluate = Callable[[dict[str, Any]], Measurement]
+#: When a run's time budget is spent, on ``time.monotonic()``'s clock: a fixed time, or one read at each check (the
+#: budget of a run whose pauses do not count moves on while it is paused); None: no budget.
+Deadline = float | Callable[[], float] | None
 
 
-def expired(deadline: float | None) -> bool:
-    """Whether the run's time budget is spent (``deadline`` on ``time.monotonic()``'s clock; None: no budget)."""
-    return deadline is not None and time.monotonic() >= deadline
+def expired(deadline: Deadline) -> bool:
+    """Whether the run's time budget is spent (see ``Deadline``)."""
+    if deadline is None:
+        return False
+    return time.monotonic() >= (deadline() if callable(deadline) else deadline)
 
 
 def gated(evaluate: Evaluate, stop: threading.Event, gate: Callable[[], object] | None,
-          deadline: float | None = None) -> Callable[[dict[str, Any]], tuple[float, Measurement] | None]:
+          deadline: Deadline = None) -> Callable[[dict[str, Any]], tuple[float, Measurement] | None]:
     """One evaluation as the loops submit it: past the gate (a paused run waits there), then, unless the run was
     stopped or its time budget spent meanwhile (None), its start time and Measurement."""
     def task(config: dict[str, Any]) -> tuple[float, Measurement] | None:
@@ -36,7 +41,7 @@ def gated(evaluate: Evaluate, stop: threading.Event, gate: Callable[[], object] 
 
 
 def drive(engine: Engine, evaluate: Evaluate, emit: Callable[[RunEvent], None], stop: threading.Event,
-          executor: Executor, gate: Callable[[], object] | None = None, deadline: float | None = None) -> str:
+          executor: Executor, gate: Callable[[], object] | None = None, deadline: Deadline = None) -> str:
     """Evaluate generation after generation until the search ends or ``stop`` is set.
 
     Args:

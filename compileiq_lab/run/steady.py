@@ -15,7 +15,7 @@ from compileiq_lab.run.build import Constraint, baseline_config, build_strategy,
 from compileiq_lab.run.engine import Candidate, commit, copy_config, stored_measurement
 from compileiq_lab.run.events import EvaluationEvent, GenerationEvent, RunEvent
 from compileiq_lab.run.executor import Executor
-from compileiq_lab.run.loop import expired, gated
+from compileiq_lab.run.loop import Deadline, expired, gated
 from compileiq_lab.search.config import SearchConfiguration
 from compileiq_lab.search.conflicts import NamedConflicts
 from compileiq_lab.space.objectives import signs
@@ -205,7 +205,7 @@ class SteadyEngine:
 
 def drive_steady(engine: SteadyEngine, evaluate: Callable[[dict[str, Any]], Measurement],
                  emit: Callable[[RunEvent], None], stop: threading.Event, executor: Executor, slots: int,
-                 gate: Callable[[], object] | None = None, deadline: float | None = None) -> str:
+                 gate: Callable[[], object] | None = None, deadline: Deadline = None) -> str:
     """Keep ``slots`` evaluations running until the budget is spent or ``stop`` is set (see ``drive``).
 
     The baseline runs first, alone; then every free slot gets a new candidate at once, and each outcome is committed

@@ -49,6 +49,8 @@ class Run(ObservedRun):
         self._observed_init()
         self._open = threading.Event()  # set = may evaluate; cleared by pause()
         self._open.set()
+        self._held_s = 0.0  # seconds paused before the current pause
+        self._paused_at: float | None = None  # when the current pause began
 
     @classmethod
     def open(cls, path: str, objective_function: ObjectiveFunction, workers: int | None = None,
@@ -76,12 +78,14 @@ class Run(ObservedRun):
             if self._state == "running":
                 self._open.clear()
                 self._state = "paused"
+                self._paused_at = time.monotonic()
 
     def resume(self) -> None:
         """Continue a paused run."""
         with self._lock:
             if self._state == "paused":
                 self._state = "running"
+                self._end_pause()
                 self._open.set()
 
     def stop(self) -> None:
@@ -89,9 +93,22 @@ class Run(ObservedRun):
         flight finish and are kept only if the loop already recorded them)."""
         with self._lock:
             if self._state in ("running", "paused"):
+                self._end_pause()
                 self._state = "stopping"
                 self.search.stop()
                 self._open.set()  # a paused run wakes, sees the stop and makes no further call
+
+    def _end_pause(self) -> None:
+        """Count the pause that ends now (the lock held)."""
+        if self._paused_at is not None:
+            self._held_s += time.monotonic() - self._paused_at
+            self._paused_at = None
+
+    def paused_s(self) -> float:
+        """Seconds the run has been paused so far: its time budget (``time_budget_s``) does not count them."""
+        with self._lock:
+            now = time.monotonic() - self._paused_at if self._paused_at is not None else 0.0
+            return self._held_s + now
 
     def results(self) -> Results:
         """A snapshot of the results so far (read from the run store)."""
@@ -128,7 +145,7 @@ class Run(ObservedRun):
     # -- the thread ----------------------------------------------------------------------------
     def _main(self) -> None:
         try:
-            self.results_final = self.search._run(self._emit, self.workers, self._open.wait)
+            self.results_final = self.search._run(self._emit, self.workers, self._open.wait, paused=self.paused_s)
             final = self.results_final.status
         except BaseException as exc:  # noqa: BLE001 - kept and raised again by join()
             self.error, final = exc, "failed"

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 import compileiq_lab.space as ss
-from compileiq_lab import Search, SearchConfiguration, load_results
+from compileiq_lab import Run, Search, SearchConfiguration, load_results
 from compileiq_lab.exceptions import ConfigurationError, SearchStateError
 from compileiq_lab.run.events import FinishedEvent, GenerationEvent
 
@@ -139,6 +139,23 @@ def test_the_time_budget_counts_the_whole_run_and_a_larger_one_continues_it(stor
     res = Search.resume(store_path, again, time_budget_s=first.header.run_time_s + 0.4)
     assert len(res) > n and len(again.calls) == len(res) - n and len({r.config_key for r in res.records}) == len(res)
     assert res.header.stop_reason == "time_budget"
+
+
+def test_a_paused_runs_time_budget_waits_with_it(store_path):
+    """A background Run (the lab's) paused for longer than its budget goes on evaluating once resumed: the budget
+    and the stored run time count the time it ran, not the time it waited."""
+    obj = Counted(delay_s=0.05)
+    run = Run(Search(obj, space(), settings(time_budget_s=0.8), store=store_path))
+    run.start()
+    run.pause()  # at once: a call in flight finishes, the next waits at the gate
+    time.sleep(1.2)
+    held = len(obj.calls)
+    assert held <= 1 and run.state == "paused" and run.paused_s() >= 1.2
+    run.resume()
+    res = run.join(timeout=30)
+    assert res is not None and res.header.stop_reason == "time_budget"
+    assert 3 <= len(obj.calls) - held <= 0.8 / 0.05 + 1  # the budget's calls, after the pause
+    assert 0.8 <= res.header.run_time_s < 1.2 + 0.8  # the pause is not run time
 
 
 def test_a_threaded_run_keeps_the_time_budget(store_path):

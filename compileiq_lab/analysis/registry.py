@@ -59,7 +59,7 @@ def find_runs(directory: str | os.PathLike[str] = DEFAULT_DIR, kernel: str | Non
             continue
         found.append(RunInfo(str(path), meta.kernel, meta.arch, meta.catalog, meta.objectives, dict(meta.toolchain),
                              meta.source_sha256, len(res), res.status, float(res.header.created_at),
-                             meta.extra.get("entry"), build_key(meta.extra.get("build"))))
+                             meta.entry, build_key(meta.extra.get("build"))))
     return sorted(found, key=lambda r: r.created_at, reverse=True)
 
 

@@ -344,7 +344,7 @@ def _warm_start(args: argparse.Namespace, run: KernelRun,
         return [r.params for r in front if r.params], [args.warm_start]
     directory = Path(args.store).resolve().parent if args.store else Path(DEFAULT_DIR)
     return warm_start_configs(run.kernel.name, run.arch, run.catalog_name, directory,
-                              source_sha256=facts["source_sha256"], entry=facts.get("entry"),
+                              source_sha256=facts["source_sha256"], entry=facts.get("entry") or facts.get("spec_entry"),
                               build=facts.get("build"))
 
 

@@ -280,8 +280,10 @@ class KernelRun(ClusterStages):
             extra = {"headers_sha256": headers, **extra}
         if ref != k.name:
             extra = {"kernel_path": ref, **extra}
-        if k.spec_file is None and k.entry:
+        if k.spec_file is None and k.entry:  # a bare file's entry, which a reopened run passes on as its entry
             extra = {"entry": k.entry, **extra}
+        elif k.entry:  # the entry a kernel folder's kernel.toml names: a resumed run with another is another setup
+            extra = {"spec_entry": k.entry, **extra}
         if k.spec_file is None and k.block:
             extra = {"block": list(k.block), **extra}
         if k.build:

@@ -64,6 +64,7 @@ _SETUP_WORDS = {
     "source_sha256": "the kernel source changed since the run was stored (sha256 {stored:.12} -> {given:.12})",
     "headers_sha256": "a header the kernel source includes changed since the run was stored (sha256 of the headers "
                       "{stored:.12} -> {given:.12})",
+    "spec_entry": "kernel.toml names another entry than the run was stored with ({stored!r} -> {given!r})",
 }
 
 

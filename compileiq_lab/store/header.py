@@ -118,6 +118,13 @@ class KernelMeta:
 
     _KEYS = ("kernel", "language", "source_sha256", "catalog", "arch", "objectives", "toolchain", "gpu")
 
+    @property
+    def entry(self) -> str | None:
+        """The kernel the run tuned within its source: a bare file's entry, else its kernel.toml's (None: not
+        recorded, the only kernel of its file or a run of an earlier version)."""
+        value = self.extra.get("entry") or self.extra.get("spec_entry")
+        return str(value) if value else None
+
     @classmethod
     def from_dict(cls, data: Mapping[str, Any] | None) -> KernelMeta | None:
         """The kernel facts of a header's metadata, or None when it names no kernel, catalog and objectives."""
@@ -133,13 +140,14 @@ class KernelMeta:
         """What makes two kernel runs comparable: kernel, source and the headers it reads, catalog, objectives, arch,
         toolchain and GPU model, and the build context a bare file is tuned in (its entry, launch block, include
         folders, defines and fixed arguments: none recorded means none given); not where the kernel was loaded from,
-        the GPU's clocks of the day, or how the run was seeded."""
+        the GPU's clocks of the day, or how the run was seeded. A kernel folder's entry (``spec_entry``) counts where
+        both runs recorded it (earlier versions did not)."""
         gpu = (self.gpu or {}).get("name")
         out = {"kernel": self.kernel, "language": self.language, "source_sha256": self.source_sha256,
                "catalog": self.catalog, "arch": self.arch, "objectives": list(self.objectives),
                "toolchain": dict(self.toolchain) or None, "gpu": gpu, "entry": self.extra.get("entry", ""),
                "block": self.extra.get("block", []), "build": self.extra.get("build", {}),
-               "headers_sha256": self.extra.get("headers_sha256")}
+               "headers_sha256": self.extra.get("headers_sha256"), "spec_entry": self.extra.get("spec_entry")}
         return {k: v for k, v in out.items() if v is not None}
 
     def to_dict(self) -> dict[str, Any]:

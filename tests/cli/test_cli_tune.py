@@ -118,6 +118,35 @@ def test_a_failed_baseline_is_said_once_and_the_fixed_kernel_is_told_how_to_reus
     assert cli(*base, cwd=tmp_path).returncode == 0
 
 
+_TEMPLATE_TOML = """name = "scale"
+language = "cuda"
+source = "scale.cu"
+entry = "ENTRY"
+"""
+
+
+@needs_cuda
+def test_a_kernel_folder_whose_entry_changed_is_another_setup_and_no_warm_start(tmp_path):
+    """kernel.toml's entry names one of several template instantiations: a store of one is not continued with
+    another, nor does a run of one warm-start another."""
+    folder = tmp_path / "scale"
+    folder.mkdir()
+    (folder / "scale.cu").write_text(
+        "template <typename T> __global__ void scale(T* x) { x[threadIdx.x] *= 2; }\n"
+        "template __global__ void scale<float>(float*);\ntemplate __global__ void scale<double>(double*);\n")
+    toml = folder / "kernel.toml"
+    toml.write_text(_TEMPLATE_TOML.replace("ENTRY", "void scale<float>(float*)"))
+    base = ("tune", str(folder), "--space", "ptxas", "--objectives", "registers", "--pool-size", "3", "--no-canary")
+    first = cli(*base, "--generations", "1", "--store", "f.db", cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    toml.write_text(_TEMPLATE_TOML.replace("ENTRY", "void scale<double>(double*)"))
+    again = cli(*base, "--generations", "2", "--store", "f.db", cwd=tmp_path)
+    assert again.returncode == 1 and "kernel.toml names another entry" in again.stderr, again.stderr
+    other = cli(*base, "--generations", "1", "--store", "d.db", cwd=tmp_path)
+    assert other.returncode == 0 and "warm start" not in other.stderr + other.stdout, other.stderr
+    assert load_results(str(tmp_path / "d.db")).header.kernel.entry == "void scale<double>(double*)"
+
+
 @needs_cuda
 def test_resume_with_another_entry_or_build_context_is_refused(tmp_path):
     """A bare multi-kernel file: continuing a store with another --entry or another --define would append another

@@ -1,4 +1,5 @@
-"""Whether a kernel spec's launch arguments fit the kernel's parameters, as its PTX declares them."""
+"""Whether a kernel spec's launch arguments fit the kernel's parameters, as its PTX declares them (and, for a C++
+kernel, as its mangled name does)."""
 
 from __future__ import annotations
 
@@ -7,36 +8,46 @@ from pathlib import Path
 
 from compileiq_lab.exceptions import ConfigurationError
 from compileiq_lab.kernels.spec import KernelSpec
-from compileiq_lab.measure.entries import ptx_entries, ptx_param_types, resolve_entry
+from compileiq_lab.measure.entries import cpp_param_types, demangle, ptx_entries, ptx_param_types, resolve_entry
 from compileiq_lab.measure.nvcc import CudaCompiler
-from compileiq_lab.measure.scalars import POINTER_TYPES, scalar_problem
+from compileiq_lab.measure.scalars import buffer_problem, scalar_problem
 
 __all__ = ["launch_problem", "launch_types", "signature_problem"]
 
+#: A message names at most this many mismatched arguments.
+_LISTED = 4
 
-def signature_problem(kernel: KernelSpec, entry: str, types: Sequence[str]) -> str:
-    """Why ``kernel``'s ``[launch] args`` do not fit the parameters ``types`` (``ptx_param_types``) of ``entry``, or
-    "" when they do: a buffer is passed as a device pointer (64 bits), a ``[params]`` value with its parameter's type
-    (an int to an integer of any width it fits, an int or float to a float or double)."""
+
+def signature_problem(kernel: KernelSpec, entry: str, types: Sequence[str], cpp: Sequence[str] | None = None) -> str:
+    """Why ``kernel``'s ``[launch] args`` do not fit the parameters of ``entry``, or "" when they do. ``types``: their
+    PTX types (``ptx_param_types``); ``cpp``: their C++ types (``cpp_param_types``, a C++ kernel's), which tell a
+    pointer from a 64-bit int, signed from unsigned and a pointer's element type. A buffer goes to a pointer (of its
+    dtype's element type where that is a plain number), a ``[params]`` value to a number parameter it fits."""
     args = list(kernel.args or ())
-    buffers = {b.name for b in kernel.inputs + kernel.outputs}
+    buffers = {b.name: b for b in kernel.inputs + kernel.outputs}
     where = f"kernel {kernel.name!r}: [launch] args"
+    readable = demangle([entry])[entry]
+    shown = [f"{c}" for c in cpp] if cpp is not None and len(cpp) == len(types) else [f".{t}" for t in types]
     if len(args) != len(types):
-        return (f"{where} must give one value per parameter of {entry}, but it names {len(args)} ({', '.join(args)}) "
-                f"and the kernel takes {len(types)} (PTX types {', '.join(types) or 'none'}); list them in the order "
-                "of the kernel's parameters")
+        return (f"{where} must give one value per parameter of {readable}, but it names {len(args)} "
+                f"({', '.join(args)}) and the kernel takes {len(types)} ({', '.join(shown) or 'none'}); list them in "
+                "the order of the kernel's parameters")
+    known = cpp if cpp is not None and len(cpp) == len(types) else [None] * len(types)
     bad = []
-    for i, (arg, ptx) in enumerate(zip(args, types)):
+    for i, (arg, ptx, c) in enumerate(zip(args, types, known)):
+        at = f"parameter {i + 1} ({shown[i]})"
         if arg in buffers:
-            if ptx not in POINTER_TYPES:
-                bad.append(f"{arg} is a buffer, passed as a pointer, where parameter {i} is .{ptx}")
-        elif why := scalar_problem(kernel.params[arg], ptx):
-            bad.append(f"[params] {arg} = {kernel.params[arg]!r} goes to parameter {i}, which needs {why}")
+            if why := buffer_problem(buffers[arg].dtype, ptx, c):
+                bad.append(f"buffer {arg} ({buffers[arg].dtype}) goes to {at}, which needs {why}")
+        elif why := scalar_problem(kernel.params[arg], ptx, c):
+            bad.append(f"[params] {arg} = {kernel.params[arg]!r} goes to {at}, which needs {why}")
     if not bad:
         return ""
-    return (f"{where} must fit {entry}'s parameters, but {'; '.join(bad)}. Buffers go to pointer parameters and "
-            "[params] values to int, float or double parameters (a struct or __half by value is not supported): fix "
-            "the value or the order, or make the value a -D knob ([defines]) the kernel reads")
+    more = f"; and {len(bad) - _LISTED} more" if len(bad) > _LISTED else ""
+    return (f"{where} must fit the parameters of {readable}, but {'; '.join(bad[:_LISTED])}{more}. Buffers go to "
+            "pointer parameters and [params] values to number parameters, in the kernel's order: fix the order, the "
+            "dtype or the value (a struct or __half passed by value is not supported: launch a wrapper kernel that "
+            "takes numbers)")
 
 
 def launch_types(kernel: KernelSpec, arch: str, workdir: Path, timeout_s: float) -> tuple[str, tuple[str, ...]]:
@@ -63,8 +74,9 @@ def launch_types(kernel: KernelSpec, arch: str, workdir: Path, timeout_s: float)
     types = ptx_param_types(text, entry)
     if types is None:
         return "", ()
+    cpp = cpp_param_types(entry)
     for variant in [kernel] + [kernel.with_workload(w) for w in kernel.workloads]:  # each workload's values too
-        problem = signature_problem(variant, entry, types)
+        problem = signature_problem(variant, entry, types, cpp)
         if problem:
             return (problem.replace("[launch] args", f"workload {variant.workload!r}: [launch] args", 1)
                     if variant.workload else problem), tuple(types)

@@ -15,7 +15,8 @@ from compileiq_lab.exceptions import ConfigurationError
 from compileiq_lab.measure.binary import _is_entry, _symbols
 from compileiq_lab.toolchain.tools import find_tool, run_tool
 
-__all__ = ["PtxHeader", "cubin_entries", "demangle", "ptx_entries", "ptx_header", "ptx_param_types", "resolve_entry"]
+__all__ = ["PtxHeader", "cpp_param_types", "cubin_entries", "demangle", "ptx_entries", "ptx_header", "ptx_param_types",
+           "resolve_entry"]
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +75,21 @@ def ptx_param_types(ptx_text: str, entry: str) -> list[str] | None:
             return []  # an entry without parameters
         body = rest[start + 1:rest.find(")", start)]
         return [t + (n or "") for t, n in _PTX_PARAM.findall(body)]
+    return None
+
+
+def cpp_param_types(symbol: str) -> list[str] | None:
+    """The C++ parameter types of a mangled kernel symbol as the demangler writes them (``['float const*',
+    'unsigned long']``), or None for an unmangled (``extern "C"``) name or one no demangler reads."""
+    readable = demangle([symbol])[symbol]
+    if readable == symbol or not readable.endswith(")"):
+        return None
+    depth = 0
+    for i in range(len(readable) - 1, -1, -1):  # the last top-level parenthesis: the parameter list
+        depth += {")": 1, "(": -1}.get(readable[i], 0)
+        if depth == 0:
+            inner = readable[i + 1:-1].strip()
+            return [] if inner in ("", "void") else [t.strip() for t in _top_level(inner, ",")]
     return None
 
 

@@ -11,7 +11,7 @@ from compileiq_lab.exceptions import ConfigurationError
 from compileiq_lab.kernels import KernelRun, load_kernel
 from compileiq_lab.kernels.signature import launch_problem, launch_types
 from compileiq_lab.measure.entries import ptx_param_types
-from compileiq_lab.measure.scalars import launch_scalars, scalar_problem, typed_scalar
+from compileiq_lab.measure.scalars import buffer_problem, launch_scalars, scalar_problem, typed_scalar
 from compileiq_lab.testing import tool_available
 
 needs_nvcc = pytest.mark.skipif(not tool_available("nvcc"), reason="nvcc is not on PATH")
@@ -91,8 +91,9 @@ def test_a_value_its_parameter_cannot_hold_is_refused_before_a_gpu_run(tmp_path)
     toml = folder / "kernel.toml"
     toml.write_text(toml.read_text().replace("n = 1024", "n = 1024\nc = 1.5"))
     problem = launch_problem(load_kernel(folder), "sm_90", tmp_path / "w", 60.0)
-    assert "[params] c = 1.5 goes to parameter 3, which needs an int for an 8-bit integer (char, bool) (.u8)" in problem
-    with pytest.raises(ConfigurationError, match=r"parameter 3, which needs an int"):  # before any GPU is asked for
+    assert "[params] c = 1.5 goes to parameter 4 (.u8), which needs an int for an 8-bit integer (char, bool) (.u8)" \
+        in problem
+    with pytest.raises(ConfigurationError, match=r"parameter 4 \(.u8\), which needs an int"):  # before a GPU is asked
         KernelRun(str(folder), "ptxas", ["runtime"], workdir=tmp_path / "run")
     # a workload's value is checked too: 300 does not fit the char c
     toml.write_text(toml.read_text().replace("c = 1.5", "c = 7") + "\n[[workloads]]\nname = \"big\"\n"
@@ -106,8 +107,8 @@ def test_a_value_its_parameter_cannot_hold_is_refused_before_a_gpu_run(tmp_path)
 def test_a_struct_by_value_is_refused_naming_what_is_supported(tmp_path):
     folder = _folder(tmp_path, "const float* x, float* y, int n, int2 p", '["x", "y", "n", "n"]')
     problem = launch_problem(load_kernel(folder), "sm_90", tmp_path / "w", 60.0)
-    assert "parameter 3, which needs a parameter compileiq-lab can pass: ints and floats (this one is a struct" \
-        in problem
+    assert "parameter 4 (.b8[8]), which needs a parameter compileiq-lab can pass: ints and floats (this one is a " \
+        "struct" in problem and "wrapper kernel" in problem
 
 
 def test_typed_scalars_keep_the_bits_of_signed_and_unsigned_values():
@@ -116,6 +117,14 @@ def test_typed_scalars_keep_the_bits_of_signed_and_unsigned_values():
     assert scalar_problem(4294967296, "u32").startswith("an int that fits a 32-bit integer")
     assert scalar_problem(True, "u8").startswith("an int") and scalar_problem(1e39, "f32").startswith("a number")
     assert scalar_problem(float("inf"), "f64").startswith("a finite number")
+    # with the C++ type known: its signedness, and a pointer is no place for a number
+    assert scalar_problem(-1, "u64", "unsigned long") == "an int that fits unsigned long: 0 to 18446744073709551615"
+    assert scalar_problem(-1, "u64") == ""  # (a long, as far as PTX tells)
+    assert scalar_problem(2, "u8", "bool").endswith("0 to 1")
+    assert scalar_problem(1, "u64", "float*").startswith("a buffer")
+    assert scalar_problem(1, "b8[8]", "int2").endswith("(this one is int2, passed by value)")
+    assert buffer_problem("float32", "u64", "float4*") == ""  # a vector or struct element type is not checked
+    assert buffer_problem("int32", "u64", "unsigned int const*") == "a buffer of uint32: it is unsigned int const*"
     with pytest.raises(ValueError, match=r"cannot pass 1.5 as .u64: it needs an int"):
         typed_scalar(1.5, "u64")
 
@@ -125,7 +134,7 @@ def test_arguments_in_the_wrong_number_or_order_are_named(tmp_path):
     swapped = _folder(tmp_path, "const float* x, float* y, int n", '["n", "x", "y"]')
     problem = launch_problem(load_kernel(swapped), "sm_90", tmp_path / "w", 60.0)
     assert "[params] n = 1024 goes to parameter 0, which needs a parameter compileiq-lab can pass" not in problem
-    assert "y is a buffer, passed as a pointer, where parameter 2 is .u32" in problem
+    assert "buffer y (float32) goes to parameter 3 (.u32), which needs a pointer, but it is .u32" in problem
     (swapped / "kernel.toml").write_text(_TOML.replace("{args}", '["x", "y"]'))
     assert "names 2 (x, y) and the kernel takes 3" in launch_problem(load_kernel(swapped), "sm_90", tmp_path / "w",
                                                                       60.0)
@@ -152,3 +161,32 @@ def test_a_template_instantiation_is_named_in_kernel_toml_by_its_demangled_signa
     both = KernelRun(str(folder), "ptxas", ["registers"], workdir=tmp_path / "run2")({})
     assert both.status == "compile_error" and "which names 2" in both.error  # it lists the signatures to name
     assert "void scale<double>(double const*, double*, int)" in both.error
+
+
+@needs_nvcc
+def test_a_cpp_kernels_mangled_name_tells_pointers_sizes_signedness_and_element_types_apart(tmp_path):
+    """nvcc's PTX declares a pointer, a size_t and a long alike (.u64), an int and an unsigned alike (.u32); a C++
+    kernel's mangled name does not, so its launch arguments are checked against those types."""
+    folder = _folder(tmp_path, "const float* x, float* y, int n", '["x", "y", "n"]')
+    source = folder / "scale.cu"
+    source.write_text("__global__ void scale(const __half* x, float* y, size_t n, int k) { y[0] = n + k; }\n")
+    source.write_text("#include <cuda_fp16.h>\n" + source.read_text())
+    toml = folder / "kernel.toml"
+    text = toml.read_text().replace("n = 1024", "n = 1024\nk = 3")
+    toml.write_text(text.replace('args = ["x", "y", "n"]', 'args = ["n", "k", "x", "y"]'))  # sizes first
+    problem = launch_problem(load_kernel(folder), "sm_90", tmp_path / "w", 60.0)
+    assert "[params] n = 1024 goes to parameter 1 (__half const*), which needs a buffer: it is a pointer" in problem
+    assert "buffer x (float32) goes to parameter 3 (unsigned long), which needs a pointer, but it is unsigned long" \
+        in problem
+    toml.write_text(text.replace('args = ["x", "y", "n"]', 'args = ["x", "y", "n", "k"]'))
+    problem = launch_problem(load_kernel(folder), "sm_90", tmp_path / "w", 60.0)
+    assert problem.startswith("kernel 'scale': [launch] args must fit the parameters of scale(__half const*, float*, "
+                              "unsigned long, int)")
+    assert "buffer x (float32) goes to parameter 1 (__half const*), which needs a buffer of float16" in problem
+    toml.write_text(text.replace('args = ["x", "y", "n"]', 'args = ["x", "y", "n", "k"]').replace('"float32"',
+                                                                                              '"float16"', 1))
+    assert launch_problem(load_kernel(folder), "sm_90", tmp_path / "w", 60.0) == ""
+    fixed = toml.read_text()
+    toml.write_text(fixed.replace("k = 3", "k = 3000000000"))  # fits a .u32, not an int
+    assert "[params] k = 3000000000 goes to parameter 4 (int), which needs an int that fits int: -2147483648 to " \
+        "2147483647" in launch_problem(load_kernel(folder), "sm_90", tmp_path / "w", 60.0)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,12 @@ __all__ = ["MAX_REPEATS", "SpecParser"]
 
 _REQUIRED = ("name", "language", "source", "entry")
 _INT64 = (-(1 << 63), (1 << 63) - 1)
+#: C and CUDA spellings of a buffer's element type, for the fix of a dtype that is not NumPy's name.
+_DTYPE_ALIASES = {"half": "float16", "__half": "float16", "fp16": "float16", "f16": "float16", "float": "float32",
+                  "fp32": "float32", "f32": "float32", "double": "float64", "fp64": "float64", "f64": "float64",
+                  "int": "int32", "unsigned": "uint32", "unsigned int": "uint32", "char": "int8",
+                  "unsigned char": "uint8", "short": "int16", "long": "int64", "long long": "int64",
+                  "size_t": "uint64", "bool": "uint8"}
 #: Timed calls per measurement: enough for a stable median, not so many that one candidate takes hours.
 MAX_REPEATS = 10_000
 #: Buffers named in the message when the byte bound is broken.
@@ -123,8 +130,14 @@ class SpecParser:
                 variant.launch_dims() if variant.grid is not None else None
             except ConfigurationError as exc:
                 floats = sorted(set(variant.params) - set(variant.int_params))
-                note = (f" (float params, here {', '.join(floats)}, go to the kernel only: shapes and launch "
-                        "expressions use the int params)") if floats else ""
+                named = re.search(r"Name '(\w+)'", str(exc))
+                if named and named.group(1) in floats:
+                    k, v = named.group(1), float(variant.params[named.group(1)])
+                    note = (f" ({k} = {v!r} is a float param, which shapes and launch expressions cannot use: "
+                            + (f"write {k} = {int(v)})" if v.is_integer() else "use an int param there)"))
+                else:
+                    note = (f" (float params, here {', '.join(floats)}, go to the kernel only: shapes and launch "
+                            "expressions use the int params)") if floats else ""
                 raise ConfigurationError(f"{where}: {exc}{note}") from None
             self.need(all(min(s) >= 1 for s in shapes.values()), "every buffer dim is >= 1",
                       {k: s for k, s in shapes.items() if min(s) < 1}, "Fix the shapes or the params.")
@@ -236,7 +249,14 @@ class SpecParser:
         self.need(all(k in t for k in ("name", "dtype", "shape")), f"each [[{section}]] has name, dtype and shape",
                   sorted(t), "Add the missing keys.")
         name, init, shape = self.ident(t["name"], f"[[{section}]] name"), t.get("init", "uniform"), t["shape"]
-        self.need(t["dtype"] in DTYPES, f"dtype of {name} in {list(DTYPES)}", t["dtype"], "Pick one of those.")
+        dtype = t["dtype"]
+        said = dtype.lower().strip() if isinstance(dtype, str) else ""
+        fix = "Pick one of those."
+        if said in _DTYPE_ALIASES:
+            fix = f'Write dtype = "{_DTYPE_ALIASES[said]}".'
+        elif any(word in said for word in ("bf16", "bfloat", "fp8", "e4m3", "e5m2")):
+            fix = "bfloat16 and fp8 buffers are not supported (NumPy has no such types)."
+        self.need(dtype in DTYPES, f"dtype of {name} in {list(DTYPES)}", dtype, fix)
         self.need(section == "outputs" or init in INITS, f"init of {name} in {list(INITS)}", init, "Pick one of those.")
         self.need(isinstance(shape, list) and shape and all(type(s) in (int, str) for s in shape),
                   f"shape of {name} is a non-empty list of ints or expressions", shape, 'Write shape = ["n", 4].')

@@ -291,9 +291,14 @@ def resolve_entry(name: str, entries: Sequence[str], where: str = "") -> str:
     if not matches:
         bare = _squash(_strip_templates(name))
         named = [k for k in kernels if bare in _spellings(readable[k])]  # another instantiation of the template
+        if not kernels:
+            raise ConfigurationError(
+                f"{who}: `the entry names a kernel of the module` must hold, but got {name!r}, and the module holds "
+                "no kernel (no __global__ function, no PTX .entry). A template __global__ kernel has code only once "
+                "instantiated: add one (`template __global__ void k<256>(float*);`) and name it as the run then "
+                "lists it")
         found = (f"the kernels of that name are: {_listing(named, readable)}" if named
-                 else f"the kernels are: {_listing(kernels, readable)}" if kernels
-                 else "the module holds no kernel (no __global__ function, no PTX .entry)")
+                 else f"the kernels are: {_listing(kernels, readable)}")
         raise ConfigurationError(
             f"{who}: `the entry names a kernel of the module (its C++ name, demangled signature or mangled symbol)` "
             f"must hold, but got {name!r}, and {found}. Pass one of these names (the mangled one always works).")

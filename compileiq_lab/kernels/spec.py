@@ -29,8 +29,8 @@ from compileiq_lab.space.catalogs.cuda import FIXED_ARG_RULE, fixed_arg_fix, fix
 from compileiq_lab.toolchain.context import BuildContext
 from compileiq_lab.toolchain.nvidia_acf import NvidiaAcf
 
-__all__ = ["MAX_BUFFER_BYTES", "MAX_DIMS", "MAX_EXPR_CHARS", "BufferSpec", "KernelSpec", "eval_expr", "fail", "need",
-           "raised_in", "refuse_fixed_controls", "show_bytes", "show_int"]
+__all__ = ["MAX_BUFFER_BYTES", "MAX_DIMS", "MAX_EXPR_CHARS", "BufferSpec", "KernelSpec", "derive_params", "eval_expr",
+           "fail", "need", "raised_in", "refuse_fixed_controls", "show_bytes", "show_int"]
 
 log = logging.getLogger(__name__)
 
@@ -88,6 +88,26 @@ def refuse_fixed_controls(args: Sequence[str], who: str) -> None:
         need(problem is None, who, FIXED_ARG_RULE, arg, fixed_arg_fix(str(problem)))
 
 
+def derive_params(params: Mapping[str, int | float], derived: Mapping[str, str], who: str) -> dict[str, int | float]:
+    """``params`` (in order) with each ``derived`` one set to its int expression's value over the int params before
+    it (see ``eval_expr``).
+
+    Raises:
+        ConfigurationError: An expression is not integer arithmetic over the int params declared before it.
+    """
+    out: dict[str, int | float] = {}
+    for k, v in params.items():
+        if k in derived:
+            ints = {n: x for n, x in out.items() if type(x) is int}
+            try:
+                v = eval_expr(derived[k], ints)
+            except ConfigurationError as exc:
+                raise ConfigurationError(f"{who}: param {k} = {derived[k]!r}: {exc} (an expression param uses the int "
+                                         "params declared before it)") from None
+        out[k] = v
+    return out
+
+
 @dataclass(frozen=True)
 class KernelSpec:
     """A kernel and all that is needed to compile, feed, launch and check it (see kernel.toml).
@@ -95,7 +115,8 @@ class KernelSpec:
     ``defines`` maps each -D knob to its values (first = default); ``params`` holds the scalars (ints, and for
     a CUDA or PTX kernel floats: shape and launch expressions use the ints); ``grid``/``block``/``shared_bytes``/
     ``args`` describe a CUDA launch, and ``arg_types`` the entry's PTX parameter types the scalars are passed as
-    (set by the run from the kernel's PTX; empty: not read). A spec
+    (set by the run from the kernel's PTX; empty: not read). ``derived`` holds the params given as int expressions
+    over the params declared before them (``Tc = "(N + Bc - 1) // Bc"``), evaluated again for each workload. A spec
     without ``entry`` or outputs (e.g. a bare source file) is static-only: compiled, never run.
     ``spec_file`` is the kernel.toml it was read from (None for a bare source file); ``origin`` says how a
     generated source was made (e.g. the Triton function, signature, constexprs and versions of a Triton kernel's PTX);
@@ -123,6 +144,7 @@ class KernelSpec:
     shared_bytes: int | str = 0
     args: tuple[str, ...] | None = None
     arg_types: tuple[str, ...] = ()
+    derived: dict[str, str] = field(default_factory=dict)
     workloads: dict[str, dict[str, int | float]] = field(default_factory=dict)
     workload: str | None = None
     spec_file: Path | None = None
@@ -291,7 +313,10 @@ class KernelSpec:
             return self
         need(name in self.workloads, f"kernel {self.name!r}", f"the workload is one of {list(self.workloads)}", name,
               "Use one of those, or add it as [[workloads]] in kernel.toml.")
-        return dataclasses.replace(self, params={**self.params, **self.workloads[name]}, workload=name)
+        over = self.workloads[name]
+        derived = {k: e for k, e in self.derived.items() if k not in over}  # a workload's own value wins
+        params = derive_params({**self.params, **over}, derived, f"kernel {self.name!r} workload {name!r}")
+        return dataclasses.replace(self, params=params, derived=derived, workload=name)
 
     def source_sha256(self) -> str:
         """Return the SHA-256 hex digest of the source file's bytes."""

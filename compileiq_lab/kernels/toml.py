@@ -23,6 +23,7 @@ from compileiq_lab.kernels.spec import (
     SPEC_FILE,
     BufferSpec,
     KernelSpec,
+    derive_params,
     need,
     show_bytes,
 )
@@ -215,9 +216,14 @@ class SpecParser:
             out[name] = dict(over)
         return out
 
-    def param_value(self, name: str, v: Any, who: str) -> None:
-        """A ``[params]`` value: an int that fits int64, or a finite float (passed to a float or double parameter)."""
-        self.need(type(v) in (int, float), f"{who} is an int or a float", v, f"Write {name} = <int> (or <float>).")
+    def param_value(self, name: str, v: Any, who: str, expression: bool = False) -> None:
+        """A ``[params]`` value: an int that fits int64, a finite float (passed to a float or double parameter), or
+        (``expression``) an int expression over the params before it (checked when they are known)."""
+        if expression and isinstance(v, str):
+            self.need(bool(v.strip()), f"{who} is an int expression", v, f'Write {name} = "(N + 31) // 32".')
+            return
+        kinds = "an int, a float or an int expression (a string)" if expression else "an int or a float"
+        self.need(type(v) in (int, float), f"{who} is {kinds}", v, f"Write {name} = <int> (or <float>).")
         if type(v) is int:
             self.need(_INT64[0] <= v <= _INT64[1], f"{who} fits a signed 64-bit int", v,
                       f"Write {name} = <int between {_INT64[0]} and {_INT64[1]}>; buffers are far smaller.")
@@ -234,7 +240,10 @@ class SpecParser:
                       f"define {k}'s ints fit 64 bits", [x for x in v if type(x) is int and not
                                                          -(1 << 63) <= x < 1 << 64], "Use smaller values.")
         for k, v in params.items():
-            self.param_value(self.ident(k, "each param name"), v, f"param {k}")
+            self.param_value(self.ident(k, "each param name"), v, f"param {k}", expression=True)
+        derived = {k: v for k, v in params.items() if isinstance(v, str)}
+        params = derive_params({k: (0 if k in derived else v) for k, v in params.items()}, derived,
+                               f"kernel.toml of {self.name!r}")
         bufs: dict[str, Any] = {}
         for section in ("inputs", "outputs"):
             entries = d.get(section, [])
@@ -243,7 +252,7 @@ class SpecParser:
         names = list(defines) + list(params) + [b.name for b in bufs["inputs"] + bufs["outputs"]]
         self.need(len(set(names)) == len(names), "define, param and buffer names are distinct",
                   sorted({n for n in names if names.count(n) > 1}), "Rename the duplicates.")
-        return dict(defines={k: tuple(v) for k, v in defines.items()}, params=dict(params), **bufs)
+        return dict(defines={k: tuple(v) for k, v in defines.items()}, params=dict(params), derived=derived, **bufs)
 
     def buffer(self, t: dict[str, Any], section: str) -> BufferSpec:
         self.need(all(k in t for k in ("name", "dtype", "shape")), f"each [[{section}]] has name, dtype and shape",

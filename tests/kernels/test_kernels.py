@@ -291,7 +291,7 @@ def test_bad_language_message_states_rule_value_and_fix(tmp_path: Path) -> None:
     ("dot", "repeats = 10", "repeats = 0", ["repeats is an int >= 1", "0", "Write repeats"]),
     ("dot", "ACCUMULATORS = [4, 1, 2, 8]", "ACCUMULATORS = []", ["non-empty list", "[]", "Write ACCUMULATORS"]),
     ("dot", "n = 1048576", "n = 1.5", ["a C kernel's params are ints", "['n']", "Write them as ints"]),
-    ("dot", "n = 1048576", 'n = "8"', ["param n is an int or a float", "'8'", "Write n"]),
+    ("dot", "n = 1048576", "n = true", ["param n is an int, a float or an int expression", "True", "Write n"]),
     ("sgemm", 'entry = "sgemm"', 'entry = "sgemm\\n(int)"', ["entry is a kernel's name (plain or mangled) or its",
                                                            "Write entry"]),
     ("sgemm", "M = 512", "M = 512.0", ["names in ['K', 'N']", "M = 512.0 is a float param", "write M = 512"]),
@@ -382,3 +382,33 @@ def test_a_local_folder_named_as_a_bundled_kernel_is_said_to_be_passed_over(tmp_
     with caplog.at_level(logging.WARNING, logger="compileiq_lab.kernels.load"):
         load_kernel("softmax")
     assert "pass ./softmax" not in caplog.text
+
+
+def test_a_param_given_as_an_int_expression_follows_each_workload(tmp_path: Path) -> None:
+    """A param that depends on others (flash attention's Tc = ceil(N / Bc)) is written once as an expression: each
+    workload that changes N gets its own value, where a number would go stale and fail every output check."""
+    folder = _copy_kernel("sgemm", tmp_path)
+    _edit(folder, "K = 512\n", 'K = 512\ntiles = "(M + 31) // 32"\nscale = 0.5\nhalf_tiles = "tiles // 2"\n')
+    _edit(folder, "name = \"tall\"\nparams = { M = 2048,", "name = \"tall\"\nparams = { half_tiles = 7, M = 2048,")
+    spec = load_kernel(folder)
+    assert spec.params == {"M": 512, "N": 512, "K": 512, "tiles": 16, "scale": 0.5, "half_tiles": 8}
+    assert spec.with_workload("large").params["tiles"] == 32 and spec.with_workload("large").params["half_tiles"] == 16
+    tall = spec.with_workload("tall").params
+    assert tall["tiles"] == 64 and tall["half_tiles"] == 7  # a workload's own value wins over the expression
+    assert spec.reference_outputs(spec.make_inputs())["C"].shape == (512, 512)
+
+
+@pytest.mark.parametrize(("new", "fragments"), [
+    ('K = 512\ntiles = "(M + 31) // X"\n', ["param tiles = '(M + 31) // X'", "names in ['K', 'M', 'N']",
+                                           "uses the int params declared before it"]),
+    ('K = 512\ntiles = "later * 2"\nlater = 3\n', ["param tiles = 'later * 2'", "declared before it"]),
+    ('K = 512\nscale = 0.5\ntiles = "scale * 2"\n', ["param tiles = 'scale * 2'", "names in ['K', 'M', 'N']"]),
+    ('K = 512\ntiles = ""\n', ["param tiles is an int expression", "Write tiles ="]),
+])
+def test_a_broken_param_expression_is_named_at_load(tmp_path: Path, new: str, fragments: list[str]) -> None:
+    folder = _copy_kernel("sgemm", tmp_path)
+    _edit(folder, "K = 512\n", new)
+    with pytest.raises(ConfigurationError) as info:
+        load_kernel(folder)
+    for fragment in fragments:
+        assert fragment in str(info.value), str(info.value)

@@ -19,20 +19,20 @@ _LISTED = 4
 
 
 def signature_problem(kernel: KernelSpec, entry: str, types: Sequence[str], cpp: Sequence[str] | None = None) -> str:
-    """Why ``kernel``'s ``[launch] args`` do not fit the parameters of ``entry``, or "" when they do. ``types``: their
-    PTX types (``ptx_param_types``); ``cpp``: their C++ types (``cpp_param_types``, a C++ kernel's), which tell a
-    pointer from a 64-bit int, signed from unsigned and a pointer's element type. A buffer goes to a pointer (of its
-    dtype's element type where that is a plain number), a ``[params]`` value to a number parameter it fits."""
+    """Why ``kernel``'s ``[launch] args`` do not fit the parameters of ``entry`` (the kernel as a message names it: its
+    demangled signature), or "" when they do. ``types``: their PTX types (``ptx_param_types``); ``cpp``: their C++
+    types (``cpp_param_types``, a C++ kernel's), which tell a pointer from a 64-bit int, signed from unsigned and a
+    pointer's element type. A buffer goes to a pointer (of its dtype's element type where that is a plain number), a
+    ``[params]`` value to a number parameter it fits."""
     args = list(kernel.args or ())
     buffers = {b.name: b for b in kernel.inputs + kernel.outputs}
     where = f"kernel {kernel.name!r}: [launch] args"
-    readable = demangle([entry])[entry]
-    shown = [f"{c}" for c in cpp] if cpp is not None and len(cpp) == len(types) else [f".{t}" for t in types]
+    known: Sequence[str | None] = cpp if cpp is not None and len(cpp) == len(types) else [None] * len(types)
+    shown = [c if c is not None else f".{t}" for c, t in zip(known, types)]
     if len(args) != len(types):
-        return (f"{where} must give one value per parameter of {readable}, but it names {len(args)} "
+        return (f"{where} must give one value per parameter of {entry}, but it names {len(args)} "
                 f"({', '.join(args)}) and the kernel takes {len(types)} ({', '.join(shown) or 'none'}); list them in "
                 "the order of the kernel's parameters")
-    known = cpp if cpp is not None and len(cpp) == len(types) else [None] * len(types)
     bad = []
     for i, (arg, ptx, c) in enumerate(zip(args, types, known)):
         at = f"parameter {i + 1} ({shown[i]})"
@@ -44,7 +44,7 @@ def signature_problem(kernel: KernelSpec, entry: str, types: Sequence[str], cpp:
     if not bad:
         return ""
     more = f"; and {len(bad) - _LISTED} more" if len(bad) > _LISTED else ""
-    return (f"{where} must fit the parameters of {readable}, but {'; '.join(bad[:_LISTED])}{more}. Buffers go to "
+    return (f"{where} must fit the parameters of {entry}, but {'; '.join(bad[:_LISTED])}{more}. Buffers go to "
             "pointer parameters and [params] values to number parameters, in the kernel's order: fix the order, the "
             "dtype or the value (a struct or __half passed by value is not supported: launch a wrapper kernel that "
             "takes numbers)")
@@ -74,9 +74,10 @@ def launch_types(kernel: KernelSpec, arch: str, workdir: Path, timeout_s: float)
     types = ptx_param_types(text, entry)
     if types is None:
         return "", ()
-    cpp = cpp_param_types(entry)
+    readable = demangle([entry])[entry]  # once: each workload's check names it
+    cpp = cpp_param_types(readable)
     for variant in [kernel] + [kernel.with_workload(w) for w in kernel.workloads]:  # each workload's values too
-        problem = signature_problem(variant, entry, types, cpp)
+        problem = signature_problem(variant, readable, types, cpp)
         if problem:
             return (problem.replace("[launch] args", f"workload {variant.workload!r}: [launch] args", 1)
                     if variant.workload else problem), tuple(types)

@@ -78,19 +78,27 @@ def ptx_param_types(ptx_text: str, entry: str) -> list[str] | None:
     return None
 
 
-def cpp_param_types(symbol: str) -> list[str] | None:
-    """The C++ parameter types of a mangled kernel symbol as the demangler writes them (``['float const*',
-    'unsigned long']``), or None for an unmangled (``extern "C"``) name or one no demangler reads."""
-    readable = demangle([symbol])[symbol]
-    if readable == symbol or not readable.endswith(")"):
+def _split_params(readable: str) -> tuple[str, str | None]:
+    """A demangled signature split before its parameter list (the last top-level parentheses, kept with them):
+    ``("void k<float>", "(float*, int)")``; (``readable``, None) for a name without one."""
+    if readable.endswith(")"):
+        depth = 0
+        for i in range(len(readable) - 1, -1, -1):
+            depth += {")": 1, "(": -1}.get(readable[i], 0)
+            if depth == 0:
+                return readable[:i], readable[i:]
+    return readable, None
+
+
+def cpp_param_types(readable: str) -> list[str] | None:
+    """The C++ parameter types of a kernel's demangled signature (``demangle``'s), as the demangler writes them
+    (``['float const*', 'unsigned long']``), or None for a name without a parameter list (an ``extern "C"`` kernel's,
+    or one no demangler read)."""
+    _, params = _split_params(readable)
+    if params is None:
         return None
-    depth = 0
-    for i in range(len(readable) - 1, -1, -1):  # the last top-level parenthesis: the parameter list
-        depth += {")": 1, "(": -1}.get(readable[i], 0)
-        if depth == 0:
-            inner = readable[i + 1:-1].strip()
-            return [] if inner in ("", "void") else [t.strip() for t in _top_level(inner, ",")]
-    return None
+    inner = params[1:-1].strip()
+    return [] if inner in ("", "void") else [t.strip() for t in _top_level(inner, ",")]
 
 
 def cubin_entries(path: str | Path) -> list[str]:
@@ -225,14 +233,8 @@ def _spellings(readable: str) -> set[str]:
     """The ways a user may write a demangled kernel name, whitespace removed: the full signature, without its
     return type, the qualified name with and without template arguments, and its last component."""
     forms = {readable}
-    params = ""
-    if readable.endswith(")"):
-        depth = 0
-        for i in range(len(readable) - 1, -1, -1):
-            depth += {")": 1, "(": -1}.get(readable[i], 0)
-            if depth == 0:
-                readable, params = readable[:i], readable[i:]
-                break
+    readable, found = _split_params(readable)
+    params = found or ""
     qualified = _top_level(readable.strip(), " ")[-1]
     bare = _strip_templates(qualified)
     forms |= {qualified + params, qualified, bare, _top_level(qualified, "::")[-1], _top_level(bare, "::")[-1]}

@@ -34,7 +34,7 @@ from compileiq_lab.kernels import CATALOGS, KernelRun, active_catalog, check_can
 from compileiq_lab.run import Search
 from compileiq_lab.run.events import EvaluationEvent, FinishedEvent, GenerationEvent, RunEvent
 from compileiq_lab.run.start import count_run_time
-from compileiq_lab.store import DEFAULT_DIR, Results, Validation, load_results
+from compileiq_lab.store import DEFAULT_DIR, KernelMeta, Results, Validation, load_results
 
 __all__ = ["EXECUTORS", "add_catalog_parser", "add_tune_parser", "executor_spec", "run_catalog", "run_tune"]
 
@@ -343,8 +343,9 @@ def _warm_start(args: argparse.Namespace, run: KernelRun,
         front = load_results(args.warm_start).front_records()
         return [r.params for r in front if r.params], [args.warm_start]
     directory = Path(args.store).resolve().parent if args.store else Path(DEFAULT_DIR)
+    meta = KernelMeta.from_dict(facts)  # its entry as stored runs are matched on (a bare file's or kernel.toml's)
     return warm_start_configs(run.kernel.name, run.arch, run.catalog_name, directory,
-                              source_sha256=facts["source_sha256"], entry=facts.get("entry") or facts.get("spec_entry"),
+                              source_sha256=facts["source_sha256"], entry=meta.entry if meta else None,
                               build=facts.get("build"))
 
 

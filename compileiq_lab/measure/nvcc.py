@@ -140,7 +140,7 @@ class CudaCompiler:
                     "-o", str(target)]
 
         # nvcc -ptx checks its PTX with ptxas, whose errors name the (scratch) output file by line
-        shown = {str(out): f"{source.stem}.ptx (nvcc -ptx of {source.name})"}
+        shown = {str(out): _ptx_of(source)}
         with lock:  # two threads wanting the same PTX compile it once
             outcome, hit = build_cached(argv_for, out, "frontend_time_s", self.timeout_s, cwd=source.parent,
                                         shown=shown)
@@ -156,7 +156,7 @@ class CudaCompiler:
         was made of (a failure names the PTX as that file's, not by its scratch path)."""
         out = self.workdir / "cubin" / f"{self._key(ptx.name, *backend_argv)}.cubin"
         argv = [self.ptxas, f"-arch={self.arch}", "-v", *backend_argv, str(ptx), "-o", str(out)]
-        shown = {str(ptx): f"{source.stem}.ptx (nvcc -ptx of {source.name})"} if source else None
+        shown = {str(ptx): _ptx_of(source)} if source else None
         return self._assemble(argv, out, entry, cwd=None, shown=shown)
 
     def full(self, source: Path, frontend_argv: Sequence[str], backend_argv: Sequence[str],
@@ -201,6 +201,11 @@ class CudaCompiler:
             with contextlib.suppress(OSError):  # a header that is gone: the compile says so
                 h.update(str(f).encode() + b"\0" + f.read_bytes())
         return h.hexdigest()
+
+
+def _ptx_of(source: Path) -> str:
+    """What a compile error calls a source's PTX, in place of the scratch file's path."""
+    return f"{source.stem}.ptx (nvcc -ptx of {source.name})"
 
 
 #: Front-end arguments that can change which headers are read.

@@ -12,7 +12,8 @@ from typing import Any
 
 from compileiq_lab.exceptions import ConfigurationError
 
-__all__ = ["MAX_EXPR_CHARS", "eval_expr", "fail", "need", "one_line", "raised_in", "show_bytes", "show_int"]
+__all__ = ["MAX_EXPR_CHARS", "eval_expr", "expr_names", "fail", "need", "one_line", "raised_in", "show_bytes",
+           "show_int"]
 
 #: Characters of one shape or launch expression (a realistic one is a few dozen; longer ones nest too deep).
 MAX_EXPR_CHARS = 500
@@ -128,6 +129,17 @@ def _eval_node(node: ast.AST, names: Mapping[str, int], expr: str) -> int:
     raise ConfigurationError(f"expression {_quote(expr)}: `it is int literals and names in {sorted(names)} combined by "
                              f"+ - * // % ** and parentheses` must hold, but got {type(node).__name__} "
                              f"{ast.unparse(node)!r}. {'Use // for division.' if div else 'Rewrite that part.'}")
+
+
+def expr_names(expr: int | str) -> set[str]:
+    """The names an expression uses (none for an int, or for an expression ``eval_expr`` would refuse unread)."""
+    if not isinstance(expr, str) or len(expr) > MAX_EXPR_CHARS:
+        return set()
+    try:
+        tree = ast.parse(expr.strip(), mode="eval")
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return set()
+    return {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
 
 
 def eval_expr(expr: int | str, names: Mapping[str, int]) -> int:

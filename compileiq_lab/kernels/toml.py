@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import re
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +10,7 @@ import numpy as np
 
 from compileiq_lab.exceptions import ConfigurationError
 from compileiq_lab.kernels import spec as _spec
+from compileiq_lab.kernels.rules import expr_names
 from compileiq_lab.kernels.spec import (
     C_ENTRY,
     DTYPES,
@@ -51,6 +51,24 @@ _TABLES: dict[str, tuple[str, ...]] = {
     "workloads": ("name", "params"),
     "inputs": ("name", "dtype", "shape", "init"), "outputs": ("name", "dtype", "shape"), "run": ("seed", "repeats"),
     "check": ("reference", "rtol", "atol"), "launch": ("grid", "block", "shared_bytes", "args")}
+
+
+def _float_note(spec: KernelSpec) -> str:
+    """What a broken shape or launch expression's message adds about float params: each one an expression names
+    (which it cannot use: only int params are names there), else that they go to the kernel only; "" for none."""
+    floats = sorted(set(spec.params) - set(spec.int_params))
+    exprs = [d for b in spec.inputs + spec.outputs for d in b.shape] + [*(spec.grid or ()), *(spec.block or ()),
+                                                                        spec.shared_bytes]
+    used = [k for k in floats if any(k in expr_names(e) for e in exprs)]
+    if not used:
+        return (f" (float params, here {', '.join(floats)}, go to the kernel only: shapes and launch expressions use "
+                "the int params)") if floats else ""
+    notes = []
+    for k in used:
+        v = float(spec.params[k])
+        notes.append(f"{k} = {v!r} is a float param, which shapes and launch expressions cannot use: "
+                     + (f"write {k} = {int(v)}" if v.is_integer() else "use an int param there"))
+    return f" ({'; '.join(notes)})"
 
 
 class SpecParser:
@@ -130,16 +148,7 @@ class SpecParser:
                         raise ConfigurationError(f"shape of {b.name}: {exc}") from None
                 variant.launch_dims() if variant.grid is not None else None
             except ConfigurationError as exc:
-                floats = sorted(set(variant.params) - set(variant.int_params))
-                named = re.search(r"Name '(\w+)'", str(exc))
-                if named and named.group(1) in floats:
-                    k, v = named.group(1), float(variant.params[named.group(1)])
-                    note = (f" ({k} = {v!r} is a float param, which shapes and launch expressions cannot use: "
-                            + (f"write {k} = {int(v)})" if v.is_integer() else "use an int param there)"))
-                else:
-                    note = (f" (float params, here {', '.join(floats)}, go to the kernel only: shapes and launch "
-                            "expressions use the int params)") if floats else ""
-                raise ConfigurationError(f"{where}: {exc}{note}") from None
+                raise ConfigurationError(f"{where}: {exc}{_float_note(variant)}") from None
             self.need(all(min(s) >= 1 for s in shapes.values()), "every buffer dim is >= 1",
                       {k: s for k, s in shapes.items() if min(s) < 1}, "Fix the shapes or the params.")
             self.buffer_bytes(variant, shapes, where)

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from compileiq_lab.exceptions import ConfigurationError
-from compileiq_lab.kernels.spec import KernelSpec
+from compileiq_lab.kernels.spec import GPU_LANGUAGES, KernelSpec
 from compileiq_lab.measure.entries import cpp_param_types, demangle, ptx_entries, ptx_param_types, resolve_entry
 from compileiq_lab.measure.nvcc import CudaCompiler
 from compileiq_lab.measure.scalars import buffer_problem, scalar_problem
@@ -54,7 +54,7 @@ def launch_types(kernel: KernelSpec, arch: str, workdir: Path, timeout_s: float)
     """``signature_problem`` of a CUDA or PTX kernel with a ``[launch]`` and its entry's PTX parameter types, the PTX
     made once with the knobs' defaults (a ``.cu`` source, by ``nvcc -ptx``); ("", ()) when it has no launch or its PTX
     does not build (the run says why)."""
-    if not kernel.args or kernel.language not in ("cuda", "ptx"):
+    if not kernel.args or kernel.language not in GPU_LANGUAGES:
         return "", ()
     if kernel.language == "ptx":
         text = kernel.source_path.read_text(errors="replace")

@@ -52,11 +52,7 @@ def scalar_problem(value: Any, ptx: str, cpp: str | None = None) -> str:
     if plain is not None and plain in _CPP_INTS:
         bits, signed = _CPP_INTS[plain]
         low, high = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if signed else (0, (1 << bits) - 1)
-        if type(value) is not int:
-            return f"an int for {cpp}"
-        if not low <= value <= high:
-            return f"an int that fits {cpp}: {low} to {high}"
-        return ""
+        return _int_problem(value, str(cpp), low, high)
     if plain is not None and plain not in _CPP_FLOATS:
         return f"a parameter compileiq-lab can pass: ints and floats (this one is {cpp}, passed by value)"
     if ptx in _FLOATS:
@@ -70,11 +66,14 @@ def scalar_problem(value: Any, ptx: str, cpp: str | None = None) -> str:
         what = "a struct or __half passed by value" if "[" in ptx else f"a .{ptx}"
         return f"a parameter compileiq-lab can pass: ints and floats (this one is {what})"
     bits = int(match.group(1))
+    return _int_problem(value, f"{_KINDS[bits]} (.{ptx})", -(1 << (bits - 1)), (1 << bits) - 1)
+
+
+def _int_problem(value: Any, what: str, low: int, high: int) -> str:
+    """Why ``value`` is no int from ``low`` to ``high`` for a parameter described as ``what``, or ""."""
     if type(value) is not int:
-        return f"an int for {_KINDS[bits]} (.{ptx})"
-    if not -(1 << (bits - 1)) <= value < 1 << bits:
-        return f"an int that fits {_KINDS[bits]} (.{ptx}): {-(1 << (bits - 1))} to {(1 << bits) - 1}"
-    return ""
+        return f"an int for {what}"
+    return "" if low <= value <= high else f"an int that fits {what}: {low} to {high}"
 
 
 def buffer_problem(dtype: str, ptx: str, cpp: str | None = None) -> str:

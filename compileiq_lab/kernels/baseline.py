@@ -15,6 +15,10 @@ __all__ = ["baseline_stop_reason"]
 #: Compiler messages of a header the compiler cannot find (nvcc/cicc, gcc, clang): no control brings it back.
 _MISSING_FILE = re.compile(r"cannot open source file|fatal error: .*: No such file or directory|file not found",
                            re.IGNORECASE)
+#: A header of a Python framework's C++ binding (a kernel file of a PyTorch extension, say): host code, not kernel.
+_BINDING = re.compile(r"""["<'\s(](?P<framework>torch|ATen|c10|pybind11|tensorflow|Python\.h|jax|paddle)[/.'":>]""")
+_FRAMEWORKS = {"torch": "PyTorch", "ATen": "PyTorch", "c10": "PyTorch", "Python.h": "Python C API", "jax": "JAX",
+               "tensorflow": "TensorFlow", "paddle": "Paddle"}
 #: Launch errors of an entry (kernel) the module does not have.
 _MISSING_ENTRY = re.compile(r"named symbol not found|CUDA_ERROR_NOT_FOUND", re.IGNORECASE)
 #: Front-end failures no searched control changes: the C++ front end's diagnostics of the preprocessed source (EDG's
@@ -65,8 +69,13 @@ def baseline_stop_reason(kernel: KernelSpec, catalog: Catalog, record: EvalRecor
                 "tune a file with host code with --space nvcc or ptxas, or guard its host part with "
                 "#ifndef __CUDACC_RTC__")
     if stage and missing:
-        return (f"the kernel does not compile: a file it includes is missing ({missing}); add its folder with "
-                "-I/--include-dir (kernel.toml: [build] include_dirs)")
+        binding = _BINDING.search(missing)
+        framework = binding.group("framework") if binding else ""
+        fix = (f"; it is the {_FRAMEWORKS.get(framework, framework)} binding's host code, which the tuner does not "
+               "run: copy the __global__ kernels, with the device code and headers they use, into a file of their own "
+               "and tune that" if binding else "; add its folder with -I/--include-dir (kernel.toml: [build] "
+               "include_dirs)")
+        return f"the kernel does not compile: a file it includes is missing ({missing}){fix}"
     if _MISSING_ENTRY.search(record.error):
         return f"the kernel's entry {kernel.entry!r} is not in the compiled module ({first}); fix entry in kernel.toml"
     target = next((ln.strip() for ln in record.error.splitlines() if _TARGET_ERROR.search(ln)), "")

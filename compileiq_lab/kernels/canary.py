@@ -28,6 +28,7 @@ from compileiq_lab.measure.entries import cubin_entries, demangle
 from compileiq_lab.measure.evaluator import config_argv
 from compileiq_lab.measure.gpu import GpuRunner
 from compileiq_lab.measure.stats import compare
+from compileiq_lab.measure.templates import instantiation_hint
 from compileiq_lab.space.catalogs import CATALOGS, Catalog, Control
 from compileiq_lab.space.catalogs.base import controls_of
 from compileiq_lab.toolchain.tools import find_tool, keep_ends
@@ -220,12 +221,14 @@ def _check(run: KernelRun, catalog: Catalog, controls: Sequence[Control], backen
                     "(registers and spills: the most any kernel has; sass_instructions: all of them together); pass "
                     "--entry NAME to tune one of %s", run.kernel.source_path.name, len(kernels), shown)
     if kernels is not None and not kernels:
+        hint = instantiation_hint(run.kernel.source_path) or (
+            "a template __global__ kernel has code only once instantiated: add one "
+            "(`template __global__ void k<256>(float*);`)")
         return CanaryResult(False, f"{run.kernel.source_path.name} must hold a kernel to tune (a __global__ function, "
                                    "or a PTX .entry), but it holds none: it compiled to a module without one; fix: "
                                    "tune the file that defines the kernel (a file of host code or device functions "
-                                   "alone has nothing to measure); a template __global__ kernel has code only once "
-                                   "instantiated: add one (`template __global__ void k<256>(float*);`) and name it "
-                                   "with --entry", baseline_argv=baseline.argv)
+                                   f"alone has nothing to measure); {hint}, and name it with --entry",
+                            baseline_argv=baseline.argv)
     tested: list[tuple[Control, Any, _Build]] = []
     skipped: list[str] = []
     for control in controls:

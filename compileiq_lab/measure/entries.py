@@ -13,6 +13,7 @@ from typing import NamedTuple
 
 from compileiq_lab.exceptions import ConfigurationError
 from compileiq_lab.measure.binary import _is_entry, _symbols
+from compileiq_lab.measure.templates import instantiation_hint
 from compileiq_lab.toolchain.tools import find_tool, run_tool
 
 __all__ = ["PtxHeader", "cpp_param_types", "cubin_entries", "demangle", "ptx_entries", "ptx_header", "ptx_param_types",
@@ -260,7 +261,7 @@ def _listing(kernels: Sequence[str], readable: dict[str, str]) -> str:
     return shown + (f"; and {len(ordered) - _LISTED} more" if len(ordered) > _LISTED else "")
 
 
-def resolve_entry(name: str, entries: Sequence[str], where: str = "") -> str:
+def resolve_entry(name: str, entries: Sequence[str], where: str = "", source: str | Path | None = None) -> str:
     """The mangled entry (one of ``entries``) that a user's kernel name means.
 
     An exact match (a mangled symbol, or the name of an ``extern "C"`` kernel) wins; else a plain C++ name
@@ -272,6 +273,8 @@ def resolve_entry(name: str, entries: Sequence[str], where: str = "") -> str:
         name: The entry as the user wrote it.
         entries: The kernels of the module (``ptx_entries`` or ``cubin_entries``).
         where: The module's name, for messages.
+        source: The CUDA source the module was built from: where no kernel matches, the message gives the line that
+            instantiates a template kernel of that name (or, in a module of no kernel, of every template kernel).
 
     Raises:
         ConfigurationError: No kernel matches (the message lists them all, demangled with the mangled name in
@@ -294,16 +297,18 @@ def resolve_entry(name: str, entries: Sequence[str], where: str = "") -> str:
         bare = _squash(_strip_templates(name))
         named = [k for k in kernels if bare in _spellings(readable[k])]  # another instantiation of the template
         if not kernels:
+            hint = instantiation_hint(source, name) or ("A template __global__ kernel has code only once instantiated: "
+                                                        "add one (`template __global__ void k<256>(float*);`)")
             raise ConfigurationError(
                 f"{who}: `the entry names a kernel of the module` must hold, but got {name!r}, and the module holds "
-                "no kernel (no __global__ function, no PTX .entry). A template __global__ kernel has code only once "
-                "instantiated: add one (`template __global__ void k<256>(float*);`) and name it as the run then "
-                "lists it")
+                f"no kernel (no __global__ function, no PTX .entry). {hint}, and name it as the run then lists it")
         found = (f"the kernels of that name are: {_listing(named, readable)}" if named
                  else f"the kernels are: {_listing(kernels, readable)}")
+        hint = "" if named else instantiation_hint(source, name, strict=True)
         raise ConfigurationError(
             f"{who}: `the entry names a kernel of the module (its C++ name, demangled signature or mangled symbol)` "
-            f"must hold, but got {name!r}, and {found}. Pass one of these names (the mangled one always works).")
+            f"must hold, but got {name!r}, and {found}. Pass one of these names (the mangled one always works)"
+            + (f"; or, for the template: {hint}" if hint else "") + ".")
     raise ConfigurationError(
         f"{who}: `the entry names exactly one kernel` must hold, but got {name!r}, which names {len(matches)} "
         f"(overloads or template instantiations): {_listing(matches, readable)}. Pass one of the mangled names, "

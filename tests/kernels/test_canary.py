@@ -103,6 +103,18 @@ def test_a_file_without_a_kernel_is_said_to_hold_none(tmp_path, source):
 
 
 @needs_cuda
+def test_a_file_of_template_kernels_alone_is_told_the_lines_that_instantiate_them(tmp_path):
+    from compileiq_lab.kernels import load_kernel
+
+    src = tmp_path / "soft.cu"
+    src.write_text("template <const int NUM_THREADS = 256>\n__global__ void softmax(float *x, float *y, int N) "
+                   "{ y[threadIdx.x % NUM_THREADS] = x[0] * N; }\n")
+    result = canary(KernelRun(load_kernel(src), PTXAS, ["registers"], measure=False, workdir=tmp_path / "w"))
+    assert not result.ok and "soft.cu must hold a kernel to tune" in result.reason, result.reason
+    assert "`template __global__ void softmax<>(float *x, float *y, int N);`" in result.reason
+
+
+@needs_cuda
 def test_nvcc_checks_both_stages_and_a_subset_borrows_the_curated_level(tmp_path):
     both = canary(KernelRun("sgemm", NVCC, ["registers"], measure=False, workdir=tmp_path / "a"))
     assert both.ok and both.checked == ("opt_level", "cicc_opt") and both.control == "opt_level"

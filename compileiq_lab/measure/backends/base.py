@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Protocol
 
 from compileiq_lab.exceptions import ConfigurationError
@@ -50,11 +51,11 @@ class EntryResolver:
 
     Args:
         entry: The entry as the user spells it, or None (no entry: the whole module).
-        where: The source's name (for messages).
+        source: The kernel's source (its name goes in messages; a CUDA source's template kernels are named in them).
     """
 
-    def __init__(self, entry: str | None, where: str) -> None:
-        self.entry, self.where = entry, where
+    def __init__(self, entry: str | None, source: Path) -> None:
+        self.entry, self.source = entry, source
         self._known: dict[str, tuple[str | None, str]] = {}
         self._lock = threading.Lock()
 
@@ -66,7 +67,7 @@ class EntryResolver:
             if module in self._known:
                 return self._known[module]
         try:
-            found: tuple[str | None, str] = (resolve_entry(self.entry, entries(), self.where), "")
+            found: tuple[str | None, str] = (resolve_entry(self.entry, entries(), self.source.name, self.source), "")
         except ConfigurationError as exc:
             found = (None, str(exc))
         with self._lock:

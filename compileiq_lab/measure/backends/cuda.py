@@ -41,7 +41,7 @@ class CudaTwoStage:
                  context: BuildContext | None = None) -> None:
         self.source, self.entry = source, entry
         self.cc = CudaCompiler(arch, workdir, timeout_s, context)
-        self.resolver = EntryResolver(entry, str(source.name))
+        self.resolver = EntryResolver(entry, source)
 
     def compile(self, argv: Mapping[str, Sequence[str]]) -> CompileOutcome:
         ptx = self.cc.ptx(self.source, argv["frontend"])
@@ -107,7 +107,7 @@ class PtxModule:
         self.module = self.cc.workdir / "ptx" / f"{digest}.ptx"
         if not self.module.exists():
             shutil.copyfile(source, self.module)
-        self.resolver = EntryResolver(entry, str(source.name))
+        self.resolver = EntryResolver(entry, source)
 
     def compile(self, argv: Mapping[str, Sequence[str]]) -> CompileOutcome:
         if argv.get("frontend"):

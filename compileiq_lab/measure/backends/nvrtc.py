@@ -38,7 +38,7 @@ class Nvrtc:
         self.source, self.entry = source, entry
         self.compiler = NvrtcCompiler(arch, workdir)
         self.context = context or BuildContext()
-        self.resolver = EntryResolver(entry, source.name)
+        self.resolver = EntryResolver(entry, source)
         self._fixed = [*self.context.argv(), *(f"-I{d}" for d in cuda_include_dirs())]
 
     def compile(self, argv: Mapping[str, Sequence[str]]) -> CompileOutcome:

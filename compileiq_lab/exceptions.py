@@ -1,6 +1,9 @@
-"""Exception hierarchy: one root, members also inherit the matching built-in."""
+"""Exception hierarchy (one root; members also inherit the matching built-in) and the spelling hint of messages."""
 
 from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable, Mapping, Sequence
 
 __all__ = [
     "CompileIQLabError",
@@ -13,6 +16,7 @@ __all__ = [
     "StaticOnlyKernelError",
     "StoreError",
     "StoreMismatchError",
+    "did_you_mean",
 ]
 
 
@@ -56,3 +60,24 @@ class SearchFailedError(CompileIQLabError, RuntimeError):
 class EnvironmentFaultError(CompileIQLabError, OSError):
     """The machine failed, not the candidate (a full disk, a file-size limit): the run stops, nothing is recorded
     for the candidate and nothing partial is cached, so a resumed run evaluates it again."""
+
+
+def did_you_mean(got: str | Iterable[str], valid: Iterable[str],
+                 aliases: Mapping[str, Sequence[str]] | None = None) -> str:
+    """`` (did you mean 'registers'?)`` for the names in ``got`` close to one of ``valid`` (difflib's ratio of at
+    least 0.6, case ignored), or "" where none is. ``aliases`` maps other spellings to the valid names they may mean
+    (a control's command-line option: ``--maxrregcount`` means ``maxrregcount``; an option two controls share means
+    either). With several names, each suggestion says which name it is for."""
+    names = [got] if isinstance(got, str) else [str(g) for g in got]
+    lower = {v.lower(): v for v in valid}
+    found: list[tuple[str, str]] = []
+    for name in names:
+        meant = list((aliases or {}).get(name, ()))
+        if not meant:
+            meant = [lower[c] for c in difflib.get_close_matches(name.lower(), list(lower), n=1, cutoff=0.6)]
+        if meant:
+            found.append((" or ".join(repr(m) for m in meant), name))
+    if not found:
+        return ""
+    shown = [m if len(names) == 1 else f"{m} for {n!r}" for m, n in found]
+    return f" (did you mean {', '.join(shown)}?)"

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from compileiq_lab.acf.export import effective_params, point_acf
-from compileiq_lab.exceptions import ConfigurationError
+from compileiq_lab.exceptions import ConfigurationError, did_you_mean
 from compileiq_lab.kernels import (
     TRITON_PREFIX,
     BuildContext,
@@ -121,7 +121,8 @@ def check_pick(rule: str | None, objectives: list[str]) -> None:
     """Refuse a --pick that names neither one of the run's ``objectives`` nor a rule (UsageError)."""
     if rule is not None and rule not in objectives and rule not in _PICKS:
         raise UsageError(f"`--pick is an objective of the run ({', '.join(objectives)}) or one of {', '.join(_PICKS)}`"
-                         f" must hold, but got {rule!r}; pick one of those")
+                         f" must hold, but got {rule!r}{did_you_mean(rule, [*objectives, *_PICKS])}; pick one of "
+                         "those")
 
 
 def kernel_argument(args: argparse.Namespace, out_dir: Path) -> str | KernelSpec:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from compileiq_lab import space as ss
-from compileiq_lab.exceptions import ConfigurationError, StaticOnlyKernelError
+from compileiq_lab.exceptions import ConfigurationError, StaticOnlyKernelError, did_you_mean
 from compileiq_lab.kernels.spec import GPU_LANGUAGES, KernelSpec
 from compileiq_lab.measure.backends.base import CUBIN_METRICS, HOST_METRICS, Backend
 from compileiq_lab.measure.backends.c import CHost
@@ -165,7 +165,7 @@ def check_objectives(kernel: KernelSpec, names: Sequence[str]) -> None:
     bad = [o for o in names if o not in allowed]
     if not names or bad:
         raise ConfigurationError(f"objectives for a {kernel.language} kernel must be among {sorted(allowed)}, but got "
-                                 f"{list(names)}; pick from those")
+                                 f"{list(names)}{did_you_mean(bad, allowed)}; pick from those")
     runs = set(names) & run_metrics(kernel.language)
     if runs and (kernel.static_only or not kernel.inputs):
         raise StaticOnlyKernelError(

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from compileiq_lab.exceptions import ConfigurationError, OptionalDependencyError
+from compileiq_lab.exceptions import ConfigurationError, OptionalDependencyError, did_you_mean
 from compileiq_lab.kernels.spec import GPU_LANGUAGES, IDENT, LANGUAGES, SPEC_FILE, KernelSpec, need
 from compileiq_lab.kernels.toml import SpecParser
 from compileiq_lab.toolchain.context import BuildContext
@@ -126,8 +126,8 @@ def _load(name_or_path: str | os.PathLike[str]) -> KernelSpec:
         return KernelSpec(name=name, language=language, source=path.name, entry=None, folder=path.parent,
                           source_path=path, description=f"static-only {language} file {path.name}")
     raise ConfigurationError(f"load_kernel: `the kernel is a bundled name, a folder with {SPEC_FILE} or a "
-                             f".cu/.ptx/.c file` must hold, but got {text!r}. Use one of {list_kernels()} or fix the "
-                             "path.")
+                             f".cu/.ptx/.c file` must hold, but got {text!r}{did_you_mean(text, list_kernels())}. Use "
+                             f"one of {list_kernels()} or fix the path.")
 
 
 def _load_folder(folder: Path) -> KernelSpec:

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from compileiq_lab.exceptions import ConfigurationError
+from compileiq_lab.exceptions import ConfigurationError, did_you_mean
 from compileiq_lab.measure.backends.base import Backend
 from compileiq_lab.measure.binary import inspect_elf
 from compileiq_lab.measure.build import CompileOutcome, write_atomic
@@ -155,7 +155,8 @@ class KernelEvaluator:
         missing = [o for o in self.objectives if o not in measured]
         if missing or not self.objectives:
             raise ConfigurationError(f"objectives must be among {sorted(measured)} (what this {backend.name} build"
-                                     f"{' and its runs' if runner else ''} measure), but got {self.objectives}")
+                                     f"{' and its runs' if runner else ''} measure), but got {self.objectives}"
+                                     f"{did_you_mean(missing, measured)}")
         self._run_objectives = set(self.objectives) - backend.metrics()
         self._lock = threading.Lock()
         self._run_lock = threading.Lock()  # one timed run at a time: parallel runs distort each other

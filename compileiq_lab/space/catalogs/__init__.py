@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from compileiq_lab.exceptions import SpaceDefinitionError
+from compileiq_lab.exceptions import SpaceDefinitionError, did_you_mean
 from compileiq_lab.space.catalogs.base import CATEGORIES, STAGES, TIERS, Catalog, Conflict, Control
 from compileiq_lab.space.catalogs.cuda import NVCC, NVCC_FRONTEND, NVRTC, PTXAS
 from compileiq_lab.space.catalogs.gcc import CLANG, GCC
@@ -62,5 +62,5 @@ def get_catalog(name: str) -> Catalog:
     try:
         return CATALOGS[name]
     except (KeyError, TypeError):
-        raise SpaceDefinitionError(f"catalog name must be one of {sorted(CATALOGS)}, but got {name!r}; "
-                                   f"fix: pick one of those names") from None
+        raise SpaceDefinitionError(f"catalog name must be one of {sorted(CATALOGS)}, but got {name!r}"
+                                   f"{did_you_mean(str(name), CATALOGS)}; fix: pick one of those names") from None

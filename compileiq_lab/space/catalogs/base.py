@@ -8,7 +8,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from compileiq_lab.exceptions import SpaceDefinitionError
+from compileiq_lab.exceptions import SpaceDefinitionError, did_you_mean
 from compileiq_lab.space.params import Param
 from compileiq_lab.toolchain.nvidia_acf import KEY as NVIDIA_ACF_KEY
 from compileiq_lab.toolchain.nvidia_acf import apply_args
@@ -132,7 +132,17 @@ class Catalog:
         for c in self.controls:
             if c.name == name:
                 return c
-        raise KeyError(f"{self.compiler} catalog has no control {name!r}; valid names: {self.names}")
+        raise KeyError(f"{self.compiler} catalog has no control {name!r}{self.suggest([name])}; valid names: "
+                       f"{self.names}")
+
+    def suggest(self, names: Sequence[str]) -> str:
+        """`` (did you mean ...?)`` for control names a user mistyped or wrote as the compiler's option
+        (``--maxrregcount=32`` is control ``maxrregcount``; nvcc's ``--fmad`` is ``fmad`` or ``ptxas_fmad``), or ""."""
+        options: dict[str, list[str]] = {}
+        for c in self.controls:
+            options.setdefault(c.option.rstrip("="), []).append(c.name)
+        aliases = {n: options[n.split("=")[0]] for n in names if n.split("=")[0] in options}
+        return did_you_mean(names, self.names, aliases)
 
     @property
     def names(self) -> list[str]:
@@ -154,7 +164,8 @@ class Catalog:
         """
         wanted = set(names) if names is not None else None
         if wanted is not None and wanted - set(self.names):
-            raise SpaceDefinitionError(f"{self.compiler} catalog has no controls {sorted(wanted - set(self.names))}; "
+            unknown = sorted(wanted - set(self.names))
+            raise SpaceDefinitionError(f"{self.compiler} catalog has no controls {unknown}{self.suggest(unknown)}; "
                                        f"valid names: {self.names}")
         cats = _check_subset("categories", categories, CATEGORIES)
         tiers_ = _check_subset("tiers", tiers, TIERS)

@@ -68,6 +68,10 @@ _SETUP_WORDS = {
 }
 
 
+#: Where a kernel run's kernel and include folders are (not part of its setup, see ``KernelMeta.identity``).
+_LOCATION_KEYS = ("kernel_path", "build")
+
+
 def prepare_store(store: RunStore, new: RunHeader) -> dict[str, Any]:
     """Write a new store's header, or check that the stored run matches ``new`` and may continue.
 
@@ -107,8 +111,10 @@ def prepare_store(store: RunStore, new: RunHeader) -> dict[str, Any]:
                "and run again, or use a new store path." if nothing else "Use a new store path.")
         raise StoreMismatchError(
             f"run store {store.path!r} holds a run of another setup ({what}); its results would not compare. {fix}")
-    # the stored status stays until the run starts (opened to look at, a finished run still reads finished)
-    store.write_header(h.replace(config=new.config))
+    # the stored status stays until the run starts (opened to look at, a finished run still reads finished); a run of
+    # the same setup resumed from a copy of its tree elsewhere records where its kernel and include folders now are
+    moved = {k: new.metadata[k] for k in _LOCATION_KEYS if k in new.metadata}
+    store.write_header(h.replace(config=new.config, metadata={**h.metadata, **moved}))
     return {**new.resolved, **h.resolved}
 
 

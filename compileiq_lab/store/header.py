@@ -141,12 +141,20 @@ class KernelMeta:
         toolchain and GPU model, and the build context a bare file is tuned in (its entry, launch block, include
         folders, defines and fixed arguments: none recorded means none given); not where the kernel was loaded from,
         the GPU's clocks of the day, or how the run was seeded. A kernel folder's entry (``spec_entry``) counts where
-        both runs recorded it (earlier versions did not)."""
+        both runs recorded it (earlier versions did not). The include folders count only where the headers' digest is
+        not recorded: the digest holds each header the source reads, by its path relative to the source and its
+        bytes, which is what the folders decide, so a copy of the whole tree elsewhere is the same setup."""
         gpu = (self.gpu or {}).get("name")
+        recorded = self.extra.get("build")
+        recorded = recorded if isinstance(recorded, Mapping) else {}
+        build = {k: v for k, v in recorded.items() if k != "include_dirs" and v}
+        folders = recorded.get("include_dirs")
+        if self.extra.get("headers_sha256") is not None or not folders:
+            folders = None
         out = {"kernel": self.kernel, "language": self.language, "source_sha256": self.source_sha256,
                "catalog": self.catalog, "arch": self.arch, "objectives": list(self.objectives),
                "toolchain": dict(self.toolchain) or None, "gpu": gpu, "entry": self.extra.get("entry", ""),
-               "block": self.extra.get("block", []), "build": self.extra.get("build", {}),
+               "block": self.extra.get("block", []), "build": build, "include_dirs": folders,
                "headers_sha256": self.extra.get("headers_sha256"), "spec_entry": self.extra.get("spec_entry")}
         return {k: v for k, v in out.items() if v is not None}
 

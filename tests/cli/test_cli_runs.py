@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from compileiq_lab.store import load_results
 from compileiq_lab.testing import tool_available
 from compileiq_lab.toolchain.tools import find_tool
 
@@ -269,6 +270,35 @@ def test_a_changed_header_is_refused_by_resume_and_export_and_named_by_verify(tm
     header.write_text("#define N_ITEMS 4\n")  # restored: the run continues and exports again
     assert cli(*tune, "--generations", "2", cwd=tmp_path).returncode == 0
     assert cli("export", "run.db", "-o", "b.acf", cwd=tmp_path).returncode == 0
+
+
+@needs_cuda
+def test_a_copy_of_the_whole_tree_resumes_its_run_and_a_changed_include_folder_does_not(tmp_path):
+    """Include folders are stored absolute; the headers' digest (each header by its path relative to the source, and
+    its bytes) is what decides the build, so a copied tree is the same setup, and a folder with other headers is not."""
+    tree = tmp_path / "project"
+    (tree / "inc").mkdir(parents=True)
+    (tree / "inc" / "params.h").write_text("#define N_ITEMS 4\n")
+    (tree / "k.cu").write_text('#include "params.h"\nextern "C" __global__ void k(float* x) {\n  float acc = 0.f;\n'
+                               "  for (int i = 0; i < N_ITEMS; ++i) acc += x[threadIdx.x * N_ITEMS + i] * x[i];\n"
+                               "  x[threadIdx.x] = acc;\n}\n")
+    tune = ("tune", "k.cu", "-I", "inc", "--space", "ptxas", "--objectives", "registers", "--pool-size", "4",
+            "--store", "run.db")
+    assert cli(*tune, "--generations", "1", cwd=tree).returncode == 0
+    copy = tmp_path / "elsewhere" / "project"
+    shutil.copytree(tree, copy)
+    resumed = cli(*tune, "--generations", "2", cwd=copy)
+    assert resumed.returncode == 0, resumed.stderr
+    # the run records where its kernel and include folder now are: export and validate rebuild from the copy
+    extra = load_results(str(copy / "run.db")).header.kernel.extra
+    assert extra["build"]["include_dirs"] == [str((copy / "inc").resolve())]
+    assert extra["kernel_path"] == str((copy / "k.cu").resolve())
+    shutil.rmtree(tree)
+    assert cli("export", "run.db", "-o", "k.acf", cwd=copy).returncode == 0
+    (copy / "other").mkdir()
+    (copy / "other" / "params.h").write_text("#define N_ITEMS 8\n")
+    other = cli(*tune[:3], "other", *tune[4:], "--generations", "3", cwd=copy)
+    assert other.returncode == 1 and "a header the kernel source includes changed" in other.stderr, other.stderr
 
 
 @needs_cuda

@@ -220,3 +220,21 @@ def test_a_config_is_stored_once_in_memory_and_on_disk(where, store_path):
     unique = any(row[2] for row in store._conn.execute("PRAGMA index_list(evals)"))
     assert unique == (where == "file")
     store.close()
+
+
+def test_include_folders_count_in_a_runs_setup_only_where_the_headers_digest_is_not_recorded():
+    from compileiq_lab.store.header import KernelMeta
+
+    def meta(folder: str, digest: str | None = None, defines: dict | None = None) -> dict:
+        extra = {"build": {"include_dirs": [folder], "defines": defines or {}, "args": []}}
+        extra |= {"headers_sha256": digest} if digest else {}
+        return KernelMeta("k", "ptxas", ("registers",), extra=extra).identity()
+
+    def same(a: dict, b: dict) -> bool:  # as prepare_store compares: a fact one side does not record is unknown
+        return all(a[k] == b[k] for k in set(a) & set(b))
+
+    assert same(meta("/a/inc", "d" * 64), meta("/b/inc", "d" * 64))  # a copied tree: the same headers, read alike
+    assert not same(meta("/a/inc", "d" * 64), meta("/b/inc", "e" * 64))  # other headers
+    assert not same(meta("/a/inc"), meta("/b/inc"))  # no digest (none recorded, no headers read): the folders count
+    assert same(meta("/a/inc"), meta("/a/inc", "d" * 64))  # a run of an earlier version, without the digest
+    assert not same(meta("/a/inc", "d" * 64, {"N": "4"}), meta("/b/inc", "d" * 64, {"N": "8"}))  # defines count

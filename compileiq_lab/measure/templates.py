@@ -36,7 +36,7 @@ class TemplateKernel:
         parameter's name as a placeholder for the value to write."""
         params = self.params
         if self.defaulted:  # a parameter's type may name a template parameter (``T *x``): write its default there
-            for p in self.template_params:
+            for p in reversed(self.template_params):  # a default may name a parameter before it: that one next
                 default = p.split("=", 1)[1].strip().replace("\\", "\\\\")
                 params = re.sub(rf"\b{re.escape(_param_name(p))}\b", default, params)
         args = "" if self.defaulted else ", ".join(_param_name(p) for p in self.template_params)
@@ -114,7 +114,10 @@ def template_kernels(source_text: str) -> list[TemplateKernel]:
         params_end = _close(text, head_end + 1, "(", ")")
         if name is None or params_end < 0:
             continue
-        kernel = TemplateKernel(name.group(1), tuple(_split(text[m.end():end - 1])),
+        template_params = tuple(_split(text[m.end():end - 1]))
+        if not template_params:  # ``template <>``: an explicit specialisation, which has code already
+            continue
+        kernel = TemplateKernel(name.group(1), template_params,
                                 _without_defaults(" ".join(text[head_end + 1:params_end - 1].split())))
         found.setdefault(kernel.name, kernel)
     return list(found.values())

@@ -30,6 +30,10 @@ __global__ void __launch_bounds__(BLOCK) scale(T *__restrict__ out, const T *in,
   out[threadIdx.x] = alpha * in[threadIdx.x] + n;
 }
 
+template <int A = 4, int B = A * 2>
+__global__ void dependent(float (*x)[B]) { x[0][0] = A; }
+template <> __global__ void scale<int, 32>(int *__restrict__ out, const int *in, int alpha, int n) { out[0] = n; }
+
 // template <int N = 4> __global__ void commented_out(float *x) {}
 /* template <int N = 4>
 __global__ void block_commented(float *x) {} */
@@ -40,8 +44,9 @@ const char *s = "template <int N = 4> __global__ void in_a_string(float *x) {}";
 
 def test_template_kernels_are_found_with_their_parameters():
     kernels = template_kernels(SOURCE)
-    assert [k.name for k in kernels] == ["softmax_kernel", "scale"]
-    softmax, scale = kernels
+    assert [k.name for k in kernels] == ["softmax_kernel", "scale", "dependent"]  # not the specialisation
+    softmax, scale, dependent = kernels
+    assert dependent.instantiation() == "template __global__ void dependent<>(float (*x)[4 * 2]);"
     assert softmax.defaulted and not scale.defaulted
     assert softmax.instantiation() == "template __global__ void softmax_kernel<>(float *x, float *y, int N);"
     # the placeholders are the template parameters' names; a default argument is left out (not allowed there)
@@ -92,4 +97,6 @@ def test_the_suggested_lines_give_the_kernels_code(tmp_path):
     done = run_tool([find_tool("nvcc"), "-arch=sm_90", "-ptx", str(src), "-o", str(out)], timeout_s=120)
     assert done.returncode == 0, done.stderr
     names = ptx_entries(out.read_text())
-    assert len(names) == 3 and sum("softmax_kernel" in n for n in names) == 1 and sum("scale" in n for n in names) == 1
+    assert len(names) == 5 and sum("softmax_kernel" in n for n in names) == 1
+    assert sum("dependent" in n for n in names) == 1
+    assert sum("scale" in n for n in names) == 2  # the specialisation and the instantiation

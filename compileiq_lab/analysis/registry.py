@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from compileiq_lab.exceptions import CompileIQLabError
 from compileiq_lab.space.space import config_key
+from compileiq_lab.store.header import build_setup
 from compileiq_lab.store.results import load_results
 from compileiq_lab.store.sqlite import DEFAULT_DIR
 
@@ -59,30 +60,35 @@ def find_runs(directory: str | os.PathLike[str] = DEFAULT_DIR, kernel: str | Non
             continue
         found.append(RunInfo(str(path), meta.kernel, meta.arch, meta.catalog, meta.objectives, dict(meta.toolchain),
                              meta.source_sha256, len(res), res.status, float(res.header.created_at),
-                             meta.entry, build_key(meta.extra.get("build"))))
+                             meta.entry, build_key(meta.extra.get("build"), meta.extra.get("headers_sha256"))))
     return sorted(found, key=lambda r: r.created_at, reverse=True)
 
 
-def build_key(build: Any) -> str:
-    """A stable text of a run header's build context (``extra["build"]``), "" for none."""
-    if not isinstance(build, dict) or not any(build.values()):
+def build_key(build: Any, headers_sha256: str | None = None) -> str:
+    """A stable text of what of a run header's build context (``extra["build"]``) is part of its setup
+    (``build_setup``: its include folders count only without the headers' digest), "" for none."""
+    given, folders = build_setup(build, headers_sha256)
+    if not given and not folders:
         return ""
-    return json.dumps(build, sort_keys=True)
+    return json.dumps({**given, "include_dirs": folders or []}, sort_keys=True)
 
 
 def warm_start_configs(kernel: str, arch: str | None, catalog: str, directory: str | os.PathLike[str] = DEFAULT_DIR,
                        limit: int = 16, source_sha256: str | None = None, entry: str | None = None,
-                       build: dict[str, Any] | None = None) -> tuple[list[dict[str, Any]], list[str]]:
+                       build: dict[str, Any] | None = None,
+                       headers_sha256: str | None = None) -> tuple[list[dict[str, Any]], list[str]]:
     """Configs to open a new run with: the fronts of earlier runs of ``kernel`` with the same catalog, entry
-    and build context (and, when ``source_sha256`` is given, the same source: another kernel of a file, or
-    another version of it, is another problem), runs on the same architecture first, then other
+    and build context (``build`` and the run's ``headers_sha256``, matched as ``build_key`` says; and, when
+    ``source_sha256`` is given, the same source: another kernel of a file, or another version of it, is another
+    problem), runs on the same architecture first, then other
     architectures (their front is a good start on a new one), newest first.
 
     Returns:
         (configs, store paths they came from); both empty when there is no earlier run.
     """
+    key = build_key(build, headers_sha256)
     runs = [r for r in find_runs(directory, kernel) if r.catalog == catalog and r.entry == entry
-            and r.build == build_key(build) and (source_sha256 is None or r.source_sha256 == source_sha256)]
+            and r.build == key and (source_sha256 is None or r.source_sha256 == source_sha256)]
     runs.sort(key=lambda r: r.arch != arch)
     configs: list[dict[str, Any]] = []
     seen, used = set(), []

@@ -346,7 +346,7 @@ def _warm_start(args: argparse.Namespace, run: KernelRun,
     meta = KernelMeta.from_dict(facts)  # its entry as stored runs are matched on (a bare file's or kernel.toml's)
     return warm_start_configs(run.kernel.name, run.arch, run.catalog_name, directory,
                               source_sha256=facts["source_sha256"], entry=meta.entry if meta else None,
-                              build=facts.get("build"))
+                              build=facts.get("build"), headers_sha256=facts.get("headers_sha256"))
 
 
 def _stored_warm_start(path: str) -> tuple[list[dict[str, Any]], list[str]]:

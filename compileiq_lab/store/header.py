@@ -12,7 +12,7 @@ from compileiq_lab.space.objectives import METRICS, Objective, objectives_from_s
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["HEADER_KEYS", "SCHEMA_VERSION", "KernelMeta", "RunHeader", "Validation"]
+__all__ = ["HEADER_KEYS", "SCHEMA_VERSION", "KernelMeta", "RunHeader", "Validation", "build_setup"]
 
 #: Version of the run store's layout (tables and header keys); a change bumps it.
 SCHEMA_VERSION = 1
@@ -90,6 +90,16 @@ class Validation:
         return [r["eval_id"] for r in self.rows if r["win"]]
 
 
+def build_setup(build: Any, headers_sha256: str | None) -> tuple[dict[str, Any], list[str] | None]:
+    """What of a run's recorded build context (``extra["build"]``) is part of its setup: its defines and fixed arguments
+    (those given), and its include folders only where the headers' digest is not recorded (else None; see
+    ``KernelMeta.identity``)."""
+    recorded = build if isinstance(build, Mapping) else {}
+    folders = recorded.get("include_dirs")
+    return ({k: v for k, v in recorded.items() if k != "include_dirs" and v},
+            list(folders) if folders and headers_sha256 is None else None)
+
+
 @dataclass(frozen=True)
 class KernelMeta:
     """What a kernel run tuned (the header's ``metadata`` of runs made by a KernelRun).
@@ -145,12 +155,7 @@ class KernelMeta:
         not recorded: the digest holds each header the source reads, by its path relative to the source and its
         bytes, which is what the folders decide, so a copy of the whole tree elsewhere is the same setup."""
         gpu = (self.gpu or {}).get("name")
-        recorded = self.extra.get("build")
-        recorded = recorded if isinstance(recorded, Mapping) else {}
-        build = {k: v for k, v in recorded.items() if k != "include_dirs" and v}
-        folders = recorded.get("include_dirs")
-        if self.extra.get("headers_sha256") is not None or not folders:
-            folders = None
+        build, folders = build_setup(self.extra.get("build"), self.extra.get("headers_sha256"))
         out = {"kernel": self.kernel, "language": self.language, "source_sha256": self.source_sha256,
                "catalog": self.catalog, "arch": self.arch, "objectives": list(self.objectives),
                "toolchain": dict(self.toolchain) or None, "gpu": gpu, "entry": self.extra.get("entry", ""),

@@ -65,3 +65,17 @@ def test_warm_start_matches_source_entry_and_build_context(tmp_path):
     _, used = warm_start_configs("k", "sm_90", "ptxas", tmp_path, source_sha256="ab" * 32, entry="kernel3",
                                  build={"include_dirs": ["/x"], "defines": {}, "args": []})
     assert [u.rsplit("/", 1)[1] for u in used] == ["inc.db"]
+
+
+def test_warm_start_finds_a_run_of_a_copied_tree_by_its_headers_digest(tmp_path):
+    """Include folders count as the run's setup does: not where the headers' digest is recorded."""
+    tune_run(tmp_path / "there.db", "sm_90", entry="kernel3", headers_sha256="d" * 64,
+             build={"include_dirs": ["/old/tree/inc"], "defines": {"N": "4"}, "args": []})
+    moved = {"include_dirs": ["/new/tree/inc"], "defines": {"N": "4"}, "args": []}
+    _, used = warm_start_configs("k", "sm_90", "ptxas", tmp_path, entry="kernel3", build=moved,
+                                 headers_sha256="d" * 64)
+    assert [u.rsplit("/", 1)[1] for u in used] == ["there.db"]
+    assert warm_start_configs("k", "sm_90", "ptxas", tmp_path, entry="kernel3", build=moved) == ([], [])
+    other = {**moved, "defines": {"N": "8"}}
+    assert warm_start_configs("k", "sm_90", "ptxas", tmp_path, entry="kernel3", build=other,
+                              headers_sha256="d" * 64) == ([], [])

@@ -36,7 +36,6 @@ log = logging.getLogger(__name__)
 
 SPEC_FILE = "kernel.toml"
 REFERENCE_FILE = "reference.py"
-C_ENTRY = "cil_kernel"
 LANGUAGES = {"cuda": ".cu", "c": ".c", "ptx": ".ptx"}
 #: Languages of kernels that ptxas assembles into a cubin for a GPU (a .ptx has no front end: ptxas controls only).
 GPU_LANGUAGES = ("cuda", "ptx")

@@ -12,7 +12,6 @@ from compileiq_lab.exceptions import ConfigurationError
 from compileiq_lab.kernels import spec as _spec
 from compileiq_lab.kernels.rules import expr_names
 from compileiq_lab.kernels.spec import (
-    C_ENTRY,
     DTYPES,
     GPU_LANGUAGES,
     IDENT,
@@ -27,6 +26,7 @@ from compileiq_lab.kernels.spec import (
     need,
     show_bytes,
 )
+from compileiq_lab.measure.c_shim import C_ENTRY
 from compileiq_lab.toolchain.context import BuildContext
 from compileiq_lab.toolchain.nvidia_acf import NvidiaAcf, load_nvidia_acfs
 
@@ -117,8 +117,12 @@ class SpecParser:
         self.need(source_path.is_file(), f"source names a file in {self.folder}", d["source"],
                   "Fix source or add the file.")
         entry = self.entry(d["entry"], d["language"])
-        self.need(d["language"] != "c" or entry == C_ENTRY, f'a C kernel has entry == "{C_ENTRY}"', entry,
-                  f'Set entry = "{C_ENTRY}" and define void {C_ENTRY}(void **bufs, const long *params).')
+        own = d["language"] == "c" and entry != C_ENTRY  # a C function of the user's, called with [launch] args
+        self.need(not own or (entry != "main" and "args" in self.table(d.get("launch", {}), "launch")),
+                  f'a C kernel has entry == "{C_ENTRY}", or names a function of its own (not main) with [launch] '
+                  "args to call it with", entry,
+                  f'Set entry = "{C_ENTRY}" and define void {C_ENTRY}(void **bufs, const long *params), or name the '
+                  'function and list its arguments in its order: [launch] args = ["x", "y", "n"] (buffers, params).')
         self.need(isinstance(desc := d.get("description", ""), str), "description is a string", desc, "Write a line.")
         fields = dict(name=d["name"], language=d["language"], source=d["source"], entry=entry, folder=self.folder,
                       spec_file=self.folder / SPEC_FILE,
@@ -128,8 +132,10 @@ class SpecParser:
         fields.update(self.launch(self.table(d.get("launch", {}), "launch"), fields))
         fields["workloads"] = self.workloads(d.get("workloads", []), fields["params"])
         floats = sorted(k for k, v in fields["params"].items() if type(v) is float)
-        self.need(d["language"] != "c" or not floats, f"a C kernel's params are ints ({C_ENTRY} gets them as longs)",
-                  floats, "Write them as ints, or as -D knobs ([defines]) the kernel reads.")
+        self.need(d["language"] != "c" or own or not floats,
+                  f"a C kernel's params are ints ({C_ENTRY} gets them as longs)", floats,
+                  "Write them as ints, or as -D knobs ([defines]) the kernel reads, or call a function of your own "
+                  "with [launch] args (a float param is passed to it as a double).")
         fields["build"] = self.build(self.table(d.get("build", {}), "build"), set(fields["defines"]))
         fields["nvidia_acfs"] = self.nvidia_acfs(d.get("nvidia_acfs", []), d["language"])
         self.need(d["language"] != "ptx" or not (fields["defines"] or fields["build"]),
@@ -301,9 +307,14 @@ class SpecParser:
         return out
 
     def launch(self, launch: dict[str, Any], fields: dict[str, Any]) -> dict[str, Any]:
-        self.need(fields["language"] in GPU_LANGUAGES or not launch, "only CUDA and PTX kernels have [launch]",
-                  sorted(launch),
-                  "Remove [launch]: cil_kernel gets its buffers and params as arrays.")
+        own = fields["language"] == "c" and fields["entry"] != C_ENTRY
+        self.need(fields["language"] in GPU_LANGUAGES or own or not launch,
+                  f"a C kernel whose entry is {C_ENTRY} has no [launch]", sorted(launch),
+                  f"Remove [launch]: {C_ENTRY} gets its buffers and params as arrays.")
+        if own:
+            self.need(set(launch) == {"args"}, "a C function's [launch] holds args alone (no grid, block or shared "
+                      "memory)", sorted(launch), 'Write [launch] args = ["x", "y", "n"] only.')
+            return dict(args=self.launch_args(launch["args"], fields))
         if fields["language"] == "c" or not (launch or fields["outputs"]):
             return {}
         self.need(all(k in launch for k in ("grid", "block", "args")), "[launch] has grid, block and args",
@@ -311,9 +322,13 @@ class SpecParser:
         for key, dims in (("grid", launch["grid"]), ("block", launch["block"])):
             self.need(isinstance(dims, list) and 1 <= len(dims) <= 3 and all(type(x) in (int, str) for x in dims),
                       f"[launch] {key} is a list of 1 to 3 ints or expressions", dims, f'Write {key} = ["n", 1, 1].')
-        known, args = list(fields["params"]) + [b.name for b in fields["inputs"] + fields["outputs"]], launch["args"]
+        return dict(grid=tuple(launch["grid"]), block=tuple(launch["block"]),
+                    args=self.launch_args(launch["args"], fields), shared_bytes=launch.get("shared_bytes", 0))
+
+    def launch_args(self, args: Any, fields: dict[str, Any]) -> tuple[str, ...]:
+        """``[launch] args``: names of buffers and params, in the kernel's argument order."""
+        known = list(fields["params"]) + [b.name for b in fields["inputs"] + fields["outputs"]]
         self.need(isinstance(args, list) and all(a in known for a in args), f"[launch] args are names in {known}",
                   [a for a in args if a not in known] if isinstance(args, list) else args,
                   "Name only buffers and params, in the kernel's argument order.")
-        return dict(grid=tuple(launch["grid"]), block=tuple(launch["block"]), args=tuple(args),
-                    shared_bytes=launch.get("shared_bytes", 0))
+        return tuple(args)

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from compileiq_lab.exceptions import ConfigurationError
+from compileiq_lab.measure.c_shim import param_text
 from compileiq_lab.measure.kernel import Kernel
 from compileiq_lab.measure.runner import RunOutcome
 from compileiq_lab.toolchain.tools import run_tool
@@ -159,7 +160,7 @@ class CpuRunner:
         return RunOutcome("ok", "", metrics)
 
     def _args(self, tag: str) -> list[str]:
-        params = [str(int(v)) for v in self.kernel.params.values()]
+        params = [param_text(v) for v in self.kernel.params.values()]
         bufs: list[str] = []
         for b in self.kernel.inputs:
             bufs += ["in", str(self.inputs[b.name].nbytes), str(self.workdir / "in" / f"{b.name}.bin")]

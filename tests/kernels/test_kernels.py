@@ -301,7 +301,7 @@ def test_bad_language_message_states_rule_value_and_fix(tmp_path: Path) -> None:
     ("sgemm", "K = 512\n", "K = 512\n[[workloads]]\nname = 'w'\nparams = { M = 2.0 }\n",
      ["workload w param M is an int, as the param is", "2.0", "Write M = <int>"]),
     ("dot", "n = 1048576", "n = 1048576\nx = 3", ["distinct", "['x']", "Rename"]),
-    ("dot", "[run]", '[launch]\ngrid = [1]\nblock = [1]\nargs = []\n[run]', ["only CUDA", "['args',", "Remove"]),
+    ("dot", "[run]", '[launch]\ngrid = [1]\nblock = [1]\nargs = []\n[run]', ["whose entry is cil_kernel has no [launch]", "['args',", "Remove"]),
     ("sgemm", '"A", "B", "C", "M"', '"A", "B", "D", "M"', ["args are names in", "['D']", "Name only"]),
     ("sgemm", 'block = ["TILE", "TILE", 1]\n', "", ["grid, block and args", "['args',", "Add the missing"]),
     ("sgemm", '"(M + TILE - 1) // TILE"', '"M / TILE"', ["kernel.toml of 'sgemm'", "Use // for division"]),

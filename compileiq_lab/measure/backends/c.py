@@ -9,7 +9,8 @@ from importlib import resources
 from pathlib import Path
 
 from compileiq_lab.measure.backends.base import HOST_METRICS
-from compileiq_lab.measure.build import CompileOutcome, build_cached
+from compileiq_lab.measure.build import CompileOutcome, build_cached, write_atomic
+from compileiq_lab.measure.c_shim import C_ENTRY, SHIM_PREFIX, shim_source
 from compileiq_lab.measure.kernel import Kernel
 from compileiq_lab.toolchain.context import BuildContext
 from compileiq_lab.toolchain.tools import find_tool, tool_version
@@ -21,7 +22,8 @@ class CHost:
     """Build one C kernel under candidate flags; cached by argument set.
 
     Args:
-        kernel: The kernel spec (language "c").
+        kernel: The kernel spec (language "c"): its ``cil_kernel``, or a function of its own called with its
+            ``[launch] args`` by a generated ``cil_kernel`` (``c_shim``).
         workdir: Scratch folder for the harness and binaries.
         compiler: "gcc" or "clang".
         timeout_s: Limit per compile.
@@ -43,14 +45,22 @@ class CHost:
         self.harness = self.workdir / "harness.c"
         if link_harness:
             self.harness.write_text(resources.files("compileiq_lab.measure").joinpath("harness.c").read_text())
+        self.source, self.shim = kernel.source_path, ""
+        if kernel.entry and kernel.entry != C_ENTRY and kernel.args is not None:  # the user's function, as written
+            buffers = [b.name for b in (*kernel.inputs, *kernel.outputs)]
+            self.shim = shim_source(kernel.source_path, kernel.entry, kernel.args, kernel.params, buffers)
+            digest = hashlib.sha256(self.shim.encode()).hexdigest()[:16]
+            self.source = self.workdir / f"{SHIM_PREFIX}{digest}.c"
+            if not self.source.exists():
+                write_atomic(self.source, self.shim.encode())
 
     def compile(self, argv: Mapping[str, Sequence[str]]) -> CompileOutcome:
         flags = [*self.context.argv(), *argv["c"]]
         harness = hashlib.sha256(self.harness.read_bytes()).hexdigest() if self.link else ""
-        key = hashlib.sha256("\0".join([self.kernel.source_sha256(), harness, self.compiler, str(self.link),
-                                        *flags]).encode())
+        key = hashlib.sha256("\0".join([self.kernel.source_sha256(), harness, self.shim, self.compiler,
+                                        str(self.link), *flags]).encode())
         out = self.workdir / "bin" / (f"k-{key.hexdigest()[:20]}" + ("" if self.link else ".o"))
-        source = str(self.kernel.source_path)
+        source = str(self.source)
 
         def argv_for(target: Path) -> list[str]:
             if self.link:

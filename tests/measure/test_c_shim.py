@@ -1,0 +1,127 @@
+"""A C kernel's own function (not cil_kernel) called with kernel.toml's [launch] args through a generated call."""
+
+from __future__ import annotations
+
+import shutil
+import struct
+
+import numpy as np
+import pytest
+
+from compileiq_lab.exceptions import ConfigurationError
+from compileiq_lab.kernels import KernelRun, load_kernel
+from compileiq_lab.kernels.baseline import baseline_stop_reason
+from compileiq_lab.measure.c_shim import param_text
+from compileiq_lab.space.catalogs import GCC
+
+needs_gcc = pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc not installed")
+
+# As a user has it: a function of its own with a float scalar, a static helper it calls, and a main of its own.
+SOURCE = """#include <stdio.h>
+static float half_of(float v) { return 0.5f * v; }
+void saxpy(float a, const float *x, const float *y, float *out, long n) {
+  for (long i = 0; i < n; i++) out[i] = a * x[i] + half_of(y[i]);
+}
+int main(void) { puts("a demo of saxpy"); return 0; }
+"""
+TOML = """name = "saxpy"
+language = "c"
+source = "saxpy.c"
+entry = "saxpy"
+
+[params]
+n = 4099
+a = -2.75
+
+[[inputs]]
+name = "x"
+dtype = "float32"
+shape = ["n"]
+
+[[inputs]]
+name = "y"
+dtype = "float32"
+shape = ["n"]
+
+[[outputs]]
+name = "out"
+dtype = "float32"
+shape = ["n"]
+
+[launch]
+args = {args}
+
+[check]
+reference = "reference"
+rtol = 1e-6
+atol = 1e-6
+"""
+REFERENCE = ("import numpy as np\n\ndef reference(inputs, params):\n"
+             "    return {'out': (np.float32(params['a']) * inputs['x'] + np.float32(0.5) * inputs['y'])"
+             ".astype(np.float32)}\n")
+
+
+def _folder(tmp_path, args='["a", "x", "y", "out", "n"]', toml=TOML):
+    folder = tmp_path / "saxpy"
+    folder.mkdir(exist_ok=True)
+    (folder / "saxpy.c").write_text(SOURCE)
+    (folder / "kernel.toml").write_text(toml.replace("{args}", args))
+    (folder / "reference.py").write_text(REFERENCE)
+    return folder
+
+
+def test_a_float_param_reaches_the_harness_as_its_doubles_bits():
+    assert param_text(7) == "7" and param_text(-3) == "-3"
+    assert struct.unpack("<d", struct.pack("<q", int(param_text(-2.75))))[0] == -2.75
+
+
+@needs_gcc
+def test_a_function_of_its_own_is_called_with_its_launch_args_and_checked(tmp_path):
+    kernel = load_kernel(_folder(tmp_path))
+    assert kernel.entry == "saxpy" and kernel.args == ("a", "x", "y", "out", "n") and kernel.params["a"] == -2.75
+    ev = KernelRun(kernel, GCC, ["runtime"], workdir=tmp_path / "run")
+    try:
+        base, o3 = ev({}), ev({"opt_level": 3})
+    finally:
+        ev.close()
+    # the outputs match the reference: a = -2.75 arrived as a float, the buffers in their order, main left alone
+    assert base.ok and o3.ok, (base.error, o3.error)
+    assert base.scores[0] > 0 and np.isfinite(o3.scores[0])
+
+
+@needs_gcc
+def test_launch_args_that_do_not_fit_the_function_stop_the_run_after_the_baseline(tmp_path):
+    kernel = load_kernel(_folder(tmp_path, args='["x", "a", "y", "out", "n"]'))  # a buffer where the float goes
+    ev = KernelRun(kernel, GCC, ["runtime"], workdir=tmp_path / "run")
+    try:
+        m = ev({})
+    finally:
+        ev.close()
+    assert not m.ok and m.status == "compile_error"
+
+    class Record:  # what baseline_stop_reason reads of the stored row
+        status, error, detail = m.status, m.error, m.detail
+
+    why = baseline_stop_reason(kernel, GCC, Record())  # type: ignore[arg-type]
+    assert why is not None and "kernel.toml's [launch] args do not fit the parameters of saxpy" in why, why
+    assert "argument 1" in why and "saxpy(x, a, y, out, n)" in why and "order of its parameters" in why
+
+
+@pytest.mark.parametrize(("edit", "match"), [
+    (lambda t: t.replace('[launch]\nargs = ["a", "x", "y", "out", "n"]\n', ""),
+     r"or names a function of its own \(not main\) with \[launch\] args"),
+    (lambda t: t.replace('entry = "saxpy"', 'entry = "main"'), r"a function of its own \(not main\)"),
+    (lambda t: t.replace("[launch]\n", "[launch]\ngrid = [1]\n"), r"\[launch\] holds args alone"),
+    (lambda t: t.replace('entry = "saxpy"', 'entry = "cil_kernel"'), r"whose entry is cil_kernel has no \[launch\]"),
+    (lambda t: t.replace('"out", "n"]', '"out", "m"]'), r"\[launch\] args are names in"),
+])
+def test_a_c_functions_launch_is_checked_when_kernel_toml_is_read(tmp_path, edit, match):
+    folder = _folder(tmp_path, toml=edit(TOML.replace("{args}", '["a", "x", "y", "out", "n"]')))
+    with pytest.raises(ConfigurationError, match=match):
+        load_kernel(folder)
+
+
+def test_a_cil_kernels_params_stay_ints(tmp_path):
+    toml = TOML.replace('entry = "saxpy"', 'entry = "cil_kernel"').replace('[launch]\nargs = {args}\n', "")
+    with pytest.raises(ConfigurationError, match=r"a C kernel.s params are ints .*a float param is passed to it"):
+        load_kernel(_folder(tmp_path, toml=toml))

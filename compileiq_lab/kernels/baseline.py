@@ -93,6 +93,9 @@ def baseline_stop_reason(kernel: KernelSpec, catalog: Catalog, record: EvalRecor
                 f"fixed argument is at fault): {first}")
     if stage == "c" and kernel.entry != C_ENTRY and kernel.args is not None:
         call = SHIM_ERROR.search(record.error)
+        if call and "implicit declaration of function" in call["what"]:
+            return (f"{kernel.source_path.name} declares no function {kernel.entry!r} ({call['what']}); set entry in "
+                    "kernel.toml to the name of the function to tune")
         if call:
             note = re.search(r": note: ([^\n]*)", record.error[call.end():])
             return (f"kernel.toml's [launch] args do not fit the parameters of {kernel.entry} ({call['what']}"

@@ -107,6 +107,25 @@ def test_launch_args_that_do_not_fit_the_function_stop_the_run_after_the_baselin
     assert "argument 1" in why and "saxpy(x, a, y, out, n)" in why and "order of its parameters" in why
 
 
+@needs_gcc
+def test_an_entry_the_source_does_not_declare_stops_the_run_naming_it(tmp_path):
+    folder = _folder(tmp_path)
+    (folder / "kernel.toml").write_text((folder / "kernel.toml").read_text().replace('"saxpy"\n\n', '"saxpi"\n\n'))
+    kernel = load_kernel(folder)
+    assert kernel.entry == "saxpi"
+    ev = KernelRun(kernel, GCC, ["runtime"], workdir=tmp_path / "run")
+    try:
+        m = ev({})
+    finally:
+        ev.close()
+
+    class Record:
+        status, error, detail = m.status, m.error, m.detail
+
+    why = baseline_stop_reason(kernel, GCC, Record())  # type: ignore[arg-type]
+    assert why is not None and why.startswith("saxpy.c declares no function 'saxpi'") and "set entry" in why, why
+
+
 @pytest.mark.parametrize(("edit", "match"), [
     (lambda t: t.replace('[launch]\nargs = ["a", "x", "y", "out", "n"]\n', ""),
      r"or names a function of its own \(not main\) with \[launch\] args"),

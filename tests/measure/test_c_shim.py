@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 import struct
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,13 +17,15 @@ from compileiq_lab.space.catalogs import GCC
 
 needs_gcc = pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc not installed")
 
-# As a user has it: a function of its own with a float scalar, a static helper it calls, and a main of its own.
+# As a user has it: a function of its own with a float scalar, a static helper it calls, and a main of its own that
+# calls a benchmark's timer defined in another file (PolyBench's shape), which the tuner does not link.
 SOURCE = """#include <stdio.h>
+extern void bench_timer_start(void);
 static float half_of(float v) { return 0.5f * v; }
 void saxpy(float a, const float *x, const float *y, float *out, long n) {
   for (long i = 0; i < n; i++) out[i] = a * x[i] + half_of(y[i]);
 }
-int main(void) { puts("a demo of saxpy"); return 0; }
+int main(int argc, char **argv) { bench_timer_start(); puts("a demo of saxpy"); return argc > 1 && argv[1]; }
 """
 TOML = """name = "saxpy"
 language = "c"
@@ -81,11 +84,12 @@ def test_a_function_of_its_own_is_called_with_its_launch_args_and_checked(tmp_pa
     assert kernel.entry == "saxpy" and kernel.args == ("a", "x", "y", "out", "n") and kernel.params["a"] == -2.75
     ev = KernelRun(kernel, GCC, ["runtime"], workdir=tmp_path / "run")
     try:
-        base, o3 = ev({}), ev({"opt_level": 3})
+        base, o3, o0 = ev({}), ev({"opt_level": 3}), ev({"opt_level": 0})
     finally:
         ev.close()
-    # the outputs match the reference: a = -2.75 arrived as a float, the buffers in their order, main left alone
-    assert base.ok and o3.ok, (base.error, o3.error)
+    # the outputs match the reference: a = -2.75 arrived as a float, the buffers in their order, main left out (also
+    # at -O0, where a compiler emits every function it is not told it may drop)
+    assert base.ok and o3.ok and o0.ok, (base.error, o3.error, o0.error)
     assert base.scores[0] > 0 and np.isfinite(o3.scores[0])
 
 
@@ -144,3 +148,23 @@ def test_a_cil_kernels_params_stay_ints(tmp_path):
     toml = TOML.replace('entry = "saxpy"', 'entry = "cil_kernel"').replace('[launch]\nargs = {args}\n', "")
     with pytest.raises(ConfigurationError, match=r"a C kernel.s params are ints .*a float param is passed to it"):
         load_kernel(_folder(tmp_path, toml=toml))
+
+
+@needs_gcc
+def test_polybench_gemm_as_it_is_tunes_checks_exports_and_verifies(tmp_path, monkeypatch):
+    """PolyBench/C's gemm.c, unchanged (a static kernel_gemm of variable-length array parameters, polybench.h's
+    macros, a main that calls polybench.c's timers, which is not linked), with a kernel.toml beside it."""
+    from compileiq_lab.acf import load_acf
+    from compileiq_lab.cli.main import main
+    from compileiq_lab.store import load_results
+
+    folder = Path(__file__).resolve().parents[1] / "data" / "public_kernels" / "PolyBenchC" / "linear-algebra" / \
+        "blas" / "gemm"
+    monkeypatch.chdir(tmp_path)
+    code = main(["tune", str(folder), "--objectives", "runtime", "--generations", "2", "--pool-size", "4",
+                 "--validate", "0", "--store", "g.db", "--export", "g.acf", "--workers", "1"])
+    assert code == 0
+    res = load_results("g.db")
+    assert res.status_counts() == {"ok": len(res)}  # every config computed alpha * A @ B, as the reference says
+    assert load_acf(tmp_path / "g.acf").build["entry"] == "kernel_gemm"
+    assert main(["verify", "g.acf"]) == 0

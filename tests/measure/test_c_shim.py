@@ -73,6 +73,21 @@ def _folder(tmp_path, args='["a", "x", "y", "out", "n"]', toml=TOML):
     return folder
 
 
+def _baseline_stop_reason(kernel, tmp_path):
+    """Why a run of ``kernel`` stops after its baseline (a compile error), as the search's baseline row says."""
+    ev = KernelRun(kernel, GCC, ["runtime"], workdir=tmp_path / "run")
+    try:
+        m = ev({})
+    finally:
+        ev.close()
+    assert not m.ok and m.status == "compile_error"
+
+    class Record:  # what baseline_stop_reason reads of the stored row
+        status, error, detail = m.status, m.error, m.detail
+
+    return baseline_stop_reason(kernel, GCC, Record())  # type: ignore[arg-type]
+
+
 def test_a_float_param_reaches_the_harness_as_its_doubles_bits():
     assert param_text(7) == "7" and param_text(-3) == "-3"
     assert struct.unpack("<d", struct.pack("<q", int(param_text(-2.75))))[0] == -2.75
@@ -95,18 +110,7 @@ def test_a_function_of_its_own_is_called_with_its_launch_args_and_checked(tmp_pa
 
 @needs_gcc
 def test_launch_args_that_do_not_fit_the_function_stop_the_run_after_the_baseline(tmp_path):
-    kernel = load_kernel(_folder(tmp_path, args='["x", "a", "y", "out", "n"]'))  # a buffer where the float goes
-    ev = KernelRun(kernel, GCC, ["runtime"], workdir=tmp_path / "run")
-    try:
-        m = ev({})
-    finally:
-        ev.close()
-    assert not m.ok and m.status == "compile_error"
-
-    class Record:  # what baseline_stop_reason reads of the stored row
-        status, error, detail = m.status, m.error, m.detail
-
-    why = baseline_stop_reason(kernel, GCC, Record())  # type: ignore[arg-type]
+    why = _baseline_stop_reason(load_kernel(_folder(tmp_path, args='["x", "a", "y", "out", "n"]')), tmp_path)
     assert why is not None and "kernel.toml's [launch] args do not fit the parameters of saxpy" in why, why
     assert "argument 1" in why and "saxpy(x, a, y, out, n)" in why and "order of its parameters" in why
 
@@ -117,16 +121,7 @@ def test_an_entry_the_source_does_not_declare_stops_the_run_naming_it(tmp_path):
     (folder / "kernel.toml").write_text((folder / "kernel.toml").read_text().replace('"saxpy"\n\n', '"saxpi"\n\n'))
     kernel = load_kernel(folder)
     assert kernel.entry == "saxpi"
-    ev = KernelRun(kernel, GCC, ["runtime"], workdir=tmp_path / "run")
-    try:
-        m = ev({})
-    finally:
-        ev.close()
-
-    class Record:
-        status, error, detail = m.status, m.error, m.detail
-
-    why = baseline_stop_reason(kernel, GCC, Record())  # type: ignore[arg-type]
+    why = _baseline_stop_reason(kernel, tmp_path)
     assert why is not None and why.startswith("saxpy.c declares no function 'saxpi'") and "set entry" in why, why
 
 

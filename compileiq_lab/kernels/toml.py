@@ -228,7 +228,8 @@ class SpecParser:
                 self.need(type(params[k]) is float or type(v) is int, f"workload {name} param {k} is an int, as the "
                           f"param is", v, f"Write {k} = <int>.")
                 self.param_value(k, v, f"workload {name} param {k}")
-            out[name] = dict(over)
+            # a float param stays a float in every workload (a C function's generated call reads it as a double)
+            out[name] = {k: float(v) if type(params[k]) is float else v for k, v in over.items()}
         return out
 
     def param_value(self, name: str, v: Any, who: str, expression: bool = False) -> None:

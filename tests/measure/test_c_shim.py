@@ -51,6 +51,10 @@ name = "out"
 dtype = "float32"
 shape = ["n"]
 
+[[workloads]]
+name = "other"
+params = { n = 1000, a = 3 }
+
 [launch]
 args = {args}
 
@@ -97,6 +101,8 @@ def test_a_float_param_reaches_the_harness_as_its_doubles_bits():
 def test_a_function_of_its_own_is_called_with_its_launch_args_and_checked(tmp_path):
     kernel = load_kernel(_folder(tmp_path))
     assert kernel.entry == "saxpy" and kernel.args == ("a", "x", "y", "out", "n") and kernel.params["a"] == -2.75
+    assert kernel.with_workload("other").params["a"] == 3.0 and isinstance(kernel.with_workload("other").params["a"],
+                                                                            float)  # written 3, read as a double
     ev = KernelRun(kernel, GCC, ["runtime"], workdir=tmp_path / "run")
     try:
         base, o3, o0 = ev({}), ev({"opt_level": 3}), ev({"opt_level": 0})

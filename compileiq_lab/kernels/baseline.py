@@ -93,6 +93,10 @@ def baseline_stop_reason(kernel: KernelSpec, catalog: Catalog, record: EvalRecor
                 f"fixed argument is at fault): {first}")
     if stage == "c" and kernel.entry != C_ENTRY and kernel.args is not None:
         call = SHIM_ERROR.search(record.error)
+        if call and "redefinition of" in call["what"] and C_ENTRY in call["what"]:
+            return (f"{kernel.source_path.name} defines {C_ENTRY} itself, and kernel.toml names {kernel.entry!r}, "
+                    f"which a generated {C_ENTRY} would call: set entry = \"{C_ENTRY}\" and remove [launch] to tune "
+                    f"the file's own {C_ENTRY}, or remove it from the file")
         if call and "implicit declaration of function" in call["what"]:
             return (f"{kernel.source_path.name} declares no function {kernel.entry!r} ({call['what']}); set entry in "
                     "kernel.toml to the name of the function to tune")

@@ -131,6 +131,15 @@ def test_an_entry_the_source_does_not_declare_stops_the_run_naming_it(tmp_path):
     assert why is not None and why.startswith("saxpy.c declares no function 'saxpi'") and "set entry" in why, why
 
 
+@needs_gcc
+def test_a_source_with_a_cil_kernel_of_its_own_and_another_entry_is_told_to_choose(tmp_path):
+    folder = _folder(tmp_path)
+    with (folder / "saxpy.c").open("a") as f:
+        f.write("void cil_kernel(void **bufs, const long *params) { (void)bufs; (void)params; }\n")
+    why = _baseline_stop_reason(load_kernel(folder), tmp_path)
+    assert why is not None and why.startswith("saxpy.c defines cil_kernel itself, and kernel.toml names 'saxpy'"), why
+
+
 @pytest.mark.parametrize(("edit", "match"), [
     (lambda t: t.replace('[launch]\nargs = ["a", "x", "y", "out", "n"]\n', ""),
      r"or names a function of its own \(not main\) with \[launch\] args"),

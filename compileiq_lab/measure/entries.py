@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 from compileiq_lab.exceptions import ConfigurationError
 from compileiq_lab.measure.binary import _is_entry, _symbols
-from compileiq_lab.measure.templates import instantiation_hint
+from compileiq_lab.measure.templates import instantiation_hint, top_level
 from compileiq_lab.toolchain.tools import find_tool, run_tool
 
 __all__ = ["PtxHeader", "cpp_param_types", "cubin_entries", "demangle", "ptx_entries", "ptx_header", "ptx_param_types",
@@ -99,7 +99,7 @@ def cpp_param_types(readable: str) -> list[str] | None:
     if params is None:
         return None
     inner = params[1:-1].strip()
-    return [] if inner in ("", "void") else [t.strip() for t in _top_level(inner, ",")]
+    return [] if inner in ("", "void") else [t.strip() for t in top_level(inner, ",")]
 
 
 def cubin_entries(path: str | Path) -> list[str]:
@@ -192,23 +192,6 @@ def _source_name(mangled: str) -> str | None:
     return last or None
 
 
-def _top_level(text: str, sep: str) -> list[str]:
-    """``text`` split at ``sep`` outside ``<>``, ``()`` and ``[]``."""
-    parts, depth, start, i = [], 0, 0, 0
-    while i < len(text):
-        c = text[i]
-        if c in "<([":
-            depth += 1
-        elif c in ">)]":
-            depth -= 1
-        elif depth == 0 and text.startswith(sep, i):
-            parts.append(text[start:i])
-            start = i = i + len(sep)
-            continue
-        i += 1
-    return parts + [text[start:]]
-
-
 def _strip_templates(name: str) -> str:
     """``ns::kern<float, 4>`` -> ``ns::kern``: template argument lists removed."""
     out, depth = [], 0
@@ -236,9 +219,9 @@ def _spellings(readable: str) -> set[str]:
     forms = {readable}
     readable, found = _split_params(readable)
     params = found or ""
-    qualified = _top_level(readable.strip(), " ")[-1]
+    qualified = top_level(readable.strip(), " ")[-1]
     bare = _strip_templates(qualified)
-    forms |= {qualified + params, qualified, bare, _top_level(qualified, "::")[-1], _top_level(bare, "::")[-1]}
+    forms |= {qualified + params, qualified, bare, top_level(qualified, "::")[-1], top_level(bare, "::")[-1]}
     return {_squash(f) for f in forms if f}
 
 
@@ -254,7 +237,7 @@ def _listing(kernels: Sequence[str], readable: dict[str, str]) -> str:
     """The kernels for a message, demangled with the mangled name in parentheses: the file's own first, then those of
     a library (``cub::``, ``thrust::``...), at most ``_LISTED`` of them."""
     def library(k: str) -> bool:
-        name = _top_level(readable[k].strip(), " ")[-1].lstrip("(")
+        name = top_level(readable[k].strip(), " ")[-1].lstrip("(")
         return name.startswith(_LIBRARIES)
     ordered = sorted(kernels, key=library)  # (stable: each group in the module's order)
     shown = "; ".join(f"{readable[k]} ({k})" if readable[k] != k else k for k in ordered[:_LISTED])

@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["TemplateKernel", "instantiation_hint", "template_kernels"]
+__all__ = ["TemplateKernel", "instantiation_hint", "template_kernels", "top_level"]
 
 #: Comments and string literals: blanked before the source is scanned (a commented-out kernel declares nothing).
 _NOISE = re.compile(r'/\*.*?\*/|//[^\n]*|"(?:\\.|[^"\\\n])*"', re.S)
@@ -65,18 +65,27 @@ def _close(text: str, start: int, opening: str, closing: str) -> int:
     return -1
 
 
-def _split(text: str) -> list[str]:
-    """``text`` split at commas outside brackets (a ``<`` or ``>`` inside parentheses is an operator)."""
-    parts, depth, angles, start = [], 0, 0, 0
-    for i, c in enumerate(text):
+def top_level(text: str, sep: str) -> list[str]:
+    """``text`` (C++: a signature, a template's parameter list) split at ``sep`` outside ``()``, ``[]``, ``{}`` and
+    ``<>`` (a ``<`` or ``>`` inside parentheses is an operator)."""
+    parts, depth, angles, start, i = [], 0, 0, 0, 0
+    while i < len(text):
+        c = text[i]
         depth += c in "([{"
         depth -= c in ")]}"
         if depth == 0:
             angles += (c == "<") - (c == ">")
-        if c == "," and depth == 0 and angles <= 0:
+        if depth == 0 and angles <= 0 and text.startswith(sep, i):
             parts.append(text[start:i])
-            start = i + 1
-    return [p.strip() for p in [*parts, text[start:]] if p.strip()]
+            start = i = i + len(sep)
+            continue
+        i += 1
+    return parts + [text[start:]]
+
+
+def _split(text: str) -> list[str]:
+    """``text`` split at commas outside brackets, each part stripped, empty ones left out."""
+    return [p.strip() for p in top_level(text, ",") if p.strip()]
 
 
 def _param_name(param: str) -> str:

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from compileiq_lab.kernels.spec import KernelSpec
-from compileiq_lab.measure.c_shim import C_ENTRY, SHIM_ERROR
+from compileiq_lab.measure.c_shim import C_ENTRY, SHIM_ERROR, calls_own_function
 from compileiq_lab.space.catalogs import Catalog
 from compileiq_lab.store.sqlite import EvalRecord
 
@@ -91,7 +91,7 @@ def baseline_stop_reason(kernel: KernelSpec, catalog: Catalog, record: EvalRecor
             record.error):
         return (f"the kernel does not compile at the front end, and no searched control changes that (the source or a "
                 f"fixed argument is at fault): {first}")
-    if stage == "c" and kernel.entry != C_ENTRY and kernel.args is not None:
+    if stage == "c" and calls_own_function(kernel):
         call = SHIM_ERROR.search(record.error)
         if call and "redefinition of" in call["what"] and C_ENTRY in call["what"]:
             return (f"{kernel.source_path.name} defines {C_ENTRY} itself, and kernel.toml names {kernel.entry!r}, "
@@ -103,8 +103,8 @@ def baseline_stop_reason(kernel: KernelSpec, catalog: Catalog, record: EvalRecor
         if call:
             note = re.search(r": note: ([^\n]*)", record.error[call.end():])
             return (f"kernel.toml's [launch] args do not fit the parameters of {kernel.entry} ({call['what']}"
-                    f"{'; ' + note[1] if note else ''}), in the call {kernel.entry}({', '.join(kernel.args)}); list "
-                    f"its buffers and params in the order of its parameters")
+                    f"{'; ' + note[1] if note else ''}), in the call {kernel.entry}({', '.join(kernel.args or ())}); "
+                    "list its buffers and params in the order of its parameters")
     if stage == "c" and not kernel.defines:
         return _c_syntax_error(kernel, record.error)
     return None

@@ -7,7 +7,9 @@ import struct
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-__all__ = ["C_ENTRY", "SHIM_ERROR", "SHIM_PREFIX", "param_text", "shim_source"]
+from compileiq_lab.measure.kernel import Kernel
+
+__all__ = ["C_ENTRY", "SHIM_ERROR", "SHIM_PREFIX", "calls_own_function", "param_text", "shim_source"]
 
 #: The function the timing harness calls: ``void cil_kernel(void **bufs, const long *params)``.
 C_ENTRY = "cil_kernel"
@@ -18,6 +20,12 @@ _MAIN = re.compile(r"\bmain\s*\(")
 _CALL_ERRORS = ("int-conversion", "incompatible-pointer-types", "implicit-function-declaration")
 #: A compile error of the generated call (a gcc or clang diagnostic in the generated file).
 SHIM_ERROR = re.compile(rf"^[^\n]*{SHIM_PREFIX}[0-9a-f]+\.c:\d+:\d+: error: (?P<what>[^\n]*)", re.MULTILINE)
+
+
+def calls_own_function(kernel: Kernel) -> bool:
+    """Whether a C kernel names a function of its own, which a generated ``cil_kernel`` calls with its
+    ``[launch] args``."""
+    return kernel.language == "c" and bool(kernel.entry) and kernel.entry != C_ENTRY and kernel.args is not None
 
 
 def param_text(value: int | float) -> str:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from compileiq_lab.measure.backends.base import HOST_METRICS
 from compileiq_lab.measure.build import CompileOutcome, build_cached, write_atomic
-from compileiq_lab.measure.c_shim import C_ENTRY, SHIM_PREFIX, shim_source
+from compileiq_lab.measure.c_shim import SHIM_PREFIX, calls_own_function, shim_source
 from compileiq_lab.measure.kernel import Kernel
 from compileiq_lab.toolchain.context import BuildContext
 from compileiq_lab.toolchain.tools import find_tool, tool_version
@@ -46,13 +46,13 @@ class CHost:
         if link_harness:
             self.harness.write_text(resources.files("compileiq_lab.measure").joinpath("harness.c").read_text())
         self.source, self.shim = kernel.source_path, ""
-        if kernel.entry and kernel.entry != C_ENTRY and kernel.args is not None:  # the user's function, as written
+        if calls_own_function(kernel):  # the user's function, as written
             buffers = [b.name for b in (*kernel.inputs, *kernel.outputs)]
-            self.shim = shim_source(kernel.source_path, kernel.entry, kernel.args, kernel.params, buffers)
+            self.shim = shim_source(kernel.source_path, str(kernel.entry), kernel.args or (), kernel.params, buffers)
             digest = hashlib.sha256(self.shim.encode()).hexdigest()[:16]
             self.source = self.workdir / f"{SHIM_PREFIX}{digest}.c"
             if not self.source.exists():
-                write_atomic(self.source, self.shim.encode())
+                write_atomic(self.source, self.shim)
 
     def compile(self, argv: Mapping[str, Sequence[str]]) -> CompileOutcome:
         flags = [*self.context.argv(), *argv["c"]]

@@ -89,8 +89,9 @@ def add_build_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--define", action="append", default=[], metavar="NAME=VALUE",
                         help="a fixed -D define (repeatable; not searched)")
     parser.add_argument("--entry", default=None, help="the kernel of a multi-kernel .cu file to tune: its plain C++ "
-                                                      "name, mangled name, or template instantiation (the kernels "
-                                                      "found are listed when it matches none)")
+                                                      "name, mangled name, template instantiation, or regex:PATTERN "
+                                                      "found in one kernel's name (the kernels found are listed when "
+                                                      "it matches none or several)")
     parser.add_argument("--block", default=None, metavar="X[,Y[,Z]]",
                         help="a bare file's launch block, e.g. 256 or 16,16 (--maxntid values below it are not "
                              "offered)")

@@ -24,7 +24,7 @@ import numpy as np
 from compileiq_lab.exceptions import ConfigurationError
 from compileiq_lab.measure.backends.base import Backend
 from compileiq_lab.measure.binary import inspect_elf
-from compileiq_lab.measure.entries import cubin_entries, demangle
+from compileiq_lab.measure.entries import cubin_entries, kernel_listing
 from compileiq_lab.measure.evaluator import config_argv
 from compileiq_lab.measure.gpu import GpuRunner
 from compileiq_lab.measure.stats import compare
@@ -216,10 +216,10 @@ def _check(run: KernelRun, catalog: Catalog, controls: Sequence[Control], backen
     _warn_overridden_defines(run, baseline.log)
     kernels = cubin_entries(baseline.path) if backend.binary_kind == "cubin" and baseline.path is not None else None
     if kernels and len(kernels) > 1 and run.kernel.entry is None:
-        shown = ", ".join(sorted(demangle(kernels).values())[:6]) + (", ..." if len(kernels) > 6 else "")
         log.warning("%s holds %d kernels and no entry names one, so the static metrics are the whole module's "
                     "(registers and spills: the most any kernel has; sass_instructions: all of them together); pass "
-                    "--entry NAME to tune one of %s", run.kernel.source_path.name, len(kernels), shown)
+                    "--entry NAME to tune one of: %s", run.kernel.source_path.name, len(kernels),
+                    kernel_listing(kernels))
     if kernels is not None and not kernels:
         hint = instantiation_hint(run.kernel.source_path) or (
             "a template __global__ kernel has code only once instantiated: add one "

@@ -96,12 +96,14 @@ class SpecParser:
 
     def entry(self, value: Any, language: str) -> str:
         """The kernel's entry: an identifier (a plain or mangled name), for a CUDA or PTX kernel also a template
-        instantiation's demangled signature, as the message of an entry that names several kernels lists them."""
+        instantiation's demangled signature or a ``regex:`` pattern, as the message of an entry that names several
+        kernels lists them."""
         if language not in GPU_LANGUAGES or (isinstance(value, str) and IDENT.match(value)):
             return self.ident(value, "entry")
         self.need(isinstance(value, str) and value.strip() and len(value) <= 4096 and value.isprintable(),
-                  "entry is a kernel's name (plain or mangled) or its demangled signature, on one line", value,
-                  'Write entry = "my_kernel", or the signature the run lists for a template instantiation.')
+                  "entry is a kernel's name (plain or mangled), its demangled signature or a regex: pattern, on one "
+                  "line", value, 'Write entry = "my_kernel", or the signature or regex: entry the run lists for a '
+                  "template instantiation.")
         name: str = value.strip()
         return name
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import re
@@ -16,8 +17,8 @@ from compileiq_lab.measure.binary import _is_entry, _symbols
 from compileiq_lab.measure.templates import instantiation_hint, top_level
 from compileiq_lab.toolchain.tools import find_tool, run_tool
 
-__all__ = ["PtxHeader", "cpp_param_types", "cubin_entries", "demangle", "ptx_entries", "ptx_header", "ptx_param_types",
-           "resolve_entry"]
+__all__ = ["REGEX_PREFIX", "PtxHeader", "cpp_param_types", "cubin_entries", "demangle", "entry_pattern",
+           "kernel_listing", "ptx_entries", "ptx_header", "ptx_param_types", "resolve_entry"]
 
 log = logging.getLogger(__name__)
 
@@ -231,17 +232,177 @@ _LIBRARIES = ("cub::", "thrust::", "cuda::", "cute::", "cutlass::", "CUB_", "THR
 
 #: A message lists at most this many kernels.
 _LISTED = 12
+#: An entry written as Nsight Compute's ``--kernel-name regex:...``: a Python regular expression searched for in each
+#: kernel's demangled name, in that name without qualifiers (``tuple<int, C<1> >`` for ``cute::tuple<int, cute::C<1>
+#: >``) and in its mangled symbol; it must find exactly one kernel.
+REGEX_PREFIX = "regex:"
+#: A kernel whose demangled name is longer than this (a CuTe or CUTLASS instantiation runs to thousands of characters)
+#: is listed by its first ``_HEAD`` characters and a ``regex:`` pattern that picks it alone.
+_LONG = 160
+_HEAD = 72
+#: Characters a regular expression reads as operators: a suggested pattern's literal parts hold none of them, so it
+#: reads the same in a shell's single quotes, a TOML string and an ACF.
+_REGEX_SPECIAL = frozenset(".^$*+?{}[]|()\\")
+#: Where a literal part of a suggested pattern may start: the name's start, or after one of these.
+_TOKEN_START = frozenset(" <,(:")
+#: Where a literal part of a suggested pattern is extended to: before one of these, or the name's end.
+_TOKEN_END = frozenset(" <>,()")
 
 
-def _listing(kernels: Sequence[str], readable: dict[str, str]) -> str:
-    """The kernels for a message, demangled with the mangled name in parentheses: the file's own first, then those of
-    a library (``cub::``, ``thrust::``...), at most ``_LISTED`` of them."""
+#: The qualifiers of a demangled name (``cute::``, ``a::b::``, ``(anonymous namespace)::``).
+_QUALIFIERS = re.compile(r"(?:\(anonymous namespace\)::|\b[A-Za-z_]\w*::)+")
+
+
+def _unqualified(name: str) -> str:
+    """A demangled name without its namespace and class qualifiers, as a file that uses them may write its types
+    (``void gemm<cute::C<1> >(float*)`` -> ``void gemm<C<1> >(float*)``)."""
+    return _QUALIFIERS.sub("", name)
+
+
+def _forms(kernel: str, readable: dict[str, str]) -> tuple[str, ...]:
+    """What a ``regex:`` entry is searched in: the kernel's demangled name, that name without qualifiers, and its
+    mangled symbol."""
+    name = readable.get(kernel, kernel)
+    return name, _unqualified(name), kernel
+
+
+def _matching(pattern: re.Pattern[str], kernels: Sequence[str], readable: dict[str, str]) -> list[str]:
+    """The kernels in one of whose ``_forms`` ``pattern`` is found."""
+    return [k for k in kernels if any(pattern.search(f) for f in _forms(k, readable))]
+
+
+def _unique_part(name: str, others: Sequence[str]) -> str | None:
+    """The shortest part of ``name`` found in none of ``others``: it starts at a token, ends at one, and holds no
+    regular-expression operator (None where no such part exists)."""
+    best: str | None = None
+    stops, stop = [0] * len(name), len(name)  # stops[i]: where the first operator at or after i is
+    for i in range(len(name) - 1, -1, -1):
+        stop = i if name[i] in _REGEX_SPECIAL else stop
+        stops[i] = stop
+    for i in range(len(name)):
+        if (i and name[i - 1] not in _TOKEN_START) or name[i] in _REGEX_SPECIAL or name[i] == " ":
+            continue
+        limit = stops[i]
+        if any(name[i:limit] in o for o in others):
+            continue  # not unique even as long as it can be
+        lo, hi = i + 1, limit  # the shortest unique end: uniqueness only grows with the length
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if any(name[i:mid] in o for o in others):
+                lo = mid + 1
+            else:
+                hi = mid
+        end = lo
+        while end < limit and (name[end] not in _TOKEN_END or name[end - 1] == " "):
+            end += 1  # to the end of a token (and never after a space)
+        part = name[i:end]
+        if best is None or len(part) < len(best):
+            best = part
+    return best
+
+
+def _arguments(name: str) -> list[list[str]]:
+    """The template arguments and parameter types of a demangled name, one list per bracket (nested ones too:
+    ``cute::C<1>`` and the ``cute::tuple<int, cute::C<1> >`` around it), each with its neighbours joined to it
+    (``int, cute::C<1>``), as written there."""
+    lists: list[list[tuple[int, int]]] = []
+    found: list[list[str]] = []
+    starts: list[int] = []
+    for i, c in enumerate(name):
+        if c in "<(":
+            starts.append(i + 1)
+            lists.append([])
+        elif c in ",>)" and starts:
+            lists[-1].append((starts[-1], i))
+            if c == ",":
+                starts[-1] = i + 1
+                continue
+            starts.pop()
+            spans = lists.pop()
+            found.append([name[a:b].strip() for a, b in spans])
+            found.append([name[a:d].strip() for (a, _), (_, d) in itertools.pairwise(spans)])
+    return [[a for a in group if a] for group in found]
+
+
+def entry_pattern(kernel: str, kernels: Sequence[str], readable: dict[str, str] | None = None) -> str:
+    """A short entry that names ``kernel`` alone among ``kernels``: ``regex:`` with the kernel's name and the shortest
+    template argument (else two neighbouring ones, else a part) of its demangled name without qualifiers that no other
+    kernel has (``regex:gemm_device.*tuple<int, C<1> >`` for a CuTe GEMM's ``cute::tuple<int, cute::C<1> >``), written
+    without regular-expression operators but ``.*``; the mangled symbol where no such part exists.
+
+    Args:
+        kernel: One of ``kernels`` (mangled).
+        kernels: The module's kernels.
+        readable: Demangled names by kernel (``demangle``'s); demangled here when not given.
+    """
+    readable = readable if readable is not None else demangle(kernels)
+    name = _unqualified(readable.get(kernel, kernel))
+    others = [f for k in kernels if k != kernel for f in _forms(k, readable)]
+
+    def unique(part: str) -> bool:
+        return (re.search("[A-Za-z_]", part) is not None and not _REGEX_SPECIAL.intersection(part)
+                and not any(part in o for o in others))
+    groups = _arguments(name)  # a whole type (C<129>, not 129) reads better than a piece of one
+    single = [a for g in groups[0::2] for a in g if unique(a)]
+    pairs = [a for g in groups[1::2] for a in g if unique(a)]
+    part = min(single or pairs, key=len) if single or pairs else _unique_part(name, others)
+    if part is None:
+        return kernel
+    qualified = top_level(_split_params(name)[0].strip(), " ")[-1]
+    base = _strip_templates(qualified)
+    candidates = [f"{base}.*{part}", part] if base and base not in part and name.find(part) > name.find(base) >= 0 \
+        else [part]
+    for text in candidates:
+        if _matching(re.compile(text), kernels, readable) == [kernel]:
+            return REGEX_PREFIX + text
+    return kernel
+
+
+def _listing(kernels: Sequence[str], readable: dict[str, str], among: Sequence[str] | None = None) -> str:
+    """The kernels for a message, demangled with the mangled name in parentheses (a long name by its head and the
+    ``regex:`` entry that picks it among ``among``, by default ``kernels``): the file's own first, then those of a
+    library (``cub::``, ``thrust::``...), at most ``_LISTED`` of them."""
     def library(k: str) -> bool:
         name = top_level(readable[k].strip(), " ")[-1].lstrip("(")
         return name.startswith(_LIBRARIES)
+
+    def shown(k: str) -> str:
+        name = readable[k]
+        if len(name) > _LONG:
+            return (f"{name[:_HEAD].rstrip()}... ({len(name):,} characters; entry "
+                    f"{entry_pattern(k, among if among is not None else kernels, readable)})")
+        return f"{name} ({k})" if name != k else k
     ordered = sorted(kernels, key=library)  # (stable: each group in the module's order)
-    shown = "; ".join(f"{readable[k]} ({k})" if readable[k] != k else k for k in ordered[:_LISTED])
-    return shown + (f"; and {len(ordered) - _LISTED} more" if len(ordered) > _LISTED else "")
+    text = "; ".join(shown(k) for k in ordered[:_LISTED])
+    return text + (f"; and {len(ordered) - _LISTED} more" if len(ordered) > _LISTED else "")
+
+
+def kernel_listing(kernels: Sequence[str]) -> str:
+    """The kernels of a module for a message: demangled, the file's own before a library's, at most twelve; a long
+    name (a CuTe instantiation's) by its head and the ``regex:`` entry that picks it."""
+    return _listing(list(dict.fromkeys(kernels)), demangle(kernels))
+
+
+def _resolve_pattern(name: str, kernels: Sequence[str], who: str) -> str:
+    """The kernel a ``regex:`` entry finds (see ``REGEX_PREFIX``)."""
+    text = name[len(REGEX_PREFIX):]
+    try:
+        pattern = re.compile(text)
+    except re.error as exc:
+        raise ConfigurationError(
+            f"{who}: `the text after regex: is a regular expression (Python's re)` must hold, but got {text!r}: "
+            f"{exc}. Put a backslash before a ( ) [ ] * + ? or . meant literally, or pass a name the run lists"
+        ) from exc
+    readable = demangle(kernels)
+    found = _matching(pattern, kernels, readable)
+    if len(found) == 1:
+        return found[0]
+    rule = "the regex: entry is found in exactly one kernel's name (demangled, without qualifiers, or mangled)"
+    if not found:
+        raise ConfigurationError(f"{who}: `{rule}` must hold, but {text!r} is found in none; the kernels are: "
+                                 f"{_listing(kernels, readable)}. Pass one of these.")
+    raise ConfigurationError(f"{who}: `{rule}` must hold, but {text!r} is found in {len(found)}: "
+                             f"{_listing(found, readable, kernels)}. Pass one of these.")
 
 
 def resolve_entry(name: str, entries: Sequence[str], where: str = "", source: str | Path | None = None) -> str:
@@ -250,7 +411,9 @@ def resolve_entry(name: str, entries: Sequence[str], where: str = "", source: st
     An exact match (a mangled symbol, or the name of an ``extern "C"`` kernel) wins; else a plain C++ name
     matches the kernels whose Itanium source name it is (``kern`` matches ``_Z4kernPf``, the instantiations
     ``_Z4kernIfEvPT_`` and ``_ZN2ns4kernEPfi``), and a demangled spelling (``ns::kern``, ``reduce6<float, 256>``,
-    a full signature) the kernels whose demangled name reads so (whitespace ignored).
+    a full signature) the kernels whose demangled name reads so (whitespace ignored). ``regex:PATTERN`` (Nsight
+    Compute's form) names the one kernel in whose demangled name or mangled symbol the pattern is found: a CuTe
+    instantiation's name runs to thousands of characters, and the messages give each long name such an entry.
 
     Args:
         name: The entry as the user wrote it.
@@ -261,12 +424,15 @@ def resolve_entry(name: str, entries: Sequence[str], where: str = "", source: st
 
     Raises:
         ConfigurationError: No kernel matches (the message lists them all, demangled with the mangled name in
-            parentheses), or several do (overloads, template instantiations: the message lists them).
+            parentheses, a long name by the ``regex:`` entry that picks it), several do (overloads, template
+            instantiations: the message lists them), or a ``regex:`` entry does not compile.
     """
     kernels = list(dict.fromkeys(entries))
     if name in kernels:
         return name
     who = f"{where}: entry" if where else "entry"
+    if name.startswith(REGEX_PREFIX):
+        return _resolve_pattern(name, kernels, who)
     plain = _IDENT.fullmatch(name) is not None
     matches = [k for k in kernels if plain and _source_name(k) == name]
     if len(matches) == 1:
@@ -285,14 +451,17 @@ def resolve_entry(name: str, entries: Sequence[str], where: str = "", source: st
             raise ConfigurationError(
                 f"{who}: `the entry names a kernel of the module` must hold, but got {name!r}, and the module holds "
                 f"no kernel (no __global__ function, no PTX .entry). {hint}, and name it as the run then lists it")
-        found = (f"the kernels of that name are: {_listing(named, readable)}" if named
+        found = (f"the kernels of that name are: {_listing(named, readable, kernels)}" if named
                  else f"the kernels are: {_listing(kernels, readable)}")
         hint = "" if named else instantiation_hint(source, name, strict=True)
         raise ConfigurationError(
             f"{who}: `the entry names a kernel of the module (its C++ name, demangled signature or mangled symbol)` "
-            f"must hold, but got {name!r}, and {found}. Pass one of these names (the mangled one always works)"
-            + (f"; or, for the template: {hint}" if hint else "") + ".")
+            f"must hold, but got {name!r}, and {found}. Pass one of these names (the mangled one always works"
+            + ("; a long one by the regex: entry listed" if any(len(readable[k]) > _LONG for k in kernels) else "")
+            + ")" + (f"; or, for the template: {hint}" if hint else "") + ".")
+    first = readable[matches[0]]
+    example = (entry_pattern(matches[0], kernels, readable) if len(first) > _LONG else first)
     raise ConfigurationError(
         f"{who}: `the entry names exactly one kernel` must hold, but got {name!r}, which names {len(matches)} "
-        f"(overloads or template instantiations): {_listing(matches, readable)}. Pass one of the mangled names, "
-        f"or the full demangled signature (e.g. {readable[matches[0]]!r}).")
+        f"(overloads or template instantiations): {_listing(matches, readable, kernels)}. Pass one of the mangled "
+        f"names, the full demangled signature or a regex: entry found in one kernel's name alone (e.g. {example!r}).")

@@ -292,7 +292,7 @@ def test_bad_language_message_states_rule_value_and_fix(tmp_path: Path) -> None:
     ("dot", "ACCUMULATORS = [4, 1, 2, 8]", "ACCUMULATORS = []", ["non-empty list", "[]", "Write ACCUMULATORS"]),
     ("dot", "n = 1048576", "n = 1.5", ["a C kernel's params are ints", "['n']", "Write them as ints"]),
     ("dot", "n = 1048576", "n = true", ["param n is an int, a float or an int expression", "True", "Write n"]),
-    ("sgemm", 'entry = "sgemm"', 'entry = "sgemm\\n(int)"', ["entry is a kernel's name (plain or mangled) or its",
+    ("sgemm", 'entry = "sgemm"', 'entry = "sgemm\\n(int)"', ["entry is a kernel's name (plain or mangled), its",
                                                            "Write entry"]),
     ("sgemm", "M = 512", "M = 512.0", ["names in ['K', 'N']", "M = 512.0 is a float param", "write M = 512"]),
     ("sgemm", 'dtype = "float32"', 'dtype = "half"', ["dtype of A in", "'half'", 'Write dtype = "float16"']),

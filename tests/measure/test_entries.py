@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -150,6 +151,60 @@ def test_an_unknown_entry_lists_the_files_own_kernels_before_a_librarys_and_at_m
     assert text.endswith("Pass one of these names (the mangled one always works).")
 
 
+def test_a_regex_entry_names_the_one_kernel_whose_name_it_is_found_in(fake_demangler):
+    kernels = list(READABLE)
+    assert resolve_entry("regex:reduce6<double", kernels) == "_Z7reduce6IdLj128ELb0EEvPT_PKS0_i"
+    assert resolve_entry("regex:^ns::", kernels) == "_ZN2ns4kernEPfi"
+    assert resolve_entry("regex:IfLj256", kernels) == "_Z7reduce6IfLj256ELb1EEvPT_PKS0_i"  # the mangled symbol too
+    with pytest.raises(ConfigurationError) as several:
+        resolve_entry("regex:reduce6", kernels, "m.cu")
+    text = str(several.value)
+    assert text.startswith("m.cu: entry") and "'reduce6' is found in 2" in text and "plain_kernel" not in text
+    with pytest.raises(ConfigurationError) as none:
+        resolve_entry("regex:layernorm", kernels, "m.cu")
+    assert "found in none" in str(none.value) and all(k in str(none.value) for k in kernels)
+    with pytest.raises(ConfigurationError) as bad:
+        resolve_entry("regex:reduce6<float(", kernels, "m.cu")
+    assert "is a regular expression" in str(bad.value) and "'reduce6<float('" in str(bad.value)
+    assert "Put a backslash before" in str(bad.value)
+
+
+def _cute_like(layout: str, stride: str) -> str:
+    """A demangled name of the length and shape of a CuTe GEMM instantiation's."""
+    tile = "cute::tuple<cute::C<128>, cute::C<128>, cute::C<8> >"
+    return (f"void gemm_device<cute::tuple<int, int, int>, {tile}, float, {stride}, {layout}, float, {stride}, "
+            f"{layout}, float>(cute::tuple<int, int, int>, {tile}, float const*, {stride}, {layout}, float*)")
+
+
+def test_long_names_are_listed_by_their_head_and_a_regex_entry_that_picks_each(monkeypatch):
+    nt = _cute_like("cute::Layout<cute::tuple<cute::C<128>, cute::C<8> >, cute::tuple<cute::C<1>, cute::C<128> > >",
+                    "cute::tuple<cute::C<1>, int>")
+    tn = _cute_like("cute::Layout<cute::tuple<cute::C<128>, cute::C<8> >, cute::tuple<cute::C<8>, cute::C<1> > >",
+                    "cute::tuple<int, cute::C<1> >")
+    readable = {"_Z11gemm_deviceNT": nt, "_Z11gemm_deviceTN": tn, "_ZN3cub11EmptyKernelIvEEvv":
+                "void cub::EmptyKernel<void>()"}
+    monkeypatch.setattr(entries, "demangle", lambda names: {n: readable.get(n, n) for n in names})
+    kernels = list(readable)
+    with pytest.raises(ConfigurationError) as amb:
+        resolve_entry("gemm_device", kernels, "sgemm_1.cu")
+    text = str(amb.value)
+    assert nt not in text and tn not in text  # neither name in full: each by its head and length
+    assert f"({len(nt):,} characters; entry regex:gemm_device.*" in text
+    assert "e.g. 'regex:gemm_device.*" in text
+    picks = {k: entries.entry_pattern(k, kernels) for k in kernels[:2]}
+    for kernel, pattern in picks.items():
+        assert pattern.startswith("regex:gemm_device.*") and pattern in text and len(pattern) < 80
+        assert not set(pattern[len("regex:gemm_device.*"):]) & set("\\()[]*+?.^$|{}")  # literal, as TOML takes it
+        assert resolve_entry(pattern, kernels) == kernel  # the listed entry picks that kernel, and it alone
+    # the short name is listed as before, with its symbol
+    assert "void cub::EmptyKernel<void>() (_ZN3cub11EmptyKernelIvEEvv)" in entries.kernel_listing(kernels)
+    # names that differ only where an operator is: no literal part picks one, so its symbol is given
+    twins = {"_Z1kPi": "void k<" + "x" * 200 + ">(int*)", "_Z1kPKi": "void k<" + "x" * 200 + ">(int const*)"}
+    monkeypatch.setattr(entries, "demangle", lambda names: {n: twins.get(n, n) for n in names})
+    assert entries.entry_pattern("_Z1kPi", list(twins)) == "_Z1kPi"
+    assert resolve_entry(entries.entry_pattern("_Z1kPKi", list(twins)), list(twins)) == "_Z1kPKi"
+
+
 def test_demangle_falls_back_to_the_names_and_never_fails(monkeypatch, tmp_path):
     names = ["_ZN2ns4kernEPfi", "c_kernel"]
     monkeypatch.setattr(entries, "_demanglers", list)
@@ -252,6 +307,43 @@ def test_entries_of_a_real_multi_kernel_file(built):
     assert ".text._Z6helperf" in inspect_elf(built["rdc"]).sections
     for k in KERNELS:
         assert inspect_elf(built["cubin"], entry=k).sections[f".text.{k}"] > 0
+
+
+LONG_NAMES = r"""
+namespace a_library_with_a_long_name { namespace detail_of_it {
+template <int N> struct C {};
+template <class... T> struct tuple {};
+template <class Shape, class Stride> struct Layout {};
+}}
+using namespace a_library_with_a_long_name::detail_of_it;
+template <class Tile, class StrideA, class LayoutA, class StrideB>
+__global__ void gemm_device(float* out, Tile, StrideA, LayoutA, StrideB) { if (threadIdx.x == 0) out[0] = 1.0f; }
+using Tile = tuple<C<128>, C<128>, C<8>>;
+using Sm = Layout<tuple<C<128>, C<8>>, tuple<C<1>, C<128>>>;
+template __global__ void gemm_device<Tile, tuple<C<1>, int>, Sm, tuple<C<1>, int>>(
+    float*, Tile, tuple<C<1>, int>, Sm, tuple<C<1>, int>);
+template __global__ void gemm_device<Tile, tuple<int, C<1>>, Sm, tuple<C<1>, int>>(
+    float*, Tile, tuple<int, C<1>>, Sm, tuple<C<1>, int>);
+"""
+
+
+@needs_nvcc
+def test_instantiations_with_long_names_are_picked_by_the_regex_entries_listed(tmp_path):
+    if not entries._demanglers():
+        pytest.skip("no demangler (cu++filt, c++filt): names cannot be read")
+    src = tmp_path / "long.cu"
+    src.write_text(LONG_NAMES)
+    cubin = tmp_path / "long.cubin"
+    res = run_tool([find_tool("nvcc"), "-arch=sm_90", "-cubin", str(src), "-o", str(cubin)], 300)
+    assert res.returncode == 0, res.tail()
+    kernels = cubin_entries(cubin)
+    readable = demangle(kernels)
+    assert len(kernels) == 2 and all(len(readable[k]) > entries._LONG for k in kernels)
+    with pytest.raises(ConfigurationError) as amb:
+        resolve_entry("gemm_device", kernels, "long.cu")
+    listed = re.findall(r"entry (regex:[^;)]*\)?)\)", str(amb.value))
+    assert len(listed) == 2 and all(len(p) < 120 for p in listed), str(amb.value)
+    assert sorted(resolve_entry(p, kernels) for p in listed) == sorted(kernels)
 
 
 @needs_nvcc

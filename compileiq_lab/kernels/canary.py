@@ -22,11 +22,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from compileiq_lab.exceptions import ConfigurationError
+from compileiq_lab.measure.archvariant import variant_problem
 from compileiq_lab.measure.backends.base import Backend
 from compileiq_lab.measure.binary import inspect_elf
 from compileiq_lab.measure.entries import cubin_entries, kernel_listing
 from compileiq_lab.measure.evaluator import config_argv
 from compileiq_lab.measure.gpu import GpuRunner
+from compileiq_lab.measure.nvcc import CudaCompiler
 from compileiq_lab.measure.stats import compare
 from compileiq_lab.measure.templates import instantiation_hint
 from compileiq_lab.space.catalogs import CATALOGS, Catalog, Control
@@ -214,6 +216,11 @@ def _check(run: KernelRun, catalog: Catalog, controls: Sequence[Control], backen
         return CanaryResult(True, f"not checked: the baseline does not compile ({baseline.error[:300]}); the search's "
                                   "baseline row reports it", baseline_argv=baseline.argv)
     _warn_overridden_defines(run, baseline.log)
+    cc = getattr(backend, "cc", None)
+    if run.kernel.language == "cuda" and isinstance(cc, CudaCompiler):
+        variant = variant_problem(cc, run.kernel.source_path, baseline.argv.get("frontend", ()))
+        if variant:
+            log.warning("%s", variant)
     kernels = cubin_entries(baseline.path) if backend.binary_kind == "cubin" and baseline.path is not None else None
     if kernels and len(kernels) > 1 and run.kernel.entry is None:
         log.warning("%s holds %d kernels and no entry names one, so the static metrics are the whole module's "

@@ -180,8 +180,9 @@ class CudaCompiler:
         return outcome
 
 
-    def _digest(self, source: Path, frontend_argv: Sequence[str]) -> str:
-        """sha256 of the source and of every header it reads (a changed header is a new key)."""
+    def headers(self, source: Path, frontend_argv: Sequence[str]) -> tuple[Path, ...]:
+        """The files ``source`` reads outside the toolchain under these front-end arguments (``header_deps``,
+        asked once per include-changing argument set)."""
         wanted = tuple(a for a in frontend_argv if a.startswith(_INCLUDE_CHANGING))
         with self._guard:
             deps = self._deps.get(wanted)
@@ -196,8 +197,12 @@ class CudaCompiler:
                                          f"{self.timeout_s:g} s: raise it if the compiler is only slow)") from None
             with self._guard:
                 self._deps[wanted] = deps
+        return deps
+
+    def _digest(self, source: Path, frontend_argv: Sequence[str]) -> str:
+        """sha256 of the source and of every header it reads (a changed header is a new key)."""
         h = hashlib.sha256(source.read_bytes())
-        for f in deps:
+        for f in self.headers(source, frontend_argv):
             with contextlib.suppress(OSError):  # a header that is gone: the compile says so
                 h.update(str(f).encode() + b"\0" + f.read_bytes())
         return h.hexdigest()

@@ -228,3 +228,23 @@ def test_a_file_of_several_kernels_without_an_entry_is_said_to_be_measured_whole
     with caplog.at_level(logging.WARNING, logger="compileiq_lab.kernels.canary"):
         check_canary(one)
     assert "holds 5 kernels" not in caplog.text
+
+
+@needs_cuda
+def test_a_file_with_code_only_sm_90a_builds_is_named_before_a_search_for_sm_90(tmp_path, caplog):
+    (tmp_path / "feat.h").write_text("#pragma once\n__device__ __forceinline__ void fence() {\n"
+                                     "#if defined(__CUDA_ARCH_FEAT_SM90_ALL)\n"
+                                     "  asm volatile(\"wgmma.fence.sync.aligned;\" ::: \"memory\");\n#else\n"
+                                     "  asm volatile(\"trap;\");\n#endif\n}\n")
+    src = tmp_path / "wg.cu"
+    src.write_text('#include "feat.h"\n__global__ void wg(float* x) { fence(); x[threadIdx.x] = 1.0f; }\n')
+    plain = KernelRun(str(src), "ptxas", ["registers"], target="static", arch="sm_90", workdir=tmp_path / "a")
+    with caplog.at_level(logging.WARNING, logger="compileiq_lab.kernels.canary"):
+        check_canary(plain)  # a warning, not a stop (it raises nothing): the file may mean its fallback
+    assert "wg.cu compiles to other code for sm_90a than for sm_90" in caplog.text
+    assert "build for sm_90a (the CLI's --arch sm_90a" in caplog.text
+    caplog.clear()
+    variant = KernelRun(str(src), "ptxas", ["registers"], target="static", arch="sm_90a", workdir=tmp_path / "b")
+    with caplog.at_level(logging.WARNING, logger="compileiq_lab.kernels.canary"):
+        check_canary(variant)
+    assert "compiles to other code" not in caplog.text

@@ -346,3 +346,10 @@ def test_rdc_gives_a_relocatable_cubin(cu_file: Path, tmp_path: Path) -> None:
     assert run(["nvcc", f"-arch={ARCH}", "-cubin", str(cu_file), "-o", str(out)]).returncode == 0
     assert struct.unpack_from("<H", out.read_bytes(), 16)[0] == 2  # ET_EXEC
     assert not {"rdc", "device_link_mode", "dopt", "device_function_maxrregcount"} & set(NVCC.names)
+
+
+def test_a_base_argument_the_config_repeats_is_given_once():
+    from compileiq_lab.space.catalogs import GCC
+    assert GCC.stage_argv({"opt_level": 2}) == {"c": ["-O2"]}  # not -O2 -O2
+    assert GCC.stage_argv({"opt_level": 3}) == {"c": ["-O2", "-O3"]}  # the base, then the config's, which wins
+    assert GCC.stage_argv({}, ["-DN=4"]) == {"c": ["-DN=4", "-O2"]}

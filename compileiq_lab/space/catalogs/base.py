@@ -189,14 +189,16 @@ class Catalog:
         return ("frontend", "backend") if cuda else ("c",)
 
     def stage_argv(self, config: Mapping[str, Any], defines: Sequence[str] = ()) -> dict[str, list[str]]:
-        """The arguments of a build per stage: the first stage gets the ``-D`` knobs and the base arguments.
+        """The arguments of a build per stage: the first stage gets the ``-D`` knobs and the base arguments (a base
+        argument the config's own arguments repeat, gcc's ``-O2`` beside ``opt_level`` 2, is given once).
 
         Args:
             config: Flat config {control name: value} (without the ``defines`` group).
             defines: The kernel's ``-DNAME=value`` arguments.
         """
         first, *rest = self.stages
-        out = {first: [*defines, *self.base_argv, *self.argv(config, first if rest else None)]}
+        own = self.argv(config, first if rest else None)
+        out = {first: [*defines, *(a for a in self.base_argv if a not in own), *own]}
         out.update({stage: self.argv(config, stage) for stage in rest})
         return out
 

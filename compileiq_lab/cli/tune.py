@@ -322,6 +322,9 @@ def _tune(args: argparse.Namespace, run: KernelRun) -> int:
         print(f"compileiq-lab: error: the run stopped after the baseline: {results.header.stop_reason}",
               file=sys.stderr)
         return 1
+    if results.status == "stopped" and results.header.stop_reason:
+        print(f"compileiq-lab: error: the run stopped: {results.header.stop_reason}", file=sys.stderr)
+        return 1
     if not results.pareto_front():
         first = next((r for r in results.records if r.status != "ok"), None)
         print(f"compileiq-lab: error: no candidate succeeded; first failure ({first.status if first else '?'}): "

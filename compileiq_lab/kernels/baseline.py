@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from compileiq_lab.kernels.spec import KernelSpec
@@ -11,7 +11,7 @@ from compileiq_lab.measure.c_shim import C_ENTRY, SHIM_ERROR, calls_own_function
 from compileiq_lab.space.catalogs import Catalog
 from compileiq_lab.store.sqlite import EvalRecord
 
-__all__ = ["baseline_stop_reason"]
+__all__ = ["baseline_stop_reason", "wrong_output_stop_reason"]
 
 #: Compiler messages of a header the compiler cannot find (nvcc/cicc, gcc, clang): no control brings it back.
 _MISSING_FILE = re.compile(r"cannot open source file|fatal error: .*: No such file or directory|file not found",
@@ -126,3 +126,18 @@ def _c_syntax_error(kernel: KernelSpec, error: str) -> str | None:
         return (f"the kernel does not compile: a syntax error in {source.name}, which no searched control changes "
                 f"(fix the source): {error[m.start():].splitlines()[0].strip()}")
     return None
+
+
+def wrong_output_stop_reason(kernel: KernelSpec, records: Sequence[EvalRecord]) -> str | None:
+    """Why a search stops after its first generation: the baseline and every config of that generation ran and
+    computed outputs other than the reference's, so the output check (the reference, its tolerances), the inputs or
+    the launch is the likelier fault than the compiler's choices; else None."""
+    if len(records) < 2 or any(r.status != "wrong_output" for r in records):
+        return None
+    first = next((r for r in records if r.is_baseline), records[0])
+    said = next((line.strip() for line in first.error.splitlines() if line.strip()), "no message")
+    return (f"the baseline and all {len(records) - 1} configs of the first generation computed wrong output "
+            f"({'baseline' if first.is_baseline else 'first'}: {said}): no config computed what "
+            f"{kernel.name}'s reference does, so the reference, the tolerances (kernel.toml's [check] rtol, atol), "
+            "the inputs or the launch is likelier at fault than the compiler's choices; fix that and tune again, or "
+            "remove [check] to search without an output check")

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from compileiq_lab.exceptions import ConfigurationError, SearchStateError
-from compileiq_lab.kernels.baseline import baseline_stop_reason
+from compileiq_lab.kernels.baseline import baseline_stop_reason, wrong_output_stop_reason
 from compileiq_lab.kernels.choices import (
     DEFAULT_ARCH,
     check_limits,
@@ -251,6 +251,11 @@ class KernelRun(ClusterStages):
         """Why a search cannot get anywhere after this baseline evaluation, or None to search on (the one rule,
         used by the CLI and the lab alike: ``compileiq_lab.kernels.baseline.baseline_stop_reason``)."""
         return baseline_stop_reason(self.kernel, self.catalog, record)
+
+    def first_generation_verdict(self, records: list[EvalRecord]) -> str | None:
+        """Why a search stops once its first generation has ended with no config ok, or None to search on: every
+        output so far differs from the reference (``compileiq_lab.kernels.baseline.wrong_output_stop_reason``)."""
+        return wrong_output_stop_reason(self.kernel, records)
 
     def search_space(self) -> dict[str, Any]:
         """The searched controls plus a ``defines`` group for the kernel's -D knobs."""

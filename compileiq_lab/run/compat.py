@@ -19,6 +19,7 @@ from compileiq_lab.run.events import EvaluationEvent, GenerationEvent, RunEvent
 from compileiq_lab.search.config import SearchConfiguration
 from compileiq_lab.search.factory import STRATEGIES
 from compileiq_lab.store.results import Results
+from compileiq_lab.store.sqlite import EvalRecord
 
 __all__ = [
     "BASELINE_CONFIG",
@@ -36,6 +37,8 @@ __all__ = [
     "search_options",
     "start_workers",
 ]
+
+log = logging.getLogger(__name__)
 
 #: What an objective returns for a failed evaluation (recorded as "invalid", never ranked).
 INVALID_SCORE = "*"
@@ -247,21 +250,28 @@ def scores_by_id(scores: Sequence[Score]) -> dict[str, Score]:
 
 
 class RunHooks:
-    """What CompileIQ's ``exit_on_failure`` and ``dump_results`` do during a run, on top of its events.
+    """What CompileIQ's ``exit_on_failure`` and ``dump_results`` do during a run, on top of its events, and the
+    objective's ``first_generation_verdict``.
 
     Args:
         options: The resolved Search arguments.
         stop: The run's stop signal (set when the first generation failed entirely).
+        verdict: Given the run's records once its first searched generation ended with no searched config ok, why
+            searching on is pointless (the run then stops, the reason in ``stopped_because``), or None to search on
+            (``KernelRun.first_generation_verdict``: every output so far differs from the reference).
     """
 
-    def __init__(self, options: SearchOptions, stop: threading.Event) -> None:
-        self.options, self.stop = options, stop
+    def __init__(self, options: SearchOptions, stop: threading.Event,
+                 verdict: Callable[[list[EvalRecord]], str | None] | None = None) -> None:
+        self.options, self.stop, self.verdict = options, stop, verdict
         self.failed_first = False
+        self.stopped_because = ""
         self._ok_seen = False
+        self._judged = False
 
     def wrap(self, emit: Callable[[RunEvent], None], results: Callable[[], Results]) -> Callable[[RunEvent], None]:
         """``emit`` with the hooks applied first."""
-        if not (self.options.exit_on_failure or self.options.dump_results):
+        if not (self.options.exit_on_failure or self.options.dump_results or self.verdict):
             return emit
 
         def hooked(event: RunEvent) -> None:
@@ -274,6 +284,13 @@ class RunHooks:
                 if self.options.exit_on_failure and not self._ok_seen and not self.failed_first:
                     self.failed_first = True
                     self.stop.set()
+                if self.verdict is not None and not self._judged:
+                    self._judged = True  # the first searched generation only
+                    why = None if self._ok_seen else self.verdict(list(results().records))
+                    if why:
+                        self.stopped_because = why
+                        log.warning("the run stops after its first generation: %s", why)
+                        self.stop.set()
             emit(event)
         return hooked
 

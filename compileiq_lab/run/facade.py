@@ -270,7 +270,7 @@ class Search:
                         "a new run with pool_size=%d (--pool-size %d in the CLI), or asynchronous=True "
                         "(--asynchronous), keeps every slot busy",
                         executor.slots, pool, executor.slots - pool, executor.slots, executor.slots)
-        hooks = RunHooks(self._options, self._stop)
+        hooks = RunHooks(self._options, self._stop, getattr(self.objective_function, "first_generation_verdict", None))
         emit = hooks.wrap(callback or (lambda event: None), lambda: self.results)
         status, reason = "running", ""
         try:
@@ -290,7 +290,8 @@ class Search:
             closer()
             if owned:
                 executor.shutdown()
-            reason = reason or ("exit_on_failure" if hooks.failed_first else (steady or self._engine).stop_reason)
+            reason = reason or ("exit_on_failure" if hooks.failed_first else
+                                hooks.stopped_because or (steady or self._engine).stop_reason)
             self._close_header(status, reason, header.run_time_s + max(0.0, time.monotonic() - began - held()))
         results = self.results
         hooks.finish(results)  # a run ended by exit_on_failure raises here: it fails (FailedEvent), it never finishes

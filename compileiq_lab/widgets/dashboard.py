@@ -360,8 +360,9 @@ class Dashboard:
         if base is None or base.status == "ok":
             self.banner.value = ""
             return
-        stopped = (f"<div>The run stopped after the baseline: {html.escape(results.header.stop_reason)}</div>"
-                   if results.status == "baseline_failed" and results.header.stop_reason else "")
+        after = {"baseline_failed": "after the baseline", "stopped": "after its first generation"}
+        stopped = (f"<div>The run stopped {after[results.status]}: {html.escape(results.header.stop_reason)}</div>"
+                   if results.status in after and results.header.stop_reason else "")
         message = html.escape(base.error.strip()[-1500:] or "(no message)")
         self.banner.value = (
             "<div style='border:2px solid #b00;padding:6px;background:#fff4f4'>"

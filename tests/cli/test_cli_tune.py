@@ -312,3 +312,25 @@ def test_resuming_with_fewer_generations_than_stored_says_nothing_new_is_evaluat
     again = cli(*tune, "--generations", "1", cwd=tmp_path)
     assert again.returncode == 0 and "already holds 3 generations, more than --generations 1" in again.stderr
     assert "pass --generations 4 or more" in again.stderr
+
+
+@needs_gcc
+def test_a_run_whose_every_output_is_wrong_stops_after_its_first_generation_and_says_why(tmp_path):
+    folder = tmp_path / "dot"
+    shutil.copytree(Path(__file__).resolve().parents[2] / "kernels" / "dot", folder)
+    reference = folder / "reference.py"
+    reference.write_text(reference.read_text().replace('{"out": np.array([np.dot(', '{"out": 2 * np.array([np.dot('))
+    out = cli("tune", str(folder), "--objectives", "runtime", "--generations", "6", "--pool-size", "4", "--no-canary",
+              "--store", "w.db", cwd=tmp_path)
+    assert out.returncode == 1, out.stderr
+    assert "the run stopped: the baseline and all 3 configs of the first generation computed wrong output" in out.stderr
+    assert "differs beyond rtol=1e-09" in out.stderr and "[check] rtol, atol" in out.stderr
+    res = load_results(str(tmp_path / "w.db"))
+    assert res.status == "stopped" and len(res) == 4  # not the 6 generations asked for
+    assert {r.status for r in res.records} == {"wrong_output"}
+    # a kernel whose outputs are right is not stopped, nor one with some outputs right (not every candidate wrong)
+    reference.write_text((Path(__file__).resolve().parents[2] / "kernels" / "dot" / "reference.py").read_text())
+    ok = cli("tune", str(folder), "--objectives", "runtime", "--generations", "2", "--pool-size", "4", "--no-canary",
+             "--store", "ok.db", cwd=tmp_path)
+    assert ok.returncode == 0, ok.stderr
+    assert load_results(str(tmp_path / "ok.db")).status == "finished"

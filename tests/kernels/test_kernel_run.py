@@ -199,3 +199,22 @@ def test_a_bare_file_searching_maxntid_without_its_block_gets_a_note(tmp_path):
     without = KernelRun(str(bare), "ptxas", ["registers"], workdir=tmp_path, measure=False,
                         controls=["opt_level", "maxrregcount"])
     assert "--maxntid" not in without.catalog_note
+
+
+def test_the_first_generation_verdict_stops_only_where_every_output_so_far_was_wrong():
+    import dataclasses
+
+    from compileiq_lab.kernels.baseline import wrong_output_stop_reason
+
+    kernel = load_kernel("dot")
+    wrong = _failed("dot: output 'out' differs beyond rtol=1e-09, atol=1e-09; worst out[0]: got 1, expected 2", "",
+                    "wrong_output")
+    searched = [dataclasses.replace(wrong, eval_id=i, generation=1, is_baseline=False) for i in (1, 2, 3)]
+    why = wrong_output_stop_reason(kernel, [wrong, *searched]) or ""
+    assert why.startswith("the baseline and all 3 configs of the first generation computed wrong output (baseline: "
+                          "dot: output 'out' differs") and "dot's reference" in why and "remove [check]" in why
+    ok = dataclasses.replace(searched[0], status="ok", error="")
+    crashed = dataclasses.replace(searched[0], status="run_error", error="exit code 1")
+    assert wrong_output_stop_reason(kernel, [wrong, ok, *searched[1:]]) is None  # one config computed it
+    assert wrong_output_stop_reason(kernel, [wrong, crashed, *searched[1:]]) is None  # not every one ran and was wrong
+    assert wrong_output_stop_reason(kernel, [wrong]) is None  # the baseline alone says nothing of the controls

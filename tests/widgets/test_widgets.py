@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -440,3 +442,22 @@ def test_warnings_from_elsewhere_are_not_swallowed_by_an_open_dashboard(capfd):
     dash.refresh()
     assert "a warning of another cell" not in dash.notes.value
     assert "a warning of another cell" in capfd.readouterr().err
+
+
+@pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
+def test_a_run_whose_every_output_is_wrong_shows_why_it_stopped_in_the_banner(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    folder = tmp_path / "dot"
+    shutil.copytree(Path(__file__).resolve().parents[2] / "kernels" / "dot", folder)
+    reference = folder / "reference.py"
+    reference.write_text(reference.read_text().replace('{"out": np.array([np.dot(', '{"out": 2 * np.array([np.dot('))
+    dash = Dashboard()
+    dash.form.path.value = str(folder)
+    dash.form.generations.value = 6
+    dash.form.pool.value = 4
+    dash.start()
+    results = dash.wait(timeout=300)
+    assert results.status == "stopped" and len(results) == 4  # the first generation, not six
+    banner = dash.banner.value
+    assert "baseline (compiler defaults) failed: wrong_output" in banner
+    assert "The run stopped after its first generation: the baseline and all 3 configs" in banner

@@ -19,6 +19,7 @@ from typing import Any
 
 from compileiq_lab.exceptions import ConfigurationError, OptionalDependencyError
 from compileiq_lab.kernels.rules import fail, need, one_line, raised_in
+from compileiq_lab.kernels.triton_reduce import blank_lines, jit_only
 
 __all__ = ["TRITON_MISSING", "Attrs", "Triton", "compile_error", "constexprs_of", "environment", "jit_function",
            "load_module", "to_ptx"]
@@ -60,6 +61,23 @@ def _importable_beside(folder: Path) -> Iterator[None]:
 
 
 def load_module(path: Path, who: str) -> ModuleType:
+    """The user's module with its @triton.jit functions: first only what they need (``triton_reduce.jit_only``: the
+    file's tests, benchmarks and device queries do not run; an import that fails is left out), else the whole file
+    imported as Python does."""
+    try:
+        text = path.read_text(errors="replace")
+    except OSError as exc:
+        raise fail(who, "the file can be read", str(path), f"Fix the path ({exc.strerror}).") from None
+    reduced = jit_only(text)
+    if reduced is not None:
+        try:
+            module = _jit_module(path, *reduced)
+            log.info("%s: defined its @triton.jit functions and what they use; the rest of %s does not run", who,
+                     path.name)
+            return module
+        except Exception as exc:  # noqa: BLE001 - the user's code: anything; the whole file is imported instead
+            log.info("%s: the @triton.jit functions of %s alone do not define (%s); importing the whole file", who,
+                     path.name, raised_in(path, exc))
     name = f"_compileiq_triton_{hashlib.sha1(str(path).encode()).hexdigest()[:10]}"
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
@@ -78,6 +96,41 @@ def load_module(path: Path, who: str) -> ModuleType:
     finally:
         sys.modules.pop(name, None)
     return module
+
+
+def _jit_module(path: Path, text: str, imports: list[tuple[int, int]]) -> ModuleType:
+    """Execute the reduced text of ``path`` as its module (compiled under the file's own name, so Triton reads each
+    function's source from the file, at the same lines). An import that fails is left out and the text run again:
+    the JIT functions rarely need what the file's host code imports (torch)."""
+    name = f"_compileiq_triton_jit_{hashlib.sha1(str(path).encode()).hexdigest()[:10]}"
+    left = list(imports)
+    while True:
+        module = ModuleType(name)
+        module.__file__ = str(path)
+        sys.modules[name] = module  # only while it executes (dataclasses and pickle look it up)
+        try:
+            with _importable_beside(path.parent):
+                exec(compile(text, str(path), "exec"), module.__dict__)  # the user's file, as an import runs it
+            return module
+        except ImportError as exc:
+            line = _line_in(path, exc)
+            span = next((s for s in left if line is not None and s[0] <= line <= s[1]), None)
+            if span is None:
+                raise
+            left.remove(span)
+            text = blank_lines(text, [span])
+        finally:
+            sys.modules.pop(name, None)
+
+
+def _line_in(path: Path, exc: BaseException) -> int | None:
+    """The line of ``path`` an exception was raised at (its innermost frame in that file), or None."""
+    tb, line = exc.__traceback__, None
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == str(path):
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    return line
 
 
 def jit_function(t: Triton, module: ModuleType, function: str, who: str) -> Any:

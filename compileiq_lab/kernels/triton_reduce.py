@@ -1,0 +1,97 @@
+"""What a Triton kernel's file needs to define its @triton.jit functions, without the rest of it (tests, benchmarks,
+a device query at import), with every line where it was."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterable
+
+__all__ = ["blank_lines", "jit_only"]
+
+
+def _is_jit(decorator: ast.expr) -> bool:
+    """``@triton.jit``, ``@jit``, ``@gluon.jit``, ``@triton.jit(...)``: a decorator that makes a JIT function."""
+    target = decorator.func if isinstance(decorator, ast.Call) else decorator
+    return (isinstance(target, ast.Name) and target.id == "jit") or (
+        isinstance(target, ast.Attribute) and target.attr == "jit")
+
+
+def _defines(node: ast.stmt) -> set[str]:
+    """The top-level names a statement binds."""
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return {node.name}
+    targets: list[ast.expr] = []
+    if isinstance(node, ast.Assign):
+        targets = node.targets
+    elif isinstance(node, (ast.AnnAssign, ast.AugAssign)):
+        targets = [node.target]
+    return {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+
+
+def _names(nodes: Iterable[ast.stmt]) -> set[str]:
+    """The names the statements read from the module: a function's, less its parameters and the names it assigns
+    (``x = tl.load(...)`` in a kernel does not need a top-level ``x``)."""
+    out: set[str] = set()
+    for node in nodes:
+        parts: list[ast.AST] = [node]
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(map(_is_jit, node.decorator_list)):
+            # a JIT function keeps its JIT decorator alone: what the others name (autotune's configs) is not needed
+            parts = [node.args, *node.body, *(d for d in node.decorator_list if _is_jit(d))]
+            parts += [node.returns] if node.returns else []
+        read = {n.id for part in parts for n in ast.walk(part) if isinstance(n, ast.Name)
+                and isinstance(n.ctx, ast.Load)}
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            args = node.args
+            own = {a.arg for a in [*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg] if a}
+            own |= {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)}
+            read -= own
+        out |= read
+    return out
+
+
+def blank_lines(text: str, spans: Iterable[tuple[int, int]]) -> str:
+    """``text`` with the lines of each (first, last) span (1-based, inclusive) left empty: every other line keeps its
+    number, so a function's source and a compiler's line numbers read as in the file."""
+    lines = text.splitlines(keepends=True)
+    for first, last in spans:
+        for i in range(first - 1, min(last, len(lines))):
+            lines[i] = "\n"
+    return "".join(lines)
+
+
+def jit_only(text: str) -> tuple[str, list[tuple[int, int]]] | None:
+    """The file's text reduced to what its ``@triton.jit`` functions need, and the spans of the imports it keeps.
+
+    Kept: the imports; the JIT functions, without their other decorators (``@triton.autotune``, whose configs may
+    query the GPU, ``@triton.heuristics``); and the top-level assignments, functions and classes their code (or
+    what they keep in turn) names. Every other top-level statement (a test, a benchmark, ``DEVICE = ...``) is left
+    as empty lines. None where the text does not parse or holds no JIT function.
+    """
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return None
+    body = tree.body
+    kernels = [n for n in body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+               and any(_is_jit(d) for d in n.decorator_list)]
+    if not kernels:
+        return None
+    kept: set[int] = {id(n) for n in kernels}
+    imports = [n for n in body if isinstance(n, (ast.Import, ast.ImportFrom))]
+    kept |= {id(n) for n in imports}
+    needed = _names(kernels)
+    while True:
+        more = [n for n in body if id(n) not in kept and _defines(n) & needed]
+        if not more:
+            break
+        kept |= {id(n) for n in more}
+        needed |= _names(more)
+    spans: list[tuple[int, int]] = []
+    for node in body:
+        first = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", ()))])
+        last = node.end_lineno or node.lineno
+        if id(node) not in kept:
+            spans.append((first, last))
+        elif node in kernels:  # the other decorators of a JIT function
+            spans += [(d.lineno, d.end_lineno or d.lineno) for d in node.decorator_list if not _is_jit(d)]
+    return blank_lines(text, spans), [(n.lineno, n.end_lineno or n.lineno) for n in imports]

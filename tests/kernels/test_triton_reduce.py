@@ -1,0 +1,86 @@
+"""A Triton kernel's file as users have it: only its @triton.jit functions and what they use run, line for line."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from compileiq_lab.kernels.triton_reduce import blank_lines, jit_only
+from compileiq_lab.kernels.triton_src import triton_ptx
+
+TUTORIAL = Path(__file__).resolve().parents[1] / "data" / "public_kernels" / "triton" / "python" / "tutorials" / \
+    "01-vector-add.py"
+
+# A file in the shape of Triton's matmul tutorial: host imports, a device query and an autotune config that asks the
+# driver at import, a JIT helper defined after the kernel, module constants the kernel reads, and a benchmark.
+SHAPED = '''"""A user's kernel file."""
+import torch_that_is_not_installed as torch
+
+import triton
+import triton.language as tl
+
+DEVICE = triton.runtime.driver.active.get_active_torch_device()
+SCALE = tl.constexpr(2.0)
+OFFSET = SCALE * 0 + 1.0
+x = torch.rand(16)
+
+
+def get_autotune_config():
+    return [triton.Config({"BLOCK": 64})] if triton.runtime.driver.active.get_current_target() else []
+
+
+@triton.autotune(
+    configs=get_autotune_config(),
+    key=["n"],
+)
+@triton.jit
+def scale_kernel(x_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n)
+    tl.store(x_ptr + offs, relu(x) * SCALE, mask=offs < n)
+
+
+@triton.jit
+def relu(x):
+    return tl.where(x > 0, x, 0.0)
+
+
+print(scale_kernel[(1,)](x, 16))
+'''
+
+
+def test_jit_only_keeps_the_kernels_what_they_name_and_every_line_where_it_was():
+    reduced, imports = jit_only(SHAPED)
+    assert len(reduced.splitlines()) == len(SHAPED.splitlines())
+    kept = {line for line in reduced.splitlines() if line.strip()}
+    assert "SCALE = tl.constexpr(2.0)" in kept and "def relu(x):" in kept and "@triton.jit" in kept
+    for gone in ("DEVICE = ", "x = torch.rand(16)", "OFFSET", "print(", "@triton.autotune(", 'key=["n"],',
+                 "def get_autotune_config"):
+        assert not any(line.startswith(gone) for line in kept), gone
+    # the kernel's own x (x = tl.load(...)) does not keep the module's x, nor what that needs
+    assert "    x = tl.load(x_ptr + offs, mask=offs < n)" in kept
+    for i, line in enumerate(reduced.splitlines()):
+        assert line in ("", SHAPED.splitlines()[i])  # each line as it was, or empty
+    assert imports == [(2, 2), (4, 4), (5, 5)]
+    assert jit_only("def f(:\n") is None and jit_only("import triton\nX = 1\n") is None
+    assert blank_lines("a\nb\nc\n", [(2, 2)]) == "a\n\nc\n"
+
+
+def test_a_file_with_host_code_that_fails_at_import_compiles_its_kernel(tmp_path):
+    pytest.importorskip("triton")
+    (tmp_path / "user.py").write_text(SHAPED)
+    before = set(sys.modules)
+    got = triton_ptx(tmp_path / "user.py", "scale_kernel", "*fp32,i32", {"BLOCK": 64}, "sm_90a", tmp_path / "out")
+    assert got.entry == "scale_kernel" and ".entry scale_kernel" in got.path.read_text()
+    assert not {m for m in set(sys.modules) - before if m.startswith("_compileiq_triton")}
+
+
+def test_the_triton_tutorial_compiles_as_published(tmp_path):
+    """Triton's 01-vector-add.py, verbatim: it imports torch and asks the driver for a device at import, then runs a
+    test and a benchmark; its kernel compiles to PTX here without torch and without a GPU."""
+    pytest.importorskip("triton")
+    got = triton_ptx(TUTORIAL, "add_kernel", "*fp32:16,*fp32:16,*fp32:16,i32", {"BLOCK_SIZE": 1024}, "sm_90",
+                     tmp_path)
+    assert got.entry == "add_kernel" and got.params[:4] == ("x_ptr", "y_ptr", "output_ptr", "n_elements")

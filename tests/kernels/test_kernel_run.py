@@ -144,6 +144,11 @@ def test_baseline_verdict_stops_only_where_no_searched_control_can_help(tmp_path
     assert front.baseline_verdict(directive) is None
     assert knobs.baseline_verdict(syntax) is None  # the -D knobs (BLOCK) go to the front end: search on
     assert "include" in (front.baseline_verdict(header) or "")  # no control brings a header back
+    assert "CCCL" not in (front.baseline_verdict(header) or "")
+    for cccl in ("k.cu:1:10: fatal error: cub/block/block_reduce.cuh: No such file or directory",
+                 'k.cu(2): catastrophic error: cannot open source file "cuda/std/atomic"'):
+        why = front.baseline_verdict(_failed(cccl, "frontend")) or ""
+        assert "part of CCCL (CUB, Thrust, libcu++)" in why and "pip install 'compileiq-lab[cuda]'" in why, why
     assert ptxas_only.baseline_verdict(backend) is None and front.baseline_verdict(backend) is None
     entry = _failed("CUDA_ERROR_NOT_FOUND: named symbol not found", "", status="run_error")
     assert "entry 'reduce_sum'" in (knobs.baseline_verdict(entry) or "")

@@ -346,3 +346,20 @@ def test_a_ptx_module_the_arch_cannot_take_gets_the_fix_for_its_case():
     new = ptx_problem(ptxas, "99.9", "sm_80", "sm_80")  # an ISA this ptxas does not read yet
     assert "Regenerate the PTX for an ISA this ptxas reads" in new and new.endswith(".")
     assert ptx_problem(ptxas, "8.0", "sm_80", "sm_90") == ""
+
+
+@needs_nvcc
+def test_a_kernel_that_includes_cub_compiles_with_no_include_dir(tmp_path):
+    """CCCL comes with the toolchain: a toolkit's nvcc finds it, and so does the PyPI nvcc of the cuda extra, which
+    pins its CCCL wheel (without it: cub/block/block_reduce.cuh: No such file or directory)."""
+    src = tmp_path / "block_sum.cu"
+    src.write_text("#include <cub/block/block_reduce.cuh>\n"
+                   'extern "C" __global__ void block_sum(const float* x, float* out, int n) {\n'
+                   "  using BlockReduce = cub::BlockReduce<float, 256>;\n"
+                   "  __shared__ typename BlockReduce::TempStorage tmp;\n"
+                   "  int i = blockIdx.x * 256 + threadIdx.x;\n"
+                   "  float s = BlockReduce(tmp).Sum(i < n ? x[i] : 0.0f);\n"
+                   "  if (threadIdx.x == 0) out[blockIdx.x] = s;\n}\n")
+    out = CudaCompiler("sm_90", tmp_path / "w", 300).full(src, [], [])
+    assert out.ok, out.error
+    assert out.metrics["registers"] > 0

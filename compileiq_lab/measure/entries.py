@@ -141,25 +141,30 @@ def demangle(names: Iterable[str]) -> dict[str, str]:
     """Readable names of mangled symbols (``_Z...``), by name; others, and everything when no demangler works,
     map to themselves.
 
-    One call of cu++filt (from the CUDA toolkit, found on PATH or beside nvcc), else of c++filt, for all names.
+    One call of cu++filt (from the CUDA toolkit, found on PATH or beside nvcc), else of c++filt, for all names; the
+    names a demangler leaves as they are go to the next one. GNU c++filt is asked without its recursion limit
+    (``--no-recurse-limit``), past which it leaves a deeply nested name (a CUTLASS 2.x kernel's) mangled.
     Never raises: a missing, failing or misbehaving demangler leaves the names as they are.
     """
     out = {n: n for n in names}
     mangled = [n for n in out if n.startswith("_Z")]
-    if not mangled:
-        return out
     for tool in _demanglers():
-        try:
-            res = run_tool([tool, *mangled], _DEMANGLE_TIMEOUT_S)
-        except (OSError, ValueError, subprocess.SubprocessError) as exc:
-            log.debug("demangler %s could not run: %s", tool, exc)
-            continue
-        lines = res.stdout.splitlines()
-        if res.returncode == 0 and len(lines) == len(mangled):
-            out.update((n, line.strip() or n) for n, line in zip(mangled, lines))
-            return out
-        log.debug("demangler %s gave %d lines for %d names (exit %s); trying the next", tool, len(lines),
-                  len(mangled), res.returncode)
+        if not mangled:
+            break
+        variants = [[tool, "--no-recurse-limit"], [tool]] if Path(tool).name == "c++filt" else [[tool]]
+        for argv in variants:
+            try:
+                res = run_tool([*argv, *mangled], _DEMANGLE_TIMEOUT_S)
+            except (OSError, ValueError, subprocess.SubprocessError) as exc:
+                log.debug("demangler %s could not run: %s", tool, exc)
+                break
+            lines = res.stdout.splitlines()
+            if res.returncode == 0 and len(lines) == len(mangled):
+                out.update((n, line.strip()) for n, line in zip(mangled, lines) if line.strip())
+                mangled = [n for n in mangled if out[n] == n]  # left as they were: the next demangler's
+                break
+            log.debug("demangler %s gave %d lines for %d names (exit %s); trying the next", " ".join(argv),
+                      len(lines), len(mangled), res.returncode)
     return out
 
 
@@ -325,7 +330,8 @@ def _arguments(name: str) -> list[list[str]]:
 
 
 def entry_pattern(kernel: str, kernels: Sequence[str], readable: dict[str, str] | None = None) -> str:
-    """A short entry that names ``kernel`` alone among ``kernels``: ``regex:`` with the kernel's name and the shortest
+    """A short entry that names ``kernel`` alone among ``kernels``: its C++ name where no other kernel has it, else
+    ``regex:`` with the kernel's name and the shortest
     template argument (else two neighbouring ones, else a part) of its demangled name without qualifiers that no other
     kernel has (``regex:gemm_device.*tuple<int, C<1> >`` for a CuTe GEMM's ``cute::tuple<int, cute::C<1> >``), written
     without regular-expression operators but ``.*``; the mangled symbol where no such part exists.
@@ -336,7 +342,12 @@ def entry_pattern(kernel: str, kernels: Sequence[str], readable: dict[str, str] 
         readable: Demangled names by kernel (``demangle``'s); demangled here when not given.
     """
     readable = readable if readable is not None else demangle(kernels)
-    name = _unqualified(readable.get(kernel, kernel))
+    full = readable.get(kernel, kernel)
+    qualified = _strip_templates(top_level(_split_params(full)[0].strip(), " ")[-1])
+    for plain in (top_level(qualified, "::")[-1], qualified):  # the C++ name, where it names this kernel alone
+        if plain and [k for k in kernels if _squash(plain) in _spellings(readable.get(k, k))] == [kernel]:
+            return plain
+    name = _unqualified(full)
     others = [f for k in kernels if k != kernel for f in _forms(k, readable)]
 
     def unique(part: str) -> bool:
@@ -346,7 +357,7 @@ def entry_pattern(kernel: str, kernels: Sequence[str], readable: dict[str, str] 
     single = [a for g in groups[0::2] for a in g if unique(a)]
     pairs = [a for g in groups[1::2] for a in g if unique(a)]
     part = min(single or pairs, key=len) if single or pairs else _unique_part(name, others)
-    if part is None:
+    if part is None or len(part) > _LONG:  # a part as long as a long name: the symbol reads no worse
         return kernel
     qualified = top_level(_split_params(name)[0].strip(), " ")[-1]
     base = _strip_templates(qualified)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import shutil
 import sys
 from pathlib import Path
 
@@ -235,6 +236,38 @@ def test_demangle_asks_once_for_all_names_and_only_for_mangled_ones(monkeypatch)
     calls.clear()
     monkeypatch.setattr(entries, "run_tool", short_first)
     assert demangle(["_Z1av", "_Z1bv"]) == {"_Z1av": "x", "_Z1bv": "y"} and calls == ["cu++filt", "c++filt"]
+
+
+def test_names_a_demangler_leaves_mangled_go_to_the_next_and_cxxfilt_is_asked_without_its_limit(monkeypatch):
+    calls = []
+
+    def fake_run(argv, timeout_s, cwd=None):
+        calls.append(list(argv))
+        if argv[0] == "cu++filt":  # leaves the deep one as it was
+            return ToolResult(0, "void a()\n_Z4deepv\n", "", 0.0)
+        if "--no-recurse-limit" in argv and len(calls) == 2:  # an old c++filt: no such option
+            return ToolResult(1, "", "c++filt: unrecognized option '--no-recurse-limit'", 0.0)
+        return ToolResult(0, "".join(f"readable {a}\n" for a in argv[1:] if a.startswith("_Z")), "", 0.0)
+
+    monkeypatch.setattr(entries, "_demanglers", lambda: ["cu++filt", "/usr/bin/c++filt"])
+    monkeypatch.setattr(entries, "run_tool", fake_run)
+    assert demangle(["_Z1av", "_Z4deepv"]) == {"_Z1av": "void a()", "_Z4deepv": "readable _Z4deepv"}
+    assert calls == [["cu++filt", "_Z1av", "_Z4deepv"], ["/usr/bin/c++filt", "--no-recurse-limit", "_Z4deepv"],
+                     ["/usr/bin/c++filt", "_Z4deepv"]]
+
+
+def _nested(depth: int) -> str:
+    """The symbol of ``f<W<...W<int>...>>`` nested ``depth`` deep, as g++ and nvcc mangle it."""
+    return "_Z1fI" + "1WI" + "S0_I" * (depth - 1) + "i" + "E" * depth + "EvT_"
+
+
+@pytest.mark.skipif(shutil.which("c++filt") is None, reason="GNU c++filt is not installed")
+def test_a_name_nested_past_cxxfilts_recursion_limit_is_demangled(monkeypatch):
+    """CUTLASS 2.x kernels (``cutlass::Kernel<cutlass::gemm::kernel::Gemm<...>>``, 1,456 characters mangled in
+    basic_gemm.cu) nest past GNU c++filt's default limit, which leaves them mangled."""
+    monkeypatch.setattr(entries, "_demanglers", lambda: [shutil.which("c++filt")])
+    got = demangle([_nested(400)])[_nested(400)]
+    assert got.startswith("void f<W<W<W<") and got.count("W<") == 800  # the template arguments and the parameter
 
 
 @pytest.mark.skipif(not entries._demanglers(), reason="neither cu++filt nor c++filt is installed")

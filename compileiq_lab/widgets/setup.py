@@ -20,6 +20,7 @@ from compileiq_lab.kernels import (
     DEFAULT_ARCH,
     GPU_LANGUAGES,
     METRICS,
+    BuildContext,
     KernelRun,
     KernelSpec,
     default_objectives,
@@ -94,6 +95,12 @@ class RunForm:
         self.kernel = w.Dropdown(options=kernels, value=TOY, description="kernel", style=_STYLE)
         self.path = w.Text(placeholder="or a kernel folder / .cu / .c file, or a run store (.db) to replay",
                            description="path", style=_STYLE, layout={"width": "420px"})
+        self.include = w.Text(placeholder="folders of its headers, comma-separated", description="include dirs (-I)",
+                              style=_STYLE, layout={"width": "420px", "display": _HIDDEN},
+                              tooltip="a bare file's include folders, relative to the notebook's folder")
+        self.entry = w.Text(placeholder="its kernel to tune (default: the whole file)", description="entry",
+                            style=_STYLE, layout={"width": "420px", "display": _HIDDEN},
+                            tooltip="a C++ name, a mangled one or regex:PATTERN; a run that cannot tell lists them")
         self.target = w.Dropdown(description="target", style=_STYLE)
         self.catalog = w.Dropdown(description="space", style=_STYLE)
         self.arch = w.Dropdown(description="arch", style=_STYLE, layout={"width": "180px", "display": _HIDDEN},
@@ -119,6 +126,7 @@ class RunForm:
         self._target_default: str | None = None
         self._defaults: dict[str, tuple[str, ...]] = {}  # the default of each SelectMultiple as last offered
         for widget, handler in ((self.kernel, self._kernel_changed), (self.path, self._kernel_changed),
+                                (self.include, self._kernel_changed), (self.entry, self._kernel_changed),
                                 (self.target, self._target_changed), (self.catalog, self._catalog_changed),
                                 (self.categories, self._categories_changed),
                                 (self.objectives, self._objectives_changed)):
@@ -127,7 +135,8 @@ class RunForm:
         self._choice_row = w.HBox([self.categories, self.objectives])
         self._settings_row = w.HBox([self.generations, self.pool, self.seed])
         self._kernel_changed()
-        self.box = w.VBox([w.HBox([self.kernel, self.path]), w.HBox([self.target, self.speed]), self._search_row,
+        self.box = w.VBox([w.HBox([self.kernel, self.path]), w.HBox([self.include, self.entry]),
+                           w.HBox([self.target, self.speed]), self._search_row,
                            self._choice_row, self.objective_docs, self.docs, self._settings_row, self.folder,
                            self.note])
 
@@ -170,7 +179,17 @@ class RunForm:
         if self._store() is not None:
             return None
         if self.path.value.strip():
-            return load_kernel(self.path.value.strip())
+            spec = load_kernel(self.path.value.strip())
+            bare = spec.spec_file is None  # a bare file takes the form's include folders and entry
+            self.include.layout.display = _SHOWN if bare and spec.language != "ptx" else _HIDDEN
+            self.entry.layout.display = _SHOWN if bare and spec.language in GPU_LANGUAGES else _HIDDEN
+            dirs = [d.strip() for d in self.include.value.split(",") if d.strip()]
+            if not bare or not (dirs or self.entry.value.strip()):
+                return spec
+            entry = self.entry.value.strip() if spec.language in GPU_LANGUAGES else ""
+            build = BuildContext.make(dirs, where="include dirs") if dirs and spec.language != "ptx" else None
+            return load_kernel(self.path.value.strip(), entry=entry or None, build=build)
+        self.include.layout.display = self.entry.layout.display = _HIDDEN
         return None if self.kernel.value == TOY else load_kernel(self.kernel.value)
 
     def _kernel_changed(self, change: Any = None) -> None:

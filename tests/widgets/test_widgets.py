@@ -461,3 +461,39 @@ def test_a_run_whose_every_output_is_wrong_shows_why_it_stopped_in_the_banner(tm
     banner = dash.banner.value
     assert "baseline (compiler defaults) failed: wrong_output" in banner
     assert "The run stopped after its first generation: the baseline and all 3 configs" in banner
+
+
+@pytest.mark.skipif(not tool_available("nvcc"), reason="needs nvcc")
+def test_a_bare_file_takes_its_include_folders_and_entry_from_the_form(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "include").mkdir()
+    (tmp_path / "include" / "scale.cuh").write_text("#pragma once\n__device__ float scale(float v) { return 2 * v; }\n")
+    (tmp_path / "two.cu").write_text('#include "scale.cuh"\n'
+                                     "__global__ void one(float* x) { x[threadIdx.x] = scale(x[threadIdx.x]); }\n"
+                                     "__global__ void two(float* x, int n) { if (threadIdx.x < n) x[0] = 1.0f; }\n")
+    form = RunForm()
+    assert form.include.layout.display == "none" and form.entry.layout.display == "none"  # the toy: no fields
+    form.path.value = "two.cu"
+    assert form.include.layout.display == "" and form.entry.layout.display == ""
+    form.include.value = "no/such/folder"
+    assert "each include directory exists" in form.note.value  # said while typing, not raised
+    form.include.value = "include"
+    form.entry.value = "two"
+    spec = form.spec()
+    assert spec is not None and spec.entry == "two" and spec.build.include_dirs == ((tmp_path / "include").resolve(),)
+    form.target.value = "static"
+    form.catalog.value = "ptxas"
+    form.generations.value = 1
+    run, kernel_run = form.build(store=str(tmp_path / "r.db"))
+    try:
+        run.start().join(timeout=120)
+        results = run.results()
+    finally:
+        if kernel_run is not None:
+            kernel_run.close()
+    assert results.baseline_record is not None and results.baseline_record.status == "ok"  # it found scale.cuh
+    meta = results.header.metadata
+    assert meta["entry"] == "two" and meta["build"]["include_dirs"] == [str((tmp_path / "include").resolve())]
+    # a kernel folder names its own: the fields hide again
+    form.path.value = ""
+    assert form.include.layout.display == "none"

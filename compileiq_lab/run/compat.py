@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from compileiq_lab.exceptions import ConfigurationError, SearchFailedError
+from compileiq_lab.exceptions import ConfigurationError, SearchFailedError, SearchStateError
+from compileiq_lab.run.engine import Candidate
 from compileiq_lab.run.events import EvaluationEvent, GenerationEvent, RunEvent
 from compileiq_lab.search.config import SearchConfiguration
 from compileiq_lab.search.factory import STRATEGIES
@@ -232,11 +233,13 @@ def _engine(engine: str | EngineConfig | None) -> tuple[str | None, dict[str, An
                                                            if v is not None}
 
 
-def scores_by_id(scores: Sequence[Score]) -> dict[str, Score]:
-    """The scores of a CompileIQ-style tell, by param_id.
+def scores_by_id(scores: Sequence[Any], awaiting: Sequence[Candidate]) -> tuple[list[Candidate], list[Any]]:
+    """The candidates and scores of a CompileIQ-style ``tell([Score(...), ...])``, matched by param_id among the
+    candidates ``awaiting`` a score.
 
     Raises:
         ConfigurationError: A score that is not a Score, or a param_id given twice.
+        SearchStateError: A param_id that awaits no score.
     """
     out: dict[str, Score] = {}
     for s in scores:
@@ -246,7 +249,12 @@ def scores_by_id(scores: Sequence[Score]) -> dict[str, Score]:
         if s.param_id in out:
             raise ConfigurationError(f"tell() got param_id {s.param_id!r} twice; give each candidate one score")
         out[s.param_id] = s
-    return out
+    by_id = {c.param_id: c for c in awaiting}
+    unknown = sorted(set(out) - set(by_id))
+    if unknown:
+        raise SearchStateError(f"param_ids {unknown[:3]} are not awaiting a score; tell only what the last ask() "
+                               "returned")
+    return [by_id[k] for k in out], [s.score for s in out.values()]
 
 
 class RunHooks:

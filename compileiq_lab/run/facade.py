@@ -349,7 +349,7 @@ class Search:
             The stored rows.
         """
         if scores is None:
-            candidates, scores = self._by_param_id(candidates)
+            candidates, scores = scores_by_id(candidates, self._engine.awaiting())
         if len(candidates) != len(scores):
             raise ConfigurationError(f"tell() needs one score per candidate, but got {len(candidates)} "
                                      f"candidates and {len(scores)} scores")
@@ -364,16 +364,6 @@ class Search:
                 m.elapsed_s = float(elapsed_s[i])
             records.append(self._engine.tell(c, m))
         return records
-
-    def _by_param_id(self, given: Sequence[Any]) -> tuple[list[Candidate], list[Any]]:
-        """The candidates and scores of a CompileIQ-style ``tell([Score(...), ...])``."""
-        by_id = scores_by_id(given)
-        awaiting = {c.param_id: c for c in self._engine.awaiting()}
-        unknown = sorted(set(by_id) - set(awaiting))
-        if unknown:
-            raise SearchStateError(f"param_ids {unknown[:3]} are not awaiting a score; tell only what the last ask() "
-                                   "returned")
-        return [awaiting[k] for k in by_id], [s.score for s in by_id.values()]
 
     # -- state -------------------------------------------------------------------------------
     @property

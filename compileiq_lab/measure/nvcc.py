@@ -12,13 +12,15 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from compileiq_lab.exceptions import ConfigurationError
-from compileiq_lab.measure.build import CompileOutcome, build, build_cached
+from compileiq_lab.measure.binding import device_part
+from compileiq_lab.measure.build import CompileOutcome, build, build_cached, write_atomic
 from compileiq_lab.measure.deps import scan_deps
 from compileiq_lab.toolchain.context import BuildContext
 from compileiq_lab.toolchain.tools import find_tool, first_line, probe_tool, tool_version
 
 __all__ = [
     "ARCH_PROBE_TIMEOUT_S",
+    "BINDING_PRE_INCLUDES",
     "DEPS_TIMEOUT_S",
     "CudaCompiler",
     "arch_problem",
@@ -29,6 +31,13 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+#: What a PyTorch extension's headers brought its device code, included first in its device part: half and bfloat16
+#: types and intrinsics, and the fixed-width integers (uint32_t) of <cstdint>.
+BINDING_PRE_INCLUDES = ("-include", "cuda_fp16.h", "-include", "cuda_bf16.h", "-include", "cstdint")
+#: The device parts whose left-out lines were said (once per process, however many compilers build the file).
+_SAID: set[Path] = set()
+_SAID_LOCK = threading.Lock()
 
 #: Limit for the one-line probe compile that asks whether the tools build for an arch: nvcc and ptxas start and
 #: build it in a few seconds; 30 s covers a cold start on a loaded machine.
@@ -130,17 +139,18 @@ class CudaCompiler:
         once per include-changing argument set), the arch, the toolchain version, the build context and the
         arguments.
         """
+        compiled, extra = self.compiled(source)
         key = self._key(self._digest(source, frontend_argv), self.arch, self.version, self.context.key(),
                         *frontend_argv)
         out = self.workdir / "ptx" / f"{key}.ptx"
         with self._guard:
             lock = self._locks.setdefault(key, threading.Lock())
         def argv_for(target: Path) -> list[str]:
-            return [self.nvcc, f"-arch={self.arch}", "-ptx", *self.context.argv(), *frontend_argv, str(source),
-                    "-o", str(target)]
+            return [self.nvcc, f"-arch={self.arch}", "-ptx", *self.context.argv(), *extra, *frontend_argv,
+                    str(compiled), "-o", str(target)]
 
         # nvcc -ptx checks its PTX with ptxas, whose errors name the (scratch) output file by line
-        shown = {str(out): _ptx_of(source)}
+        shown = {str(out): _ptx_of(source), str(compiled): str(source)}
         with lock:  # two threads wanting the same PTX compile it once
             outcome, hit = build_cached(argv_for, out, "frontend_time_s", self.timeout_s, cwd=source.parent,
                                         shown=shown)
@@ -162,13 +172,14 @@ class CudaCompiler:
     def full(self, source: Path, frontend_argv: Sequence[str], backend_argv: Sequence[str],
              entry: str | None = None) -> CompileOutcome:
         """One ``nvcc -cubin`` call (back-end arguments passed through ``-Xptxas``)."""
+        compiled, extra = self.compiled(source)
         key = self._key(self._digest(source, frontend_argv), "full", self.context.key(), *frontend_argv,
                         *backend_argv)
         out = self.workdir / "cubin" / f"{key}.cubin"
         xptxas = [a for tok in backend_argv for a in ("-Xptxas", tok)]
-        argv = [self.nvcc, f"-arch={self.arch}", "-cubin", *self.context.argv(), *frontend_argv, "-Xptxas", "-v",
-                *xptxas, str(source), "-o", str(out)]
-        return self._assemble(argv, out, entry, cwd=source.parent)
+        argv = [self.nvcc, f"-arch={self.arch}", "-cubin", *self.context.argv(), *extra, *frontend_argv, "-Xptxas",
+                "-v", *xptxas, str(compiled), "-o", str(out)]
+        return self._assemble(argv, out, entry, cwd=source.parent, shown={str(compiled): str(source)})
 
     def _assemble(self, argv: list[str], out: Path, entry: str | None, cwd: Path | None,
                   shown: dict[str, str] | None = None) -> CompileOutcome:
@@ -180,15 +191,42 @@ class CudaCompiler:
         return outcome
 
 
+    def compiled(self, source: Path) -> tuple[Path, list[str]]:
+        """The file nvcc is given for ``source`` and the arguments that come with it: the source itself; for a
+        PyTorch extension's file, its device part (``binding.device_part``: the binding left out, every line where it
+        was), written into the work folder once per content, with the source's folder searched for its quoted
+        includes and what the binding's headers brought the device code (fp16, bf16, fixed-width ints) included
+        first."""
+        try:
+            text = source.read_text(errors="replace")
+        except OSError:  # the compile says so
+            return source, []
+        part = device_part(text)
+        if part is None:
+            return source, []
+        out = self.workdir / "device" / f"{hashlib.sha256(text.encode()).hexdigest()[:16]}-{source.name}"
+        if not out.exists():
+            out.parent.mkdir(parents=True, exist_ok=True)
+            write_atomic(out, part.text)
+        with _SAID_LOCK:
+            first = out not in _SAID
+            _SAID.add(out)
+        if first:
+            lines = ", ".join(f"{a}-{b}" if b > a else str(a) for a, b in part.lines)
+            log.warning("%s is a PyTorch extension's file: its binding (lines %s) is left out, which the tuner never "
+                        "runs, and its device code is compiled", source.name, lines)
+        return out, ["-I", str(source.parent), *BINDING_PRE_INCLUDES]
+
     def headers(self, source: Path, frontend_argv: Sequence[str]) -> tuple[Path, ...]:
         """The files ``source`` reads outside the toolchain under these front-end arguments (``header_deps``,
         asked once per include-changing argument set)."""
+        source, extra = self.compiled(source)
         wanted = tuple(a for a in frontend_argv if a.startswith(_INCLUDE_CHANGING))
         with self._guard:
             deps = self._deps.get(wanted)
         if deps is None:
             try:
-                deps = header_deps(self.nvcc, self.arch, source, [*self.context.argv(), *wanted],
+                deps = header_deps(self.nvcc, self.arch, source, [*self.context.argv(), *extra, *wanted],
                                    min(self.timeout_s, DEPS_TIMEOUT_S))
             except ConfigurationError as exc:
                 if self.timeout_s >= DEPS_TIMEOUT_S:

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import logging
+import tempfile
+from pathlib import Path
 
 from compileiq_lab.exceptions import ConfigurationError
 from compileiq_lab.kernels.choices import DEFAULT_ARCH
 from compileiq_lab.kernels.spec import KernelSpec
 from compileiq_lab.measure.deps import headers_digest, scan_deps
-from compileiq_lab.measure.nvcc import DEPS_TIMEOUT_S, header_deps
+from compileiq_lab.measure.nvcc import DEPS_TIMEOUT_S, header_deps, nvcc_input
 from compileiq_lab.toolchain.tools import find_tool
 
 __all__ = ["changes_since", "headers_sha256"]
@@ -23,7 +25,11 @@ def headers_sha256(kernel: KernelSpec, arch: str | None, compiler: str) -> str |
     argv = kernel.build.argv()
     try:
         if kernel.language == "cuda":
-            deps = header_deps(find_tool("nvcc"), arch or DEFAULT_ARCH, kernel.source_path, argv)
+            with tempfile.TemporaryDirectory(prefix="headers-") as tmp:  # what nvcc is given: a device part, -x cu
+                source, extra, _ = nvcc_input(kernel.source_path, Path(tmp))
+                deps = header_deps(find_tool("nvcc"), arch or DEFAULT_ARCH, source, [*extra, *argv])
+            if source != kernel.source_path:  # the device part's folder, gone now, is not a header of the kernel
+                deps = tuple(d for d in deps if not d.is_relative_to(tmp))
         elif kernel.language == "c":
             deps = scan_deps([find_tool(compiler), "-MM", *argv], kernel.source_path, DEPS_TIMEOUT_S)
         else:

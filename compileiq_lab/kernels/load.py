@@ -56,7 +56,7 @@ def list_kernels() -> list[str]:
 def load_kernel(name_or_path: str | os.PathLike[str], *, entry: str | None = None, build: BuildContext | None = None,
                 block: Sequence[int] | None = None) -> KernelSpec:
     """Load a kernel: a bundled name ("dot"; wins over a local folder "dot", use "./dot"), a kernel folder,
-    its kernel.toml, or a bare .cu/.ptx/.c file (a static-only spec: language from the suffix, no buffers; a .ptx
+    its kernel.toml, or a bare .cu/.cuh/.ptx/.c file (a static-only spec: language from the suffix, no buffers; a .ptx
     is assembled by ptxas alone).
 
     Args:
@@ -118,7 +118,7 @@ def _load(name_or_path: str | os.PathLike[str]) -> KernelSpec:
     path = Path(text).expanduser()
     if path.is_dir() or (path.name == SPEC_FILE and path.is_file()):
         return _load_folder(path if path.is_dir() else path.parent)
-    language, path = {v: k for k, v in LANGUAGES.items()}.get(path.suffix), path.resolve()
+    language, path = {**{v: k for k, v in LANGUAGES.items()}, ".cuh": "cuda"}.get(path.suffix), path.resolve()
     if path.is_file() and language:
         # the name runs and ACFs record: the file's stem in letters, digits, '_', '.' and '-' ("my kernel(1).cu"
         # is my_kernel_1_); the file itself is recorded as it is
@@ -126,8 +126,8 @@ def _load(name_or_path: str | os.PathLike[str]) -> KernelSpec:
         return KernelSpec(name=name, language=language, source=path.name, entry=None, folder=path.parent,
                           source_path=path, description=f"static-only {language} file {path.name}")
     raise ConfigurationError(f"load_kernel: `the kernel is a bundled name, a folder with {SPEC_FILE} or a "
-                             f".cu/.ptx/.c file` must hold, but got {text!r}{did_you_mean(text, list_kernels())}. Use "
-                             f"one of {list_kernels()} or fix the path.")
+                             f".cu/.cuh/.ptx/.c file` must hold, but got {text!r}"
+                             f"{did_you_mean(text, list_kernels())}. Use one of {list_kernels()} or fix the path.")
 
 
 def _load_folder(folder: Path) -> KernelSpec:

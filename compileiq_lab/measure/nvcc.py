@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from compileiq_lab.exceptions import ConfigurationError
-from compileiq_lab.measure.binding import device_part
+from compileiq_lab.measure.binding import DevicePart, device_part
 from compileiq_lab.measure.build import CompileOutcome, build, build_cached, write_atomic
 from compileiq_lab.measure.deps import scan_deps
 from compileiq_lab.toolchain.context import BuildContext
@@ -25,6 +25,7 @@ __all__ = [
     "CudaCompiler",
     "arch_problem",
     "header_deps",
+    "nvcc_input",
     "parse_ptxas_verbose",
     "ptx_problem",
     "supported_archs",
@@ -192,30 +193,18 @@ class CudaCompiler:
 
 
     def compiled(self, source: Path) -> tuple[Path, list[str]]:
-        """The file nvcc is given for ``source`` and the arguments that come with it: the source itself; for a
-        PyTorch extension's file, its device part (``binding.device_part``: the binding left out, every line where it
-        was), written into the work folder once per content, with the source's folder searched for its quoted
-        includes and what the binding's headers brought the device code (fp16, bf16, fixed-width ints) included
-        first."""
-        try:
-            text = source.read_text(errors="replace")
-        except OSError:  # the compile says so
-            return source, []
-        part = device_part(text)
-        if part is None:
-            return source, []
-        out = self.workdir / "device" / f"{hashlib.sha256(text.encode()).hexdigest()[:16]}-{source.name}"
-        if not out.exists():
-            out.parent.mkdir(parents=True, exist_ok=True)
-            write_atomic(out, part.text)
-        with _SAID_LOCK:
-            first = out not in _SAID
-            _SAID.add(out)
-        if first:
-            lines = ", ".join(f"{a}-{b}" if b > a else str(a) for a, b in part.lines)
-            log.warning("%s is a PyTorch extension's file: its binding (lines %s) is left out, which the tuner never "
-                        "runs, and its device code is compiled", source.name, lines)
-        return out, ["-I", str(source.parent), *BINDING_PRE_INCLUDES]
+        """The file nvcc is given for ``source`` and the arguments that come with it (``nvcc_input``, its device part
+        written into the work folder); the lines a PyTorch extension's binding held are said once."""
+        path, extra, part = nvcc_input(source, self.workdir / "device")
+        if part is not None:
+            with _SAID_LOCK:
+                first = path not in _SAID
+                _SAID.add(path)
+            if first:
+                lines = ", ".join(f"{a}-{b}" if b > a else str(a) for a, b in part.lines)
+                log.warning("%s is a PyTorch extension's file: its binding (lines %s) is left out, which the tuner "
+                            "never runs, and its device code is compiled", source.name, lines)
+        return path, extra
 
     def headers(self, source: Path, frontend_argv: Sequence[str]) -> tuple[Path, ...]:
         """The files ``source`` reads outside the toolchain under these front-end arguments (``header_deps``,
@@ -253,6 +242,27 @@ def _ptx_of(source: Path) -> str:
 
 #: Front-end arguments that can change which headers are read.
 _INCLUDE_CHANGING = ("-D", "-U", "-I", "-std", "--std", "-include", "-isystem")
+
+
+def nvcc_input(source: Path, folder: Path) -> tuple[Path, list[str], DevicePart | None]:
+    """The file nvcc is given for ``source``, the arguments that come with it, and the device part where there is
+    one: ``-x cu`` for a suffix other than .cu (a .cuh of kernels: nvcc goes by the suffix); for a PyTorch
+    extension's file, its device part (``binding.device_part``: the binding left out, every line where it was)
+    written into ``folder`` once per content, with the source's folder searched for its quoted includes and what the
+    binding's headers brought the device code (fp16, bf16, fixed-width ints) included first."""
+    language = [] if source.suffix == ".cu" else ["-x", "cu"]
+    try:
+        text = source.read_text(errors="replace")
+    except OSError:  # the compile says so
+        return source, language, None
+    part = device_part(text)
+    if part is None:
+        return source, language, None
+    out = folder / f"{hashlib.sha256(text.encode()).hexdigest()[:16]}-{source.name}"
+    if not out.exists():
+        out.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(out, part.text)
+    return out, ["-I", str(source.parent), *BINDING_PRE_INCLUDES, *language], part
 
 
 def header_deps(nvcc: str, arch: str, source: Path, argv: Sequence[str],

@@ -115,3 +115,21 @@ def test_flash_attention_minimal_as_published_builds_the_code_of_its_hand_cut_ke
     kernel = "_Z14forward_kernelPKfS0_S0_iiiiiifPfS1_S1_"
     assert cubin_entries(published.path) == cubin_entries(by_hand.path) == [kernel]
     assert inspect_elf(published.path).code_hash == inspect_elf(by_hand.path).code_hash
+
+
+@needs_nvcc
+def test_a_runs_identity_counts_the_headers_of_the_device_part(tmp_path):
+    from compileiq_lab.kernels import load_kernel
+    from compileiq_lab.kernels.headers import headers_sha256
+
+    (tmp_path / "ext.cu").write_text(EXTENSION)
+    helper = tmp_path / "helpers.cuh"
+    helper.write_text("#pragma once\n")
+    spec = load_kernel(str(tmp_path / "ext.cu"))
+    first = headers_sha256(spec, "sm_90", "nvcc")
+    assert first is not None
+    helper.write_text("#pragma once\n__device__ inline int one() { return 1; }\n")
+    second = headers_sha256(spec, "sm_90", "nvcc")
+    assert second not in (None, first)  # the header the device part reads
+    (tmp_path / "unrelated.cuh").write_text("// not included\n")
+    assert headers_sha256(spec, "sm_90", "nvcc") == second  # scanned, not every header beside the file

@@ -363,3 +363,20 @@ def test_a_kernel_that_includes_cub_compiles_with_no_include_dir(tmp_path):
     out = CudaCompiler("sm_90", tmp_path / "w", 300).full(src, [], [])
     assert out.ok, out.error
     assert out.metrics["registers"] > 0
+
+
+@needs_nvcc
+def test_a_cuh_file_of_kernels_compiles_as_cuda(tmp_path):
+    from compileiq_lab.kernels import load_kernel
+
+    src = tmp_path / "kernels.cuh"
+    src.write_text('#pragma once\n#include "scale.h"\n__global__ void k(float* x) { x[threadIdx.x] = scale(1.0f); }\n')
+    (tmp_path / "scale.h").write_text("#pragma once\n__device__ inline float scale(float v) { return 2 * v; }\n")
+    spec = load_kernel(str(src))
+    assert spec.language == "cuda" and spec.source_path == src
+    cc = CudaCompiler("sm_90", tmp_path / "w", 300)
+    ptx = cc.ptx(src, [])
+    assert ptx.ok, ptx.error
+    assert ".entry _Z1kPf" in (ptx.path.read_text() if ptx.path else "")
+    assert cc.headers(src, []) == (tmp_path / "scale.h",)
+    assert cc.full(src, [], []).ok

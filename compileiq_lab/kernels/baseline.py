@@ -8,6 +8,7 @@ from pathlib import Path
 
 from compileiq_lab.kernels.spec import KernelSpec
 from compileiq_lab.measure.c_shim import C_ENTRY, SHIM_ERROR, calls_own_function
+from compileiq_lab.measure.entries import demangle
 from compileiq_lab.space.catalogs import Catalog
 from compileiq_lab.store.sqlite import EvalRecord
 
@@ -44,6 +45,9 @@ _C_PARSE_ERROR = re.compile(r"^(?P<file>[^\n]+?):\d+:\d+: error: (expected|stray
 #: -march: the ISA's), which an #if may test.
 _CONDITIONAL = re.compile(r"^\s*#\s*(if|ifdef|ifndef|elif|elifdef|elifndef)\b", re.MULTILINE)
 _STAGE_NAMES = {"frontend": "the front end (nvcc -ptx)", "backend": "ptxas", "c": "the C compiler"}
+#: ptxas on a device function the file declares and another file defines: every build here is whole-program (no
+#: relocatable device code, no device link, searched or fixed), so no control resolves it.
+_UNRESOLVED = re.compile(r"Unresolved extern function '([^']+)'")
 
 
 def baseline_stop_reason(kernel: KernelSpec, catalog: Catalog, record: EvalRecord) -> str | None:
@@ -91,6 +95,12 @@ def baseline_stop_reason(kernel: KernelSpec, catalog: Catalog, record: EvalRecor
     if stage and target:
         return (f"the kernel needs a newer GPU architecture than it is built for, and no searched control changes the "
                 f"target ({target}); build for a newer one (the CLI's --arch, KernelRun(arch=...))")
+    unresolved = sorted(set(_UNRESOLVED.findall(record.error)))
+    if stage and unresolved:
+        names = ", ".join(demangle(unresolved).values())
+        return (f"the kernel calls device functions that another file defines ({names}); every build here compiles "
+                "one file whole, without relocatable device code or a device link, so no control resolves them: put "
+                "their definitions in this file or in a header it includes")
     if stage and stage not in searched:
         names = ", ".join(_STAGE_NAMES.get(s, s) for s in sorted(searched)) or "none"
         return (f"the baseline fails in {_STAGE_NAMES.get(stage, stage)} and the searched controls ({names}) "

@@ -145,6 +145,10 @@ def test_baseline_verdict_stops_only_where_no_searched_control_can_help(tmp_path
     assert knobs.baseline_verdict(syntax) is None  # the -D knobs (BLOCK) go to the front end: search on
     assert "include" in (front.baseline_verdict(header) or "")  # no control brings a header back
     assert "CCCL" not in (front.baseline_verdict(header) or "")
+    extern = _failed("ptxas fatal   : Unresolved extern function '_Z6helperf'", "backend")  # defined in another file
+    for run in (ptxas_only, front):
+        why = run.baseline_verdict(extern) or ""
+        assert "another file defines (helper(float))" in why or "another file defines (_Z6helperf)" in why, why
     for cccl in ("k.cu:1:10: fatal error: cub/block/block_reduce.cuh: No such file or directory",
                  'k.cu(2): catastrophic error: cannot open source file "cuda/std/atomic"'):
         why = front.baseline_verdict(_failed(cccl, "frontend")) or ""

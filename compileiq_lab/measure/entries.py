@@ -330,11 +330,11 @@ def _arguments(name: str) -> list[list[str]]:
 
 
 def entry_pattern(kernel: str, kernels: Sequence[str], readable: dict[str, str] | None = None) -> str:
-    """A short entry that names ``kernel`` alone among ``kernels``: its C++ name where no other kernel has it, else
-    ``regex:`` with the kernel's name and the shortest
-    template argument (else two neighbouring ones, else a part) of its demangled name without qualifiers that no other
-    kernel has (``regex:gemm_device.*tuple<int, C<1> >`` for a CuTe GEMM's ``cute::tuple<int, cute::C<1> >``), written
-    without regular-expression operators but ``.*``; the mangled symbol where no such part exists.
+    """A short entry that names ``kernel`` alone among ``kernels``: its C++ name where no other kernel has it; else
+    ``regex:`` with the kernel's name and the shortest template argument (else two neighbouring ones, else a part) of
+    its demangled name without qualifiers that no other kernel has (``regex:gemm_device.*tuple<int, C<1> >`` for a
+    CuTe GEMM's ``cute::tuple<int, cute::C<1> >``), written without regular-expression operators but ``.*``; else
+    the mangled symbol.
 
     Args:
         kernel: One of ``kernels`` (mangled).
@@ -343,8 +343,8 @@ def entry_pattern(kernel: str, kernels: Sequence[str], readable: dict[str, str] 
     """
     readable = readable if readable is not None else demangle(kernels)
     full = readable.get(kernel, kernel)
-    qualified = _strip_templates(top_level(_split_params(full)[0].strip(), " ")[-1])
-    for plain in (top_level(qualified, "::")[-1], qualified):  # the C++ name, where it names this kernel alone
+    cpp_name = _strip_templates(top_level(_split_params(full)[0].strip(), " ")[-1])
+    for plain in (top_level(cpp_name, "::")[-1], cpp_name):  # the C++ name, where it names this kernel alone
         if plain and [k for k in kernels if _squash(plain) in _spellings(readable.get(k, k))] == [kernel]:
             return plain
     name = _unqualified(full)
@@ -359,8 +359,7 @@ def entry_pattern(kernel: str, kernels: Sequence[str], readable: dict[str, str] 
     part = min(single or pairs, key=len) if single or pairs else _unique_part(name, others)
     if part is None or len(part) > _LONG:  # a part as long as a long name: the symbol reads no worse
         return kernel
-    qualified = top_level(_split_params(name)[0].strip(), " ")[-1]
-    base = _strip_templates(qualified)
+    base = _strip_templates(top_level(_split_params(name)[0].strip(), " ")[-1])
     candidates = [f"{base}.*{part}", part] if base and base not in part and name.find(part) > name.find(base) >= 0 \
         else [part]
     for text in candidates:
@@ -423,8 +422,9 @@ def resolve_entry(name: str, entries: Sequence[str], where: str = "", source: st
     matches the kernels whose Itanium source name it is (``kern`` matches ``_Z4kernPf``, the instantiations
     ``_Z4kernIfEvPT_`` and ``_ZN2ns4kernEPfi``), and a demangled spelling (``ns::kern``, ``reduce6<float, 256>``,
     a full signature) the kernels whose demangled name reads so (whitespace ignored). ``regex:PATTERN`` (Nsight
-    Compute's form) names the one kernel in whose demangled name or mangled symbol the pattern is found: a CuTe
-    instantiation's name runs to thousands of characters, and the messages give each long name such an entry.
+    Compute's form) names the one kernel in whose demangled name, that name without qualifiers, or mangled symbol
+    the pattern is found: a CuTe instantiation's name runs to thousands of characters, and the messages give each
+    long name a short entry.
 
     Args:
         name: The entry as the user wrote it.
@@ -435,7 +435,7 @@ def resolve_entry(name: str, entries: Sequence[str], where: str = "", source: st
 
     Raises:
         ConfigurationError: No kernel matches (the message lists them all, demangled with the mangled name in
-            parentheses, a long name by the ``regex:`` entry that picks it), several do (overloads, template
+            parentheses, a long name by a short entry that picks it, ``entry_pattern``), several do (overloads, template
             instantiations: the message lists them), or a ``regex:`` entry does not compile.
     """
     kernels = list(dict.fromkeys(entries))
@@ -468,7 +468,7 @@ def resolve_entry(name: str, entries: Sequence[str], where: str = "", source: st
         raise ConfigurationError(
             f"{who}: `the entry names a kernel of the module (its C++ name, demangled signature or mangled symbol)` "
             f"must hold, but got {name!r}, and {found}. Pass one of these names (the mangled one always works"
-            + ("; a long one by the regex: entry listed" if any(len(readable[k]) > _LONG for k in kernels) else "")
+            + ("; a long one by the entry listed" if any(len(readable[k]) > _LONG for k in kernels) else "")
             + ")" + (f"; or, for the template: {hint}" if hint else "") + ".")
     first = readable[matches[0]]
     example = (entry_pattern(matches[0], kernels, readable) if len(first) > _LONG else first)

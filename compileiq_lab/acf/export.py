@@ -8,10 +8,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from compileiq_lab.acf.format import ACF, NO_BUILD
-from compileiq_lab.acf.shape import _rel_path_ok
+from compileiq_lab.acf.shape import ENTRY_NAME, _rel_path_ok
 from compileiq_lab.analysis.certify import certificate
 from compileiq_lab.exceptions import ConfigurationError
 from compileiq_lab.kernels.headers import changes_since
+from compileiq_lab.measure.entries import REGEX_PREFIX
 from compileiq_lab.measure.evaluator import config_argv
 from compileiq_lab.store.header import KernelMeta, Validation
 from compileiq_lab.toolchain.nvidia_acf import KEY as NVIDIA_ACF_KEY
@@ -67,6 +68,23 @@ def build_section(kernel: KernelSpec, bundled: bool, nvidia_acf: str | None = No
             files[acf.label] = {"file": rel, "sha256": acf.sha256}
         out["nvidia_acfs"] = files
     return out
+
+
+def _recorded_entry(entry: str | None, symbol: Any) -> str | None:
+    """The entry an ACF records: the run's, or, for a ``regex:`` entry with characters an ACF keeps out of a kernel
+    name (``^ + ? | { } \\``, which a shell reads), the symbol it found for the point.
+
+    Raises:
+        ConfigurationError: Such an entry whose symbol an ACF cannot hold either (over 1,024 characters).
+    """
+    if entry is None or not entry.startswith(REGEX_PREFIX) or ENTRY_NAME.match(entry):
+        return entry
+    if isinstance(symbol, str) and ENTRY_NAME.match(symbol):
+        return symbol
+    raise ConfigurationError(f"an ACF records the kernel's entry in letters, digits and _$.:<>,()*& ~[]-, but the "
+                             f"run's entry {entry!r} holds other characters and its kernel's symbol is too long to "
+                             "record; tune with a regex: entry made of those characters and .* (the run lists one), "
+                             "or the kernel's C++ name")
 
 
 def full_controls(kernel: KernelSpec, params: Mapping[str, Any]) -> dict[str, Any]:
@@ -138,6 +156,7 @@ def point_acf(results: Results, rec: EvalRecord, kernel: KernelSpec, catalog: Ca
         summary = _summary(validation, row, gpu, rec.detail.get("code_hash"), acf_name)
     own = results.baseline_scores_of(rec)  # the baseline its own GPU measured, on a cluster of several
     build = build_section(kernel, "kernel_path" not in facts.extra, controls.get(NVIDIA_ACF_KEY))
+    build["entry"] = _recorded_entry(kernel.entry, rec.detail.get("entry_symbol"))
     if facts.extra.get("headers_sha256"):
         build["headers_sha256"] = facts.extra["headers_sha256"]
     files = {label: f["file"] for label, f in build.get("nvidia_acfs", {}).items()}

@@ -11,7 +11,8 @@ from typing import Any
 from compileiq_lab.acf.argcheck import DEFINE as _DEFINE
 from compileiq_lab.acf.argcheck import acf_error as _fail
 
-__all__ = ["ACF_FORMAT", "ACF_FORMATS", "COMPILERS", "MAX_ACF_ARGS", "MAX_ACF_ENTRIES", "check_shape"]
+__all__ = ["ACF_FORMAT", "ACF_FORMATS", "COMPILERS", "ENTRY_NAME", "MAX_ACF_ARGS", "MAX_ACF_ENTRIES",
+           "check_shape"]
 
 #: The format version this writer writes.
 ACF_FORMAT = "compileiq-lab-acf/2"
@@ -43,7 +44,8 @@ _SHA256 = re.compile(r"[0-9a-f]{64}\Z")
 #: One name of a recorded path: printable, no separator (spaces and brackets are common in users' folder names; the
 #: paths are opened, never run through a shell)
 _PART = re.compile(r"[^/\\\x00-\x1f\x7f]{1,255}\Z")
-_ENTRY = re.compile(r"[A-Za-z0-9_$.:<>,()*& ~\[\]-]{1,1024}\Z")
+#: A kernel entry an ACF records: a name, mangled or demangled, with nothing a shell reads (no quotes or ;|$`\\).
+ENTRY_NAME = re.compile(r"[A-Za-z0-9_$.:<>,()*& ~\[\]-]{1,1024}\Z")
 #: validation: key -> (check, rule)
 _VALIDATION: dict[str, tuple[Callable[[Any], bool], str]] = {
     "speedup": (lambda v: _is_num(v) and v > 0, "a positive number"),
@@ -307,7 +309,7 @@ def _check_build(build: Any) -> None:
     if source is not None and not _rel_path_ok(source):
         raise _fail("build.source", "source is null or a relative path (letters, digits, _.+-, at most 8 leading ../)",
                     source, "Write the kernel file's path relative to the folder the ACF is used from.")
-    if entry is not None and not (isinstance(entry, str) and _ENTRY.match(entry)):
+    if entry is not None and not (isinstance(entry, str) and ENTRY_NAME.match(entry)):
         raise _fail("build.entry", "entry is null or a kernel name (mangled or demangled, no quotes or ;|$`\\)",
                     entry, "Write the kernel's name as the run recorded it.")
     dirs = build["include_dirs"]

@@ -334,3 +334,23 @@ def test_a_run_whose_every_output_is_wrong_stops_after_its_first_generation_and_
              "--store", "ok.db", cwd=tmp_path)
     assert ok.returncode == 0, ok.stderr
     assert load_results(str(tmp_path / "ok.db")).status == "finished"
+
+
+@needs_cuda
+def test_a_regex_entry_tunes_its_kernel_and_the_acf_records_a_name_it_can_hold(tmp_path):
+    src = tmp_path / "two.cu"
+    src.write_text("__global__ void k1(float* x) { x[0] = 1.0f; }\n__global__ void k2(float* x) { x[1] = 2.0f; }\n")
+    for entry, recorded in (("regex:^k2\\(", "_Z2k2Pf"),  # ^ ( \ are kept out of an ACF: the symbol it found
+                            ("regex:k2.*float", "regex:k2.*float")):  # an ACF holds this one as typed
+        acf = tmp_path / f"{len(recorded)}.acf"
+        out = cli("tune", str(src), "--entry", entry, "--space", "ptxas", "--objectives", "registers",
+                  "--generations", "1", "--store", f"{len(recorded)}.db", "--export", str(acf), cwd=tmp_path)
+        assert out.returncode == 0, out.stderr
+        assert json.loads(acf.read_text())["build"]["entry"] == recorded
+        again = cli("verify", str(acf), cwd=tmp_path)
+        assert again.returncode == 0 and "verify: OK" in again.stdout, again.stdout + again.stderr
+    from compileiq_lab.acf.export import _recorded_entry
+    from compileiq_lab.exceptions import ConfigurationError
+
+    with pytest.raises(ConfigurationError, match="its kernel's symbol is too long to record"):
+        _recorded_entry("regex:^gemm", "_Z" + "x" * 2000)

@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from compileiq_lab.kernels.spec import KernelSpec
+from compileiq_lab.measure.binding import device_part
 from compileiq_lab.measure.c_shim import C_ENTRY, SHIM_ERROR, calls_own_function
 from compileiq_lab.measure.entries import demangle
 from compileiq_lab.space.catalogs import Catalog
@@ -108,7 +109,7 @@ def baseline_stop_reason(kernel: KernelSpec, catalog: Catalog, record: EvalRecor
     if stage == "frontend" and catalog.compiler == "nvcc" and not kernel.defines and _SOURCE_ERROR.search(
             record.error):
         return (f"the kernel does not compile at the front end, and no searched control changes that (the source or a "
-                f"fixed argument is at fault): {first}")
+                f"fixed argument is at fault): {first}{_binding_note(kernel)}")
     if stage == "c" and calls_own_function(kernel):
         call = SHIM_ERROR.search(record.error)
         if call and "redefinition of" in call["what"] and C_ENTRY in call["what"]:
@@ -126,6 +127,19 @@ def baseline_stop_reason(kernel: KernelSpec, catalog: Catalog, record: EvalRecor
     if stage == "c" and not kernel.defines:
         return _c_syntax_error(kernel, record.error)
     return None
+
+
+def _binding_note(kernel: KernelSpec) -> str:
+    """What a front-end error of a PyTorch extension's file (compiled by its device part) may come from, or ""."""
+    try:
+        text = kernel.source_path.read_text(errors="replace")
+    except OSError:
+        return ""
+    if device_part(text) is None:
+        return ""
+    return ("; this is a PyTorch extension's file, compiled without its binding: a kernel or device function that "
+            "uses the framework's own C++ types (at::Half, c10::BFloat16, torch::PackedTensorAccessor) needs CUDA's "
+            "(__half, __nv_bfloat16, plain pointers) to compile without its headers")
 
 
 def _c_syntax_error(kernel: KernelSpec, error: str) -> str | None:

@@ -37,7 +37,7 @@ log = logging.getLogger(__name__)
 #: types and intrinsics, and the fixed-width integers (uint32_t) of <cstdint>.
 BINDING_PRE_INCLUDES = ("-include", "cuda_fp16.h", "-include", "cuda_bf16.h", "-include", "cstdint")
 #: The device parts whose left-out lines were said (once per process, however many compilers build the file).
-_SAID: set[Path] = set()
+_SAID: set[str] = set()
 _SAID_LOCK = threading.Lock()
 
 #: Limit for the one-line probe compile that asks whether the tools build for an arch: nvcc and ptxas start and
@@ -197,13 +197,14 @@ class CudaCompiler:
         written into the work folder); the lines a PyTorch extension's binding held are said once."""
         path, extra, part = nvcc_input(source, self.workdir / "device")
         if part is not None:
-            with _SAID_LOCK:
-                first = path not in _SAID
-                _SAID.add(path)
+            with _SAID_LOCK:  # by content: the canary's scratch compiler and the run's write copies of their own
+                first = path.name not in _SAID
+                _SAID.add(path.name)
             if first:
                 lines = ", ".join(f"{a}-{b}" if b > a else str(a) for a, b in part.lines)
-                log.warning("%s is a PyTorch extension's file: its binding (lines %s) is left out, which the tuner "
-                            "never runs, and its device code is compiled", source.name, lines)
+                log.warning("%s is a PyTorch extension's file: its binding (line%s %s) is left out, which the tuner "
+                            "never runs, and its device code is compiled", source.name,
+                            "s" if "," in lines or "-" in lines else "", lines)
         return path, extra
 
     def headers(self, source: Path, frontend_argv: Sequence[str]) -> tuple[Path, ...]:

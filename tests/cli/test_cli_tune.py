@@ -192,8 +192,9 @@ def test_bare_c_file_tunes_on_static_objectives(tmp_path):
      "front end (nvcc -ptx) and the searched controls (ptxas) cannot change that"),
     ('#include "not_there.cuh"\nextern "C" __global__ void k(float* x) { x[0] = 1.0f; }\n', "nvcc",
      "a file it includes is missing"),
-    ('#include <torch/extension.h>\n__global__ void k(float* x) { x[0] = 1.0f; }\n', "nvcc",
-     "it is the PyTorch binding's host code, which the tuner does not run: copy the __global__ kernels"),
+    ('#include <torch/extension.h>\n__global__ void k(at::Half* x) { x[0] = x[1]; }\n', "nvcc",
+     "this is a PyTorch extension's file, compiled without its binding: a kernel or device function that uses the "
+     "framework's own C++ types (at::Half"),
     ('extern "C" __global__ void k(float* x) { x[threadIdx.x] = not_declared; }\n', "nvcc",
      "does not compile at the front end, and no searched control changes that"),
 ])

@@ -171,5 +171,5 @@ def wrong_output_stop_reason(kernel: KernelSpec, records: Sequence[EvalRecord]) 
     return (f"the baseline and all {len(records) - 1} configs of the first generation computed wrong output "
             f"({'baseline' if first.is_baseline else 'first'}: {said}): no config computed what "
             f"{kernel.name}'s reference does, so the reference, the tolerances (kernel.toml's [check] rtol, atol), "
-            "the inputs or the launch is likelier at fault than the compiler's choices; fix that and tune again, or "
-            "remove [check] to search without an output check")
+            "the inputs or the launch is likelier at fault than the compiler's choices; fix that and tune again into "
+            "a new run store, or remove [check] to search without an output check")

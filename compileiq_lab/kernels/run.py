@@ -283,6 +283,9 @@ class KernelRun(ClusterStages):
         headers = self.headers_sha256()
         if headers is not None:
             extra = {"headers_sha256": headers, **extra}
+        spec = k.spec_sha256()
+        if spec is not None:  # the inputs and the output check: stored rows of another reference are not comparable
+            extra = {"spec_sha256": spec, **extra}
         if ref != k.name:
             extra = {"kernel_path": ref, **extra}
         if k.spec_file is None and k.entry:  # a bare file's entry, which a reopened run passes on as its entry

@@ -320,3 +320,13 @@ class KernelSpec:
     def source_sha256(self) -> str:
         """Return the SHA-256 hex digest of the source file's bytes."""
         return hashlib.sha256(self.source_path.read_bytes()).hexdigest()
+
+    def spec_sha256(self) -> str | None:
+        """SHA-256 of what decides a kernel folder's inputs and output check: its kernel.toml and reference.py bytes
+        (None for a bare file, which has neither)."""
+        if self.spec_file is None:
+            return None
+        h = hashlib.sha256()
+        for f in (self.spec_file, self.folder / REFERENCE_FILE):
+            h.update(f.name.encode() + b"\0" + (f.read_bytes() if f.is_file() else b"") + b"\0")
+        return h.hexdigest()

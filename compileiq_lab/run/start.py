@@ -65,6 +65,8 @@ _SETUP_WORDS = {
     "headers_sha256": "a header the kernel source includes changed since the run was stored (sha256 of the headers "
                       "{stored:.12} -> {given:.12})",
     "spec_entry": "kernel.toml names another entry than the run was stored with ({stored!r} -> {given!r})",
+    "spec_sha256": "the kernel folder's kernel.toml or reference.py changed since the run was stored (sha256 "
+                   "{stored:.12} -> {given:.12}), so its rows' inputs or output checks are not those of now",
 }
 
 
@@ -106,9 +108,9 @@ def prepare_store(store: RunStore, new: RunHeader) -> dict[str, Any]:
     if keys:  # a fact one side does not record is unknown, not different
         what = "; ".join(_SETUP_WORDS.get(k, f"{k}: stored {{stored!r}} vs given {{given!r}}").format(
             stored=stored_setup[k], given=given_setup[k]) for k in keys)
-        nothing = h.status == "baseline_failed" and not any(r.status == "ok" for r in store.records())
-        fix = (f"The stored run stopped after its baseline failed and holds no result: delete {store.path!r} "
-               "and run again, or use a new store path." if nothing else "Use a new store path.")
+        nothing = h.status in ("baseline_failed", "stopped") and not any(r.status == "ok" for r in store.records())
+        fix = (f"The stored run stopped early and holds no result: delete {store.path!r} and run again, or use a new "
+               "store path." if nothing else "Use a new store path.")
         raise StoreMismatchError(
             f"run store {store.path!r} holds a run of another setup ({what}); its results would not compare. {fix}")
     # the stored status stays until the run starts (opened to look at, a finished run still reads finished); a run of

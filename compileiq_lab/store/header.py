@@ -147,7 +147,8 @@ class KernelMeta:
                    extra={k: v for k, v in data.items() if k not in cls._KEYS})
 
     def identity(self) -> dict[str, Any]:
-        """What makes two kernel runs comparable: kernel, source and the headers it reads, catalog, objectives, arch,
+        """What makes two kernel runs comparable: kernel, source and the headers it reads, a kernel folder's
+        kernel.toml and reference.py (its inputs and output check), catalog, objectives, arch,
         toolchain and GPU model, and the build context a bare file is tuned in (its entry, launch block, include
         folders, defines and fixed arguments: none recorded means none given); not where the kernel was loaded from,
         the GPU's clocks of the day, or how the run was seeded. A kernel folder's entry (``spec_entry``) counts where
@@ -160,7 +161,8 @@ class KernelMeta:
                "catalog": self.catalog, "arch": self.arch, "objectives": list(self.objectives),
                "toolchain": dict(self.toolchain) or None, "gpu": gpu, "entry": self.extra.get("entry", ""),
                "block": self.extra.get("block", []), "build": build, "include_dirs": folders,
-               "headers_sha256": self.extra.get("headers_sha256"), "spec_entry": self.extra.get("spec_entry")}
+               "headers_sha256": self.extra.get("headers_sha256"), "spec_entry": self.extra.get("spec_entry"),
+               "spec_sha256": self.extra.get("spec_sha256")}
         return {k: v for k, v in out.items() if v is not None}
 
     def to_dict(self) -> dict[str, Any]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 import logging
 import os
 import re
@@ -13,7 +12,17 @@ from pathlib import Path
 from typing import NamedTuple
 
 from compileiq_lab.exceptions import ConfigurationError
+from compileiq_lab.measure import cppnames
 from compileiq_lab.measure.binary import _is_entry, _symbols
+from compileiq_lab.measure.cppnames import (
+    LONG_NAME,
+    REGEX_PREFIX,
+    matching,
+    spellings,
+    split_params,
+    squash,
+    strip_templates,
+)
 from compileiq_lab.measure.templates import instantiation_hint, top_level
 from compileiq_lab.toolchain.tools import find_tool, run_tool
 
@@ -80,23 +89,11 @@ def ptx_param_types(ptx_text: str, entry: str) -> list[str] | None:
     return None
 
 
-def _split_params(readable: str) -> tuple[str, str | None]:
-    """A demangled signature split before its parameter list (the last top-level parentheses, kept with them):
-    ``("void k<float>", "(float*, int)")``; (``readable``, None) for a name without one."""
-    if readable.endswith(")"):
-        depth = 0
-        for i in range(len(readable) - 1, -1, -1):
-            depth += {")": 1, "(": -1}.get(readable[i], 0)
-            if depth == 0:
-                return readable[:i], readable[i:]
-    return readable, None
-
-
 def cpp_param_types(readable: str) -> list[str] | None:
     """The C++ parameter types of a kernel's demangled signature (``demangle``'s), as the demangler writes them
     (``['float const*', 'unsigned long']``), or None for a name without a parameter list (an ``extern "C"`` kernel's,
     or one no demangler read)."""
-    _, params = _split_params(readable)
+    _, params = split_params(readable)
     if params is None:
         return None
     inner = params[1:-1].strip()
@@ -198,174 +195,19 @@ def _source_name(mangled: str) -> str | None:
     return last or None
 
 
-def _strip_templates(name: str) -> str:
-    """``ns::kern<float, 4>`` -> ``ns::kern``: template argument lists removed."""
-    out, depth = [], 0
-    for c in name:
-        depth += c == "<"
-        if depth == 0:
-            out.append(c)
-        depth -= c == ">" and depth > 0
-    return "".join(out)
-
-
-#: An integer literal's suffix, as a demangler writes template arguments (``512u``) and a user may not (``512``).
-_INT_SUFFIX = re.compile(r"\b(\d+)[uUlL]+\b")
-
-
-def _squash(text: str) -> str:
-    """A spelling compared without whitespace and integer suffixes (``reduce6<float,512,true>`` reads as the
-    demangled ``reduce6<float, 512u, true>``)."""
-    return _INT_SUFFIX.sub(r"\1", "".join(text.split()))
-
-
-def _spellings(readable: str) -> set[str]:
-    """The ways a user may write a demangled kernel name, whitespace removed: the full signature, without its
-    return type, the qualified name with and without template arguments, and its last component."""
-    forms = {readable}
-    readable, found = _split_params(readable)
-    params = found or ""
-    qualified = top_level(readable.strip(), " ")[-1]
-    bare = _strip_templates(qualified)
-    forms |= {qualified + params, qualified, bare, top_level(qualified, "::")[-1], top_level(bare, "::")[-1]}
-    return {_squash(f) for f in forms if f}
-
-
 #: Namespaces of the CUDA libraries whose kernels a user's file may instantiate (CUB, Thrust, libcu++, cuBLASLt...).
 _LIBRARIES = ("cub::", "thrust::", "cuda::", "cute::", "cutlass::", "CUB_", "THRUST_")
 
 
 #: A message lists at most this many kernels.
 _LISTED = 12
-#: An entry written as Nsight Compute's ``--kernel-name regex:...``: a Python regular expression searched for in each
-#: kernel's demangled name, in that name without qualifiers (``tuple<int, C<1> >`` for ``cute::tuple<int, cute::C<1>
-#: >``) and in its mangled symbol; it must find exactly one kernel.
-REGEX_PREFIX = "regex:"
-#: A kernel whose demangled name is longer than this (a CuTe or CUTLASS instantiation runs to thousands of characters)
-#: is listed by its first ``_HEAD`` characters and a ``regex:`` pattern that picks it alone.
-_LONG = 160
+#: How much of a long name a message shows.
 _HEAD = 72
-#: Characters a regular expression reads as operators: a suggested pattern's literal parts hold none of them, so it
-#: reads the same in a shell's single quotes, a TOML string and an ACF.
-_REGEX_SPECIAL = frozenset(".^$*+?{}[]|()\\")
-#: Where a literal part of a suggested pattern may start: the name's start, or after one of these.
-_TOKEN_START = frozenset(" <,(:")
-#: Where a literal part of a suggested pattern is extended to: before one of these, or the name's end.
-_TOKEN_END = frozenset(" <>,()")
-
-
-#: The qualifiers of a demangled name (``cute::``, ``a::b::``, ``(anonymous namespace)::``).
-_QUALIFIERS = re.compile(r"(?:\(anonymous namespace\)::|\b[A-Za-z_]\w*::)+")
-
-
-def _unqualified(name: str) -> str:
-    """A demangled name without its namespace and class qualifiers, as a file that uses them may write its types
-    (``void gemm<cute::C<1> >(float*)`` -> ``void gemm<C<1> >(float*)``)."""
-    return _QUALIFIERS.sub("", name)
-
-
-def _forms(kernel: str, readable: dict[str, str]) -> tuple[str, ...]:
-    """What a ``regex:`` entry is searched in: the kernel's demangled name, that name without qualifiers, and its
-    mangled symbol."""
-    name = readable.get(kernel, kernel)
-    return name, _unqualified(name), kernel
-
-
-def _matching(pattern: re.Pattern[str], kernels: Sequence[str], readable: dict[str, str]) -> list[str]:
-    """The kernels in one of whose ``_forms`` ``pattern`` is found."""
-    return [k for k in kernels if any(pattern.search(f) for f in _forms(k, readable))]
-
-
-def _unique_part(name: str, others: Sequence[str]) -> str | None:
-    """The shortest part of ``name`` found in none of ``others``: it starts at a token, ends at one, and holds no
-    regular-expression operator (None where no such part exists)."""
-    best: str | None = None
-    stops, stop = [0] * len(name), len(name)  # stops[i]: where the first operator at or after i is
-    for i in range(len(name) - 1, -1, -1):
-        stop = i if name[i] in _REGEX_SPECIAL else stop
-        stops[i] = stop
-    for i in range(len(name)):
-        if (i and name[i - 1] not in _TOKEN_START) or name[i] in _REGEX_SPECIAL or name[i] == " ":
-            continue
-        limit = stops[i]
-        if any(name[i:limit] in o for o in others):
-            continue  # not unique even as long as it can be
-        lo, hi = i + 1, limit  # the shortest unique end: uniqueness only grows with the length
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if any(name[i:mid] in o for o in others):
-                lo = mid + 1
-            else:
-                hi = mid
-        end = lo
-        while end < limit and (name[end] not in _TOKEN_END or name[end - 1] == " "):
-            end += 1  # to the end of a token (and never after a space)
-        part = name[i:end]
-        if best is None or len(part) < len(best):
-            best = part
-    return best
-
-
-def _arguments(name: str) -> list[list[str]]:
-    """The template arguments and parameter types of a demangled name, one list per bracket (nested ones too:
-    ``cute::C<1>`` and the ``cute::tuple<int, cute::C<1> >`` around it), each with its neighbours joined to it
-    (``int, cute::C<1>``), as written there."""
-    lists: list[list[tuple[int, int]]] = []
-    found: list[list[str]] = []
-    starts: list[int] = []
-    for i, c in enumerate(name):
-        if c in "<(":
-            starts.append(i + 1)
-            lists.append([])
-        elif c in ",>)" and starts:
-            lists[-1].append((starts[-1], i))
-            if c == ",":
-                starts[-1] = i + 1
-                continue
-            starts.pop()
-            spans = lists.pop()
-            found.append([name[a:b].strip() for a, b in spans])
-            found.append([name[a:d].strip() for (a, _), (_, d) in itertools.pairwise(spans)])
-    return [[a for a in group if a] for group in found]
 
 
 def entry_pattern(kernel: str, kernels: Sequence[str], readable: dict[str, str] | None = None) -> str:
-    """A short entry that names ``kernel`` alone among ``kernels``: its C++ name where no other kernel has it; else
-    ``regex:`` with the kernel's name and the shortest template argument (else two neighbouring ones, else a part) of
-    its demangled name without qualifiers that no other kernel has (``regex:gemm_device.*tuple<int, C<1> >`` for a
-    CuTe GEMM's ``cute::tuple<int, cute::C<1> >``), written without regular-expression operators but ``.*``; else
-    the mangled symbol.
-
-    Args:
-        kernel: One of ``kernels`` (mangled).
-        kernels: The module's kernels.
-        readable: Demangled names by kernel (``demangle``'s); demangled here when not given.
-    """
-    readable = readable if readable is not None else demangle(kernels)
-    full = readable.get(kernel, kernel)
-    cpp_name = _strip_templates(top_level(_split_params(full)[0].strip(), " ")[-1])
-    for plain in (top_level(cpp_name, "::")[-1], cpp_name):  # the C++ name, where it names this kernel alone
-        if plain and [k for k in kernels if _squash(plain) in _spellings(readable.get(k, k))] == [kernel]:
-            return plain
-    name = _unqualified(full)
-    others = [f for k in kernels if k != kernel for f in _forms(k, readable)]
-
-    def unique(part: str) -> bool:
-        return (re.search("[A-Za-z_]", part) is not None and not _REGEX_SPECIAL.intersection(part)
-                and not any(part in o for o in others))
-    groups = _arguments(name)  # a whole type (C<129>, not 129) reads better than a piece of one
-    single = [a for g in groups[0::2] for a in g if unique(a)]
-    pairs = [a for g in groups[1::2] for a in g if unique(a)]
-    part = min(single or pairs, key=len) if single or pairs else _unique_part(name, others)
-    if part is None or len(part) > _LONG:  # a part as long as a long name: the symbol reads no worse
-        return kernel
-    base = _strip_templates(top_level(_split_params(name)[0].strip(), " ")[-1])
-    candidates = [f"{base}.*{part}", part] if base and base not in part and name.find(part) > name.find(base) >= 0 \
-        else [part]
-    for text in candidates:
-        if _matching(re.compile(text), kernels, readable) == [kernel]:
-            return REGEX_PREFIX + text
-    return kernel
+    """``cppnames.entry_pattern``, the names demangled here when not given."""
+    return cppnames.entry_pattern(kernel, kernels, readable if readable is not None else demangle(kernels))
 
 
 def _listing(kernels: Sequence[str], readable: dict[str, str], among: Sequence[str] | None = None) -> str:
@@ -378,7 +220,7 @@ def _listing(kernels: Sequence[str], readable: dict[str, str], among: Sequence[s
 
     def shown(k: str) -> str:
         name = readable[k]
-        if len(name) > _LONG:
+        if len(name) > LONG_NAME:
             return (f"{name[:_HEAD].rstrip()}... ({len(name):,} characters; entry "
                     f"{entry_pattern(k, among if among is not None else kernels, readable)})")
         return f"{name} ({k})" if name != k else k
@@ -404,7 +246,7 @@ def _resolve_pattern(name: str, kernels: Sequence[str], who: str) -> str:
             f"{exc}. Put a backslash before a ( ) [ ] * + ? or . meant literally, or pass a name the run lists"
         ) from exc
     readable = demangle(kernels)
-    found = _matching(pattern, kernels, readable)
+    found = matching(pattern, kernels, readable)
     if len(found) == 1:
         return found[0]
     rule = "the regex: entry is found in exactly one kernel's name (demangled, without qualifiers, or mangled)"
@@ -449,13 +291,13 @@ def resolve_entry(name: str, entries: Sequence[str], where: str = "", source: st
     if len(matches) == 1:
         return matches[0]
     readable = demangle(kernels)
-    want = _squash(name)
-    matches += [k for k in kernels if k not in matches and want in _spellings(readable[k])]
+    want = squash(name)
+    matches += [k for k in kernels if k not in matches and want in spellings(readable[k])]
     if len(matches) == 1:
         return matches[0]
     if not matches:
-        bare = _squash(_strip_templates(name))
-        named = [k for k in kernels if bare in _spellings(readable[k])]  # another instantiation of the template
+        bare = squash(strip_templates(name))
+        named = [k for k in kernels if bare in spellings(readable[k])]  # another instantiation of the template
         if not kernels:
             hint = instantiation_hint(source, name) or ("A template __global__ kernel has code only once instantiated: "
                                                         "add one (`template __global__ void k<256>(float*);`)")
@@ -468,10 +310,10 @@ def resolve_entry(name: str, entries: Sequence[str], where: str = "", source: st
         raise ConfigurationError(
             f"{who}: `the entry names a kernel of the module (its C++ name, demangled signature or mangled symbol)` "
             f"must hold, but got {name!r}, and {found}. Pass one of these names (the mangled one always works"
-            + ("; a long one by the entry listed" if any(len(readable[k]) > _LONG for k in kernels) else "")
+            + ("; a long one by the entry listed" if any(len(readable[k]) > LONG_NAME for k in kernels) else "")
             + ")" + (f"; or, for the template: {hint}" if hint else "") + ".")
     first = readable[matches[0]]
-    example = (entry_pattern(matches[0], kernels, readable) if len(first) > _LONG else first)
+    example = (entry_pattern(matches[0], kernels, readable) if len(first) > LONG_NAME else first)
     raise ConfigurationError(
         f"{who}: `the entry names exactly one kernel` must hold, but got {name!r}, which names {len(matches)} "
         f"(overloads or template instantiations): {_listing(matches, readable, kernels)}. Pass one of the mangled "

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from compileiq_lab.exceptions import ConfigurationError
-from compileiq_lab.measure import entries
+from compileiq_lab.measure import cppnames, entries
 from compileiq_lab.measure.binary import inspect_elf
 from compileiq_lab.measure.entries import cubin_entries, demangle, ptx_entries, resolve_entry
 from compileiq_lab.testing import tool_available
@@ -371,7 +371,7 @@ def test_instantiations_with_long_names_are_picked_by_the_regex_entries_listed(t
     assert res.returncode == 0, res.tail()
     kernels = cubin_entries(cubin)
     readable = demangle(kernels)
-    assert len(kernels) == 2 and all(len(readable[k]) > entries._LONG for k in kernels)
+    assert len(kernels) == 2 and all(len(readable[k]) > cppnames.LONG_NAME for k in kernels)
     with pytest.raises(ConfigurationError) as amb:
         resolve_entry("gemm_device", kernels, "long.cu")
     listed = re.findall(r"entry (regex:[^;)]*\)?)\)", str(amb.value))

@@ -93,7 +93,7 @@ class RunForm:
     def __init__(self, folder: str = "compileiq_runs") -> None:
         kernels = [TOY, *list_kernels()]
         self.kernel = w.Dropdown(options=kernels, value=TOY, description="kernel", style=_STYLE)
-        self.path = w.Text(placeholder="or a kernel folder / .cu / .c file, or a run store (.db) to replay",
+        self.path = w.Text(placeholder="or a kernel folder / .cu / .cuh / .c file, or a run store (.db) to replay",
                            description="path", style=_STYLE, layout={"width": "420px"})
         self.include = w.Text(placeholder="folders of its headers, comma-separated", description="include dirs (-I)",
                               style=_STYLE, layout={"width": "420px", "display": _HIDDEN},

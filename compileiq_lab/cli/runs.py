@@ -52,7 +52,7 @@ def add_run_parsers(sub: Any) -> None:
     v = _sub(sub, "verify", "recompile a kernel with an ACF's controls and compare the machine-code hash",
              "compileiq-lab verify best.acf")
     v.add_argument("acf")
-    v.add_argument("--kernel", default=None, help="kernel name, folder or .cu/.ptx/.c file (default: the ACF's "
+    v.add_argument("--kernel", default=None, help="kernel name, folder or .cu/.cuh/.ptx/.c file (default: the ACF's "
                                                   "build.source or its bundled kernel)")
     v.add_argument("--full-nvcc", action="store_true", help="rebuild with one nvcc call instead of nvcc -ptx + ptxas")
     v.add_argument("--ignore-changes", action="store_true",

@@ -70,7 +70,7 @@ def add_tune_parser(sub: Any) -> None:
                     "--objectives registers,sass_instructions\n"
                     "  compileiq-lab tune softmax.cu -I include --entry softmax_kernel4 --define BLOCK=256 -- "
                     "-std=c++17 --expt-relaxed-constexpr")
-    t.add_argument("kernel", help="bundled kernel name, kernel folder, a bare .cu/.ptx/.c file, or "
+    t.add_argument("kernel", help="bundled kernel name, kernel folder, a bare .cu/.cuh/.ptx/.c file, or "
                                   "triton:FILE.py:FUNCTION (a @triton.jit kernel; see --signature)")
     add_build_arguments(t)
     add_triton_arguments(t)

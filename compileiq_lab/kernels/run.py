@@ -61,7 +61,7 @@ class KernelRun(ClusterStages):
     from a stored run's header (``from_header``) or an ACF (``from_acf``).
 
     Args:
-        kernel: A bundled kernel name, a kernel folder (kernel.toml), a .cu/.ptx/.c file, or a loaded KernelSpec.
+        kernel: A bundled kernel name, a kernel folder (kernel.toml), a .cu/.cuh/.ptx/.c file, or a loaded KernelSpec.
         catalog: A catalog name (restricted to what the installed compiler supports) or a Catalog used as
             it is; default: nvcc for CUDA kernels, gcc for C kernels.
         objectives: Objective names (see ``compileiq_lab.space.METRICS``); default: by target

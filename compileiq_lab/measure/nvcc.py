@@ -129,6 +129,7 @@ class CudaCompiler:
         self._locks: dict[str, threading.Lock] = {}
         self._guard = threading.Lock()
         self.ptx_hits = self.ptx_misses = 0
+        self._views: dict[tuple[Path, str], tuple[Path, list[str]]] = {}  # (source, its sha256) -> nvcc's input
 
     def _key(self, *parts: object) -> str:
         return hashlib.sha256("\0".join(map(str, parts)).encode()).hexdigest()[:24]
@@ -194,8 +195,19 @@ class CudaCompiler:
 
     def compiled(self, source: Path) -> tuple[Path, list[str]]:
         """The file nvcc is given for ``source`` and the arguments that come with it (``nvcc_input``, its device part
-        written into the work folder); the lines a PyTorch extension's binding held are said once."""
+        written into the work folder), worked out once per content of the source (every compile of a candidate asks);
+        the lines a PyTorch extension's binding held are said once."""
+        try:
+            key = (source, hashlib.sha256(source.read_bytes()).hexdigest())
+        except OSError:  # the compile says so
+            return source, []
+        with self._guard:
+            view = self._views.get(key)
+        if view is not None:
+            return view
         path, extra, part = nvcc_input(source, self.workdir / "device")
+        with self._guard:
+            self._views[key] = (path, extra)
         if part is not None:
             with _SAID_LOCK:  # by content: the canary's scratch compiler and the run's write copies of their own
                 first = path.name not in _SAID
@@ -210,11 +222,11 @@ class CudaCompiler:
     def headers(self, source: Path, frontend_argv: Sequence[str]) -> tuple[Path, ...]:
         """The files ``source`` reads outside the toolchain under these front-end arguments (``header_deps``,
         asked once per include-changing argument set)."""
-        source, extra = self.compiled(source)
         wanted = tuple(a for a in frontend_argv if a.startswith(_INCLUDE_CHANGING))
         with self._guard:
             deps = self._deps.get(wanted)
         if deps is None:
+            source, extra = self.compiled(source)
             try:
                 deps = header_deps(self.nvcc, self.arch, source, [*self.context.argv(), *extra, *wanted],
                                    min(self.timeout_s, DEPS_TIMEOUT_S))

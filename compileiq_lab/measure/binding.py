@@ -33,33 +33,25 @@ class DevicePart:
     lines: tuple[tuple[int, int], ...]
 
 
+#: Comments and string and character literals (an unterminated one ends with its line), as ``templates`` blanks them
+#: before it scans a source.
+_NOISE = re.compile(r"""//[^\n]*|/\*.*?(?:\*/|\Z)|"(?:\\.|[^"\\\n])*(?P<close>"?)|'(?:\\.|[^'\\\n])*'?""", re.S)
+
+
+def _blank(text: str) -> str:
+    return re.sub(r"[^\n]", " ", text)
+
+
 def _masked(text: str) -> str:
-    """``text`` with comments and string and character literals as spaces (newlines kept), so that braces and
-    words are read as code only."""
-    out = list(text)
-    i, n = 0, len(text)
-    while i < n:
-        two = text[i:i + 2]
-        if two in ("//", "/*"):
-            end = text.find("\n" if two == "//" else "*/", i + 2)
-            end = n if end < 0 else end + (0 if two == "//" else 2)
-        elif text[i] in "\"'":
-            end, quote = i + 1, text[i]
-            while end < n and text[end] not in (quote, "\n"):
-                end += 2 if text[end] == "\\" else 1
-            end = min(end + 1, n)
-            if quote == '"':  # keep the quotes of a string (an extern "C"); blank its inside
-                for k in range(i + 1, end - 1):
-                    out[k] = " " if out[k] != "\n" else "\n"
-                i = end
-                continue
-        else:
-            i += 1
-            continue
-        for k in range(i, end):
-            out[k] = " " if text[k] != "\n" else "\n"
-        i = end
-    return "".join(out)
+    """``text`` with comments and string and character literals as spaces (newlines kept; a string keeps its quotes,
+    an ``extern "C"``), so that braces and words are read as code only."""
+    def blanked(m: re.Match[str]) -> str:
+        found = m.group()
+        if not found.startswith('"'):
+            return _blank(found)
+        closed = len(m.group("close"))
+        return '"' + _blank(found[1:len(found) - closed]) + '"' * closed
+    return _NOISE.sub(blanked, text)
 
 
 def _units(code: str, text: str) -> list[tuple[int, int, str]]:

@@ -1,4 +1,5 @@
-"""When a kernel run stops after its baseline: no searched control can change what made the defaults fail."""
+"""When a kernel run stops early: after its baseline, when no searched control can change what made the defaults
+fail, or after its first generation, when every output so far was wrong."""
 
 from __future__ import annotations
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import atexit
 import dataclasses
 import logging
 import os
@@ -30,6 +29,7 @@ from compileiq_lab.kernels.choices import (
 from compileiq_lab.kernels.headers import changes_since, headers_sha256
 from compileiq_lab.kernels.load import adapt_kernel, kernel_ref, load_kernel
 from compileiq_lab.kernels.reopen import RecordedPoint, acf_arguments, header_arguments
+from compileiq_lab.kernels.scratch import scratch_folder
 from compileiq_lab.kernels.signature import launch_types
 from compileiq_lab.kernels.spec import GPU_LANGUAGES, KernelSpec
 from compileiq_lab.kernels.stages import ClusterStages, portable
@@ -74,7 +74,7 @@ class KernelRun(ClusterStages):
         unsafe_math: Also search precision-changing controls (named ones are always kept).
         two_stage: CUDA: nvcc -ptx once per front-end set, then ptxas (else one full nvcc call each).
         timeout_s: Limit per compiler call and per run.
-        workdir: Scratch folder (a temporary one, removed at exit, if None).
+        workdir: Scratch folder (a temporary one, removed at exit, if None: ``kernels.scratch.scratch_folder``).
         workers: Evaluations at once; default: 1 when CPU runs are timed, else the CPU count.
         gpu_options: How GPU candidates are timed.
         gpu_backend: The GPU worker's backend (``"module:Class"``; a stand-in for tests without a GPU).
@@ -141,7 +141,7 @@ class KernelRun(ClusterStages):
             self.arch = arch or (gpu_arch() if runs else None) or DEFAULT_ARCH
         else:
             self.arch = None
-        self.workdir = Path(workdir).resolve() if workdir is not None else _scratch()
+        self.workdir = Path(workdir).resolve() if workdir is not None else scratch_folder()
         self.timeout_s, self.measures = timeout_s, measure
         self._two_stage, self._link = two_stage, bool(runs)
         self._backend: Backend | None = None
@@ -390,9 +390,3 @@ class KernelRun(ClusterStages):
         cache the search uses): elsewhere, nothing is cached for the run, e.g. a check before the search."""
         return run_backend(self.kernel, self.catalog, self.arch or DEFAULT_ARCH, Path(folder or self.workdir),
                            self.timeout_s, two_stage=self._two_stage, link=self._link)
-
-
-def _scratch() -> Path:
-    path = tempfile.mkdtemp(prefix="compileiq-")
-    atexit.register(shutil.rmtree, path, True)  # scratch only: results live in the run store
-    return Path(path)

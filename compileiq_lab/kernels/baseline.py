@@ -7,6 +7,7 @@ import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from compileiq_lab.kernels.cudalibs import library_header_note, missing_library_note
 from compileiq_lab.kernels.spec import KernelSpec
 from compileiq_lab.measure.binding import device_part
 from compileiq_lab.measure.c_shim import C_ENTRY, SHIM_ERROR, calls_own_function
@@ -52,9 +53,11 @@ _STAGE_NAMES = {"frontend": "the front end (nvcc -ptx)", "backend": "ptxas", "c"
 _UNRESOLVED = re.compile(r"Unresolved extern function '([^']+)'")
 
 
-def baseline_stop_reason(kernel: KernelSpec, catalog: Catalog, record: EvalRecord) -> str | None:
+def baseline_stop_reason(kernel: KernelSpec, catalog: Catalog, record: EvalRecord,
+                         cuda_version: str | None = None) -> str | None:
     """Why a search of ``catalog``'s controls (and the kernel's -D knobs) cannot get anywhere after this
-    baseline evaluation, or None to search on.
+    baseline evaluation, or None to search on. ``cuda_version``: the nvcc's CUDA release (``13.0``), named in the fix
+    for a CUDA library's header that is missing or of another release.
 
     The rule: the baseline (compiler defaults) failed, and no searched control can change what failed:
     the failing compile stage has no control in the searched space (a front-end error under a ptxas-only
@@ -83,6 +86,9 @@ def baseline_stop_reason(kernel: KernelSpec, catalog: Catalog, record: EvalRecor
                 "Thrust, libcu++), which a CUDA toolkit's nvcc finds by itself and the PyPI toolchain has only with "
                 "its CCCL wheel: pip install 'compileiq-lab[cuda]' (it pins nvidia-cuda-cccl to the nvcc), or "
                 "nvidia-cuda-cccl of the nvcc's CUDA version, or use a CUDA toolkit")
+    library = missing_library_note(missing, cuda_version) if stage and missing else None
+    if library:
+        return f"the kernel does not compile: a file it includes is missing ({missing}); {library}"
     if stage and missing:
         binding = _BINDING.search(missing)
         framework = binding.group("framework") if binding else ""
@@ -109,8 +115,10 @@ def baseline_stop_reason(kernel: KernelSpec, catalog: Catalog, record: EvalRecor
                 f"cannot change that: {first}")
     if stage == "frontend" and catalog.compiler == "nvcc" and not kernel.defines and _SOURCE_ERROR.search(
             record.error):
-        return (f"the kernel does not compile at the front end, and no searched control changes that (the source or a "
-                f"fixed argument is at fault): {first}{_binding_note(kernel)}")
+        library = library_header_note(record.error, cuda_version)
+        fault = "" if library else " (the source or a fixed argument is at fault)"
+        return (f"the kernel does not compile at the front end, and no searched control changes that{fault}: {first}"
+                f"{library or _binding_note(kernel)}")
     if stage == "c" and calls_own_function(kernel):
         call = SHIM_ERROR.search(record.error)
         if call and "redefinition of" in call["what"] and C_ENTRY in call["what"]:

@@ -26,6 +26,7 @@ from compileiq_lab.kernels.choices import (
     run_target,
     without_avx512,
 )
+from compileiq_lab.kernels.cudalibs import cuda_version
 from compileiq_lab.kernels.headers import changes_since, headers_sha256
 from compileiq_lab.kernels.load import adapt_kernel, kernel_ref, load_kernel
 from compileiq_lab.kernels.reopen import RecordedPoint, acf_arguments, header_arguments
@@ -246,11 +247,11 @@ class KernelRun(ClusterStages):
             shutil.rmtree(scratch, ignore_errors=True)
         return outcome.status, sum(v for k, v in outcome.metrics.items() if k.endswith("_time_s"))
 
-
     def baseline_verdict(self, record: EvalRecord) -> str | None:
         """Why a search cannot get anywhere after this baseline evaluation, or None to search on (the one rule,
         used by the CLI and the lab alike: ``compileiq_lab.kernels.baseline.baseline_stop_reason``)."""
-        return baseline_stop_reason(self.kernel, self.catalog, record)
+        version = cuda_version(self.toolchain()) if self.kernel.language in GPU_LANGUAGES else None
+        return baseline_stop_reason(self.kernel, self.catalog, record, cuda_version=version)
 
     def first_generation_verdict(self, records: list[EvalRecord]) -> str | None:
         """Why a search stops once its first generation has ended with no config ok, or None to search on: every

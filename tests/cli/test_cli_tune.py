@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -206,6 +207,45 @@ def test_a_baseline_no_control_can_fix_stops_the_run(tmp_path, source, space, wh
     assert out.returncode == 1 and why in out.stderr and "Traceback" not in out.stderr, out.stderr
     res = load_results(str(tmp_path / "b.db"))
     assert len(res) == 1 and res.status == "baseline_failed" and why in res.header.stop_reason
+
+
+def _nvcc_finds(header: str, tmp_path: Path) -> bool:
+    probe = tmp_path / "probe.cu"
+    probe.write_text(f"#include <{header}>\n")
+    return subprocess.run(["nvcc", "-E", str(probe), "-o", str(tmp_path / "probe.ii")],
+                          capture_output=True).returncode == 0
+
+
+@needs_cuda
+def test_a_missing_cuda_library_header_is_named_with_the_library_and_the_nvcc_release(tmp_path):
+    if _nvcc_finds("cublas_v2.h", tmp_path):
+        pytest.skip("this nvcc finds cuBLAS's headers")
+    src = tmp_path / "bench.cu"  # as llm.c's dev/cuda/common.h does: a cuBLAS reference in the host code
+    src.write_text('#include <cublas_v2.h>\nextern "C" __global__ void k(float* x) { x[threadIdx.x] = 1.0f; }\n')
+    out = cli("tune", str(src), "--space", "nvcc", "--objectives", "registers", "--generations", "2", "--store",
+              "b.db", cwd=tmp_path)
+    release = re.search(r"release (\d+\.\d+)", subprocess.run(["nvcc", "--version"], capture_output=True,
+                                                              text=True).stdout)[1]
+    why = (f"cublas_v2.h: No such file or directory); it is cuBLAS's header, a CUDA library nvcc does not come with, "
+           f"which the kernel file includes: install cuBLAS for CUDA {release}")
+    assert out.returncode == 1 and why in out.stderr and "pip install the nvidia-cublas release" in out.stderr, \
+        out.stderr
+    assert why in load_results(str(tmp_path / "b.db")).header.stop_reason
+
+
+@needs_cuda
+def test_a_front_end_error_in_a_cuda_library_header_says_its_release_must_fit_the_nvcc(tmp_path):
+    inc = tmp_path / "newer"  # a cuBLAS header of a later release, using what this nvcc's runtime headers lack
+    inc.mkdir()
+    (inc / "cublas_api.h").write_text("#pragma once\n"
+                                      "inline int support() { return (int)cudaDevAttrOfALaterRelease; }\n")
+    src = tmp_path / "bench.cu"
+    src.write_text('#include <cublas_api.h>\nextern "C" __global__ void k(float* x) { x[threadIdx.x] = 1.0f; }\n')
+    out = cli("tune", str(src), "-I", str(inc), "--space", "nvcc", "--objectives", "registers", "--generations", "2",
+              "--store", "b.db", cwd=tmp_path)
+    assert out.returncode == 1, out.stderr
+    assert "cublas_api.h(2): error" in out.stderr and "the error is in cuBLAS's header cublas_api.h, whose release " \
+        "must fit the nvcc's (CUDA 1" in out.stderr and "the source or a fixed argument" not in out.stderr, out.stderr
 
 
 @needs_gcc

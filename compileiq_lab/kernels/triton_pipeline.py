@@ -19,6 +19,7 @@ from typing import Any
 
 from compileiq_lab.exceptions import ConfigurationError, OptionalDependencyError
 from compileiq_lab.kernels.rules import fail, need, one_line, raised_in
+from compileiq_lab.kernels.triton_autotune import autotune_hint
 from compileiq_lab.kernels.triton_reduce import blank_lines, jit_only
 
 __all__ = ["TRITON_MISSING", "Attrs", "Triton", "compile_error", "constexprs_of", "environment", "jit_function",
@@ -168,8 +169,14 @@ def constexprs_of(fn: Any, given: Mapping[str, Any], who: str) -> dict[str, int 
                 out[p.name] = default
             else:
                 missing.append(p.name)
-    need(not missing, who, "every tl.constexpr parameter without a default has a value", missing,
-         f"Give {', '.join(f'{m}=<value>' for m in missing)} (e.g. --define {missing[0] if missing else 'X'}=128).")
+    if missing:
+        try:
+            hint = autotune_hint(Path(fn.fn.__code__.co_filename).read_text(errors="replace"), fn.fn.__name__,
+                                 missing)
+        except (OSError, AttributeError):
+            hint = ""
+        need(False, who, "every tl.constexpr parameter without a default has a value", missing,
+             f"Give {', '.join(f'{m}=<value>' for m in missing)} (e.g. --define {missing[0]}=128).{hint}")
     return {k: out[k] for k in names if k in out}
 
 

@@ -1,0 +1,104 @@
+"""The configs a Triton kernel's ``@triton.autotune`` lists, read from its file without running it."""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["AutotuneConfig", "autotune_configs", "autotune_hint"]
+
+#: The ``triton.Config`` options the tuner takes too (the CLI's --num-warps and --num-stages).
+_OPTIONS = ("num_warps", "num_stages")
+
+
+@dataclass(frozen=True)
+class AutotuneConfig:
+    """One ``triton.Config``: its constexpr values and its compile options (num_warps, num_stages)."""
+
+    values: dict[str, Any]
+    options: dict[str, int] = field(default_factory=dict)
+
+    def flags(self) -> str:
+        """The CLI flags that compile this config."""
+        out = [f"--define {k}={v}" for k, v in self.values.items()]
+        return " ".join(out + [f"--{k.replace('_', '-')} {v}" for k, v in self.options.items()])
+
+
+def _named(node: ast.expr, name: str) -> bool:
+    target = node.func if isinstance(node, ast.Call) else node
+    return (isinstance(target, ast.Name) and target.id == name) or (
+        isinstance(target, ast.Attribute) and target.attr == name)
+
+
+def _config(node: ast.expr) -> AutotuneConfig | None:
+    """A literal ``triton.Config({...}, num_warps=..., ...)``, or None."""
+    if not (isinstance(node, ast.Call) and _named(node, "Config")):
+        return None
+    kwargs = {k.arg: k.value for k in node.keywords if k.arg}
+    spec = node.args[0] if node.args else kwargs.get("kwargs")
+    try:
+        values = ast.literal_eval(spec) if spec is not None else {}
+        options = {k: ast.literal_eval(kwargs[k]) for k in _OPTIONS if k in kwargs}
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return None
+    if not isinstance(values, dict) or not all(isinstance(k, str) for k in values):
+        return None
+    return AutotuneConfig(values, {k: v for k, v in options.items() if type(v) is int})
+
+
+def autotune_configs(text: str, function: str) -> tuple[list[AutotuneConfig] | None, str] | None:
+    """The configs of the ``@triton.autotune`` on the file's top-level ``function`` and the source of its ``configs``
+    expression: the configs where they are written out as ``triton.Config`` literals, or a top-level function without
+    arguments returns such a list (the first one it returns, in the order of the file), else None (a comprehension,
+    say). None where the function has no such decorator (or the file does not parse)."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    for node in tree.body:
+        if not (isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == function):
+            continue
+        for decorator in node.decorator_list:
+            if not (isinstance(decorator, ast.Call) and _named(decorator, "autotune")):
+                continue
+            configs = next((k.value for k in decorator.keywords if k.arg == "configs"),
+                           decorator.args[0] if decorator.args else None)
+            if configs is None:
+                return None
+            functions = {f.name: f for f in tree.body if isinstance(f, ast.FunctionDef)}
+            return _literal(configs, functions, 3), ast.get_source_segment(text, configs) or "code"
+    return None
+
+
+def _literal(node: ast.expr, functions: dict[str, ast.FunctionDef], depth: int) -> list[AutotuneConfig] | None:
+    """The configs of a list of ``triton.Config`` literals, or of the first such list a call of a top-level function
+    without arguments returns (``get_cuda_autotune_config()``; through at most ``depth`` calls), else None."""
+    if isinstance(node, (ast.List, ast.Tuple)):
+        configs = [_config(c) for c in node.elts]
+        return [c for c in configs if c is not None] if configs and None not in configs else None
+    if (depth and isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and not node.args
+            and not node.keywords and node.func.id in functions):
+        returns = [r.value for r in ast.walk(functions[node.func.id]) if isinstance(r, ast.Return) and r.value]
+        for value in sorted(returns, key=lambda r: (r.lineno, r.col_offset)):
+            found = _literal(value, functions, depth - 1)
+            if found:
+                return found
+    return None
+
+
+def autotune_hint(text: str, function: str, missing: list[str]) -> str:
+    """For constexprs without values: what the function's ``@triton.autotune`` offers for them, or ""."""
+    read = autotune_configs(text, function)
+    if read is None:
+        return ""
+    found, source = read
+    if not found:
+        return (f" Its @triton.autotune takes its configs from {source}, which is not run here (the tuner compiles one "
+                "config): give the values of the one to tune.")
+    covers = [c for c in found if all(m in c.values for m in missing)]
+    pick = covers[0] if covers else found[0]
+    where = "" if source.lstrip().startswith(("[", "(")) else f" (from {source})"
+    return (f" Its @triton.autotune lists {len(found)} config{'s' if len(found) != 1 else ''}{where}, which the tuner "
+            f"does not try (it compiles one config, as yours would run after autotuning); config "
+            f"{found.index(pick) + 1} reads: {pick.flags()}")

@@ -176,7 +176,8 @@ def constexprs_of(fn: Any, given: Mapping[str, Any], who: str) -> dict[str, int 
         except (OSError, AttributeError):
             hint = ""
         need(False, who, "every tl.constexpr parameter without a default has a value", missing,
-             f"Give {', '.join(f'{m}=<value>' for m in missing)} (e.g. --define {missing[0]}=128).{hint}")
+             f"Give {', '.join(f'{m}=<value>' for m in missing)} (on the command line --define {missing[0]}=128, in "
+             f"the lab's constexprs field {missing[0]}=128).{hint}")
     return {k: out[k] for k in names if k in out}
 
 

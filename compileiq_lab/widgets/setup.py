@@ -20,6 +20,7 @@ from compileiq_lab.kernels import (
     DEFAULT_ARCH,
     GPU_LANGUAGES,
     METRICS,
+    TRITON_PREFIX,
     BuildContext,
     KernelRun,
     KernelSpec,
@@ -28,6 +29,7 @@ from compileiq_lab.kernels import (
     gpu_reason,
     list_kernels,
     load_kernel,
+    load_triton_kernel,
     objective_choices,
     offered_catalog,
 )
@@ -79,6 +81,20 @@ def _ptx_target(spec: KernelSpec) -> str | None:
     return found.group(1) if found else None
 
 
+def _constexprs(text: str) -> dict[str, str]:
+    """A Triton kernel's constexpr values as the form takes them: ``NAME=VALUE`` pairs, comma-separated."""
+    out = {}
+    for item in (part.strip() for part in text.split(",")):
+        if not item:
+            continue
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip().isidentifier() or not value.strip():
+            raise ConfigurationError(f"constexprs: each must read NAME=VALUE, but got {item!r}; write e.g. "
+                                     "BLOCK_SIZE=1024, ACTIVATION=leaky_relu")
+        out[name.strip()] = value.strip()
+    return out
+
+
 class RunForm:
     """The setup half of the dashboard. ``build()`` returns (Run, KernelRun or None) for the current choices.
 
@@ -93,14 +109,28 @@ class RunForm:
     def __init__(self, folder: str = "compileiq_runs") -> None:
         kernels = [TOY, *list_kernels()]
         self.kernel = w.Dropdown(options=kernels, value=TOY, description="kernel", style=_STYLE)
-        self.path = w.Text(placeholder="or a kernel folder / .cu / .cuh / .c file, or a run store (.db) to replay",
-                           description="path", style=_STYLE, layout={"width": "420px"})
+        self.path = w.Text(placeholder="or a kernel folder / .cu / .cuh / .c file, triton:FILE.py:FUNCTION, or a run "
+                                       "store (.db) to replay", description="path", style=_STYLE,
+                           layout={"width": "420px"})
         self.include = w.Text(placeholder="folders of its headers, comma-separated", description="include dirs (-I)",
                               style=_STYLE, layout={"width": "420px", "display": _HIDDEN},
                               tooltip="a bare file's include folders, relative to the notebook's folder")
         self.entry = w.Text(placeholder="its kernel to tune (default: the whole file)", description="entry",
                             style=_STYLE, layout={"width": "420px", "display": _HIDDEN},
                             tooltip="a C++ name, a mangled one or regex:PATTERN; a run that cannot tell lists them")
+        # a Triton kernel's: compiled to PTX when a field is left (not on each key: Triton takes a second or more)
+        self.signature = w.Text(placeholder="its runtime parameters' types: *fp16:16,*fp16:16,i32", style=_STYLE,
+                                description="signature", continuous_update=False,
+                                layout={"width": "420px", "display": _HIDDEN},
+                                tooltip="in order, or by name (a_ptr=*fp16:16,n=i32); :16 marks 16-byte aligned "
+                                        "pointers / ints divisible by 16, as Triton's JIT assumes for aligned tensors")
+        self.constexprs = w.Text(placeholder="its tl.constexpr values: BLOCK_SIZE=1024, ...", style=_STYLE,
+                                 description="constexprs", continuous_update=False,
+                                 layout={"width": "420px", "display": _HIDDEN})
+        self.num_warps = w.BoundedIntText(value=4, min=1, max=32, description="num_warps", style=_STYLE,
+                                          layout={"width": "160px", "display": _HIDDEN})
+        self.num_stages = w.BoundedIntText(value=3, min=1, max=16, description="num_stages", style=_STYLE,
+                                           layout={"width": "160px", "display": _HIDDEN})
         self.target = w.Dropdown(description="target", style=_STYLE)
         self.catalog = w.Dropdown(description="space", style=_STYLE)
         self.arch = w.Dropdown(description="arch", style=_STYLE, layout={"width": "180px", "display": _HIDDEN},
@@ -127,6 +157,8 @@ class RunForm:
         self._defaults: dict[str, tuple[str, ...]] = {}  # the default of each SelectMultiple as last offered
         for widget, handler in ((self.kernel, self._kernel_changed), (self.path, self._kernel_changed),
                                 (self.include, self._kernel_changed), (self.entry, self._kernel_changed),
+                                (self.signature, self._kernel_changed), (self.constexprs, self._kernel_changed),
+                                (self.num_warps, self._kernel_changed), (self.num_stages, self._kernel_changed),
                                 (self.target, self._target_changed), (self.catalog, self._catalog_changed),
                                 (self.categories, self._categories_changed),
                                 (self.objectives, self._objectives_changed)):
@@ -136,6 +168,7 @@ class RunForm:
         self._settings_row = w.HBox([self.generations, self.pool, self.seed])
         self._kernel_changed()
         self.box = w.VBox([w.HBox([self.kernel, self.path]), w.HBox([self.include, self.entry]),
+                           w.HBox([self.signature, self.constexprs]), w.HBox([self.num_warps, self.num_stages]),
                            w.HBox([self.target, self.speed]), self._search_row,
                            self._choice_row, self.objective_docs, self.docs, self._settings_row, self.folder,
                            self.note])
@@ -178,6 +211,14 @@ class RunForm:
         """The chosen kernel spec (None for the toy, and for a run store in the path field)."""
         if self._store() is not None:
             return None
+        triton = self.path.value.strip().startswith(TRITON_PREFIX)
+        for field in (self.signature, self.constexprs, self.num_warps, self.num_stages):
+            field.layout.display = _SHOWN if triton else _HIDDEN
+        if triton:
+            self.include.layout.display = self.entry.layout.display = _HIDDEN
+            return load_triton_kernel(self.path.value.strip(), self.signature.value.strip(),
+                                      _constexprs(self.constexprs.value), None, Path(self.folder.value) / "triton",
+                                      num_warps=self.num_warps.value, num_stages=self.num_stages.value)
         if self.path.value.strip():
             spec = load_kernel(self.path.value.strip())
             bare = spec.spec_file is None  # a bare file takes the form's include folders and entry

@@ -463,6 +463,45 @@ def test_a_run_whose_every_output_is_wrong_shows_why_it_stopped_in_the_banner(tm
     assert "The run stopped after its first generation: the baseline and all 3 configs" in banner
 
 
+TRITON_TUTORIAL = Path(__file__).resolve().parents[1] / "data" / "public_kernels" / "triton" / "python" / \
+    "tutorials" / "01-vector-add.py"
+
+
+@pytest.mark.skipif(not tool_available("ptxas"), reason="needs ptxas")
+def test_a_triton_kernel_is_tuned_from_the_form_with_its_signature_and_constexprs(tmp_path):
+    pytest.importorskip("triton")
+    form = RunForm(folder=str(tmp_path / "runs"))
+    fields = (form.signature, form.constexprs, form.num_warps, form.num_stages)
+    assert all(f.layout.display == "none" for f in fields)  # the toy: none of them
+    form.path.value = f"triton:{TRITON_TUTORIAL}:add_kernel"
+    assert all(f.layout.display == "" for f in fields) and form.include.layout.display == "none"
+    assert "`every tl.constexpr parameter without a default has a value` must hold" in form.note.value
+    assert "the lab&#x27;s constexprs field BLOCK_SIZE=128" in form.note.value  # said while typing, not raised
+    form.signature.value = "*fp32:16,*fp32:16,*fp32:16,i32"
+    form.constexprs.value = "BLOCK_SIZE 1024"
+    assert "constexprs: each must read NAME=VALUE, but got &#x27;BLOCK_SIZE 1024&#x27;" in form.note.value
+    form.constexprs.value = "BLOCK_SIZE=1024"
+    form.num_warps.value = 8
+    assert form.note.value == "" or "no GPU" in form.note.value
+    assert form.catalog.value == "ptxas" and form.arch.layout.display == ""
+    form.generations.value = 1
+    form.pool.value = 3
+    run, kernel_run = form.build(store=str(tmp_path / "t.db"))
+    try:
+        run.start().join(timeout=300)
+        results = run.results()
+    finally:
+        if kernel_run is not None:
+            kernel_run.close()
+    assert results.baseline_record is not None and results.baseline_record.status == "ok"
+    made = results.header.kernel.extra["origin"]["triton"]
+    assert made["function"] == "add_kernel" and made["constexprs"] == {"BLOCK_SIZE": 1024}
+    assert made["num_warps"] == 8
+    assert list((tmp_path / "runs" / "triton").glob("add_kernel.*.ptx"))  # kept beside the runs: the run names it
+    form.path.value = ""
+    assert all(f.layout.display == "none" for f in fields)
+
+
 @pytest.mark.skipif(not tool_available("nvcc"), reason="needs nvcc")
 def test_a_bare_file_takes_its_include_folders_and_entry_from_the_form(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)

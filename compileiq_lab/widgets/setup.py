@@ -8,6 +8,7 @@ import html
 import importlib
 import logging
 import re
+import shlex
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,7 @@ from compileiq_lab.kernels import (
     load_triton_kernel,
     objective_choices,
     offered_catalog,
+    refuse_fixed_controls,
 )
 from compileiq_lab.kernels import targets as kernel_targets
 from compileiq_lab.run import Run, Search
@@ -118,6 +120,14 @@ class RunForm:
         self.entry = w.Text(placeholder="its kernel to tune (default: the whole file)", description="entry",
                             style=_STYLE, layout={"width": "420px", "display": _HIDDEN},
                             tooltip="a C++ name, a mangled one or regex:PATTERN; a run that cannot tell lists them")
+        self.defines = w.Text(placeholder="fixed macros: NAME=VALUE, comma-separated", description="defines (-D)",
+                              style=_STYLE, layout={"width": "420px", "display": _HIDDEN}, continuous_update=False,
+                              tooltip="a bare file's fixed -D defines (not searched), as the CLI's --define")
+        self.args = w.Text(placeholder="fixed compiler arguments, e.g. -std=c++17 --expt-relaxed-constexpr",
+                           description="fixed args", style=_STYLE, continuous_update=False,
+                           layout={"width": "420px", "display": _HIDDEN},
+                           tooltip="a bare file's fixed compiler arguments (not searched), as the CLI's arguments "
+                                   "after --")
         # a Triton kernel's: compiled to PTX when a field is left (not on each key: Triton takes a second or more)
         self.signature = w.Text(placeholder="its runtime parameters' types: *fp16:16,*fp16:16,i32", style=_STYLE,
                                 description="signature", continuous_update=False,
@@ -157,6 +167,7 @@ class RunForm:
         self._defaults: dict[str, tuple[str, ...]] = {}  # the default of each SelectMultiple as last offered
         for widget, handler in ((self.kernel, self._kernel_changed), (self.path, self._kernel_changed),
                                 (self.include, self._kernel_changed), (self.entry, self._kernel_changed),
+                                (self.defines, self._kernel_changed), (self.args, self._kernel_changed),
                                 (self.signature, self._kernel_changed), (self.constexprs, self._kernel_changed),
                                 (self.num_warps, self._kernel_changed), (self.num_stages, self._kernel_changed),
                                 (self.target, self._target_changed), (self.catalog, self._catalog_changed),
@@ -168,6 +179,7 @@ class RunForm:
         self._settings_row = w.HBox([self.generations, self.pool, self.seed])
         self._kernel_changed()
         self.box = w.VBox([w.HBox([self.kernel, self.path]), w.HBox([self.include, self.entry]),
+                           w.HBox([self.defines, self.args]),
                            w.HBox([self.signature, self.constexprs]), w.HBox([self.num_warps, self.num_stages]),
                            w.HBox([self.target, self.speed]), self._search_row,
                            self._choice_row, self.objective_docs, self.docs, self._settings_row, self.folder,
@@ -215,23 +227,42 @@ class RunForm:
         for field in (self.signature, self.constexprs, self.num_warps, self.num_stages):
             field.layout.display = _SHOWN if triton else _HIDDEN
         if triton:
-            self.include.layout.display = self.entry.layout.display = _HIDDEN
+            for field in (self.include, self.entry, self.defines, self.args):
+                field.layout.display = _HIDDEN
             return load_triton_kernel(self.path.value.strip(), self.signature.value.strip(),
                                       _constexprs(self.constexprs.value), None, Path(self.folder.value) / "triton",
                                       num_warps=self.num_warps.value, num_stages=self.num_stages.value)
         if self.path.value.strip():
             spec = load_kernel(self.path.value.strip())
-            bare = spec.spec_file is None  # a bare file takes the form's include folders and entry
-            self.include.layout.display = _SHOWN if bare and spec.language != "ptx" else _HIDDEN
+            bare = spec.spec_file is None  # a bare file takes the form's build fields and entry
+            for field in (self.include, self.defines, self.args):
+                field.layout.display = _SHOWN if bare and spec.language != "ptx" else _HIDDEN
             self.entry.layout.display = _SHOWN if bare and spec.language in GPU_LANGUAGES else _HIDDEN
-            dirs = [d.strip() for d in self.include.value.split(",") if d.strip()]
-            if not bare or not (dirs or self.entry.value.strip()):
+            build = self._build_context() if bare and spec.language != "ptx" else None
+            entry = self.entry.value.strip() if bare and spec.language in GPU_LANGUAGES else ""
+            if not build and not entry:
                 return spec
-            entry = self.entry.value.strip() if spec.language in GPU_LANGUAGES else ""
-            build = BuildContext.make(dirs, where="include dirs") if dirs and spec.language != "ptx" else None
-            return load_kernel(self.path.value.strip(), entry=entry or None, build=build)
-        self.include.layout.display = self.entry.layout.display = _HIDDEN
+            return load_kernel(self.path.value.strip(), entry=entry or None, build=build or None)
+        for field in (self.include, self.entry, self.defines, self.args):
+            field.layout.display = _HIDDEN
         return None if self.kernel.value == TOY else load_kernel(self.kernel.value)
+
+    def _build_context(self) -> BuildContext:
+        """A bare file's include folders, fixed defines and fixed arguments from the form (the CLI's -I, --define and
+        arguments after --); a compiler control among the arguments is refused, naming it, as the CLI refuses it."""
+        dirs = [d.strip() for d in self.include.value.split(",") if d.strip()]
+        defines = [d.strip() for d in self.defines.value.split(",") if d.strip()]
+        try:
+            args = shlex.split(self.args.value)
+        except ValueError as exc:
+            raise ConfigurationError(f"fixed args: must split as a shell would, but got {self.args.value!r} ({exc}); "
+                                     "close the quote") from None
+        try:
+            return BuildContext.make(dirs, defines, args, where="the form's")
+        except ConfigurationError:
+            if not self.path.value.strip().endswith(".c"):
+                refuse_fixed_controls(args, "the form's fixed args")
+            raise
 
     def _kernel_changed(self, change: Any = None) -> None:
         if self._updating:

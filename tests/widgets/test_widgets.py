@@ -463,6 +463,40 @@ def test_a_run_whose_every_output_is_wrong_shows_why_it_stopped_in_the_banner(tm
     assert "The run stopped after its first generation: the baseline and all 3 configs" in banner
 
 
+@pytest.mark.skipif(not tool_available("nvcc"), reason="needs nvcc")
+def test_a_bare_file_takes_its_fixed_defines_and_arguments_from_the_form(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "k.cu").write_text("#ifndef SCALE\n#error build with -DSCALE=<n>\n#endif\n"
+                                   "constexpr int twice(int v) { return 2 * v; }\n"
+                                   "__global__ void k(int* x) { x[threadIdx.x] = twice(SCALE); }\n")
+    form = RunForm()
+    form.path.value = "k.cu"
+    assert form.defines.layout.display == "" and form.args.layout.display == ""
+    form.args.value = "--use_fast_math"
+    assert "--use_fast_math" in form.note.value and "searched" in form.note.value  # a control, refused as the CLI does
+    form.args.value = "-std=c++17 '--expt-relaxed"
+    assert "fixed args: must split as a shell would" in form.note.value
+    form.args.value = "-std=c++17 --expt-relaxed-constexpr"
+    form.defines.value = "SCALE=3"
+    spec = form.spec()
+    assert spec is not None and spec.build.defines == (("SCALE", "3"),)
+    assert spec.build.args == ("-std=c++17", "--expt-relaxed-constexpr")
+    form.target.value = "static"
+    form.catalog.value = "ptxas"
+    form.generations.value = 1
+    run, kernel_run = form.build(store=str(tmp_path / "r.db"))
+    try:
+        run.start().join(timeout=120)
+        results = run.results()
+    finally:
+        if kernel_run is not None:
+            kernel_run.close()
+    # without the define the #error stops it, without --expt-relaxed-constexpr the constexpr call does
+    assert results.baseline_record is not None and results.baseline_record.status == "ok", results.baseline_record
+    assert results.header.metadata["build"]["defines"] == {"SCALE": "3"}
+    assert results.header.metadata["build"]["args"] == ["-std=c++17", "--expt-relaxed-constexpr"]
+
+
 TRITON_TUTORIAL = Path(__file__).resolve().parents[1] / "data" / "public_kernels" / "triton" / "python" / \
     "tutorials" / "01-vector-add.py"
 

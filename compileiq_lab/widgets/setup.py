@@ -8,7 +8,6 @@ import html
 import importlib
 import logging
 import re
-import shlex
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -21,19 +20,13 @@ from compileiq_lab.kernels import (
     DEFAULT_ARCH,
     GPU_LANGUAGES,
     METRICS,
-    TRITON_PREFIX,
-    BuildContext,
     KernelRun,
     KernelSpec,
     default_objectives,
     gpu_arch,
     gpu_reason,
-    list_kernels,
-    load_kernel,
-    load_triton_kernel,
     objective_choices,
     offered_catalog,
-    refuse_fixed_controls,
 )
 from compileiq_lab.kernels import targets as kernel_targets
 from compileiq_lab.run import Run, Search
@@ -41,12 +34,12 @@ from compileiq_lab.search import SearchConfiguration
 from compileiq_lab.store import load_results
 from compileiq_lab.testing import toy_objective, toy_space
 from compileiq_lab.toolchain import find_tool, run_tool
+from compileiq_lab.widgets.kernelfields import TOY, KernelFields
 
 __all__ = ["REPLAY", "TOY", "RunForm", "ptxas_archs"]
 
 log = logging.getLogger(__name__)
 
-TOY = "toy (quickstart example)"
 #: The target that replays a stored run (the path field holds its .db) instead of searching.
 REPLAY = "replay"
 _TOY_SPACE = "(toy space)"
@@ -83,20 +76,6 @@ def _ptx_target(spec: KernelSpec) -> str | None:
     return found.group(1) if found else None
 
 
-def _constexprs(text: str) -> dict[str, str]:
-    """A Triton kernel's constexpr values as the form takes them: ``NAME=VALUE`` pairs, comma-separated."""
-    out = {}
-    for item in (part.strip() for part in text.split(",")):
-        if not item:
-            continue
-        name, sep, value = item.partition("=")
-        if not sep or not name.strip().isidentifier() or not value.strip():
-            raise ConfigurationError(f"constexprs: each must read NAME=VALUE, but got {item!r}; write e.g. "
-                                     "BLOCK_SIZE=1024, ACTIVATION=leaky_relu")
-        out[name.strip()] = value.strip()
-    return out
-
-
 class RunForm:
     """The setup half of the dashboard. ``build()`` returns (Run, KernelRun or None) for the current choices.
 
@@ -109,38 +88,12 @@ class RunForm:
     """
 
     def __init__(self, folder: str = "compileiq_runs") -> None:
-        kernels = [TOY, *list_kernels()]
-        self.kernel = w.Dropdown(options=kernels, value=TOY, description="kernel", style=_STYLE)
-        self.path = w.Text(placeholder="or a kernel folder / .cu / .cuh / .c file, triton:FILE.py:FUNCTION, or a run "
-                                       "store (.db) to replay", description="path", style=_STYLE,
-                           layout={"width": "420px"})
-        self.include = w.Text(placeholder="folders of its headers, comma-separated", description="include dirs (-I)",
-                              style=_STYLE, layout={"width": "420px", "display": _HIDDEN},
-                              tooltip="a bare file's include folders, relative to the notebook's folder")
-        self.entry = w.Text(placeholder="its kernel to tune (default: the whole file)", description="entry",
-                            style=_STYLE, layout={"width": "420px", "display": _HIDDEN},
-                            tooltip="a C++ name, a mangled one or regex:PATTERN; a run that cannot tell lists them")
-        self.defines = w.Text(placeholder="fixed macros: NAME=VALUE, comma-separated", description="defines (-D)",
-                              style=_STYLE, layout={"width": "420px", "display": _HIDDEN}, continuous_update=False,
-                              tooltip="a bare file's fixed -D defines (not searched), as the CLI's --define")
-        self.args = w.Text(placeholder="fixed compiler arguments, e.g. -std=c++17 --expt-relaxed-constexpr",
-                           description="fixed args", style=_STYLE, continuous_update=False,
-                           layout={"width": "420px", "display": _HIDDEN},
-                           tooltip="a bare file's fixed compiler arguments (not searched), as the CLI's arguments "
-                                   "after --")
-        # a Triton kernel's: compiled to PTX when a field is left (not on each key: Triton takes a second or more)
-        self.signature = w.Text(placeholder="its runtime parameters' types: *fp16:16,*fp16:16,i32", style=_STYLE,
-                                description="signature", continuous_update=False,
-                                layout={"width": "420px", "display": _HIDDEN},
-                                tooltip="in order, or by name (a_ptr=*fp16:16,n=i32); :16 marks 16-byte aligned "
-                                        "pointers / ints divisible by 16, as Triton's JIT assumes for aligned tensors")
-        self.constexprs = w.Text(placeholder="its tl.constexpr values: BLOCK_SIZE=1024, ...", style=_STYLE,
-                                 description="constexprs", continuous_update=False,
-                                 layout={"width": "420px", "display": _HIDDEN})
-        self.num_warps = w.BoundedIntText(value=4, min=1, max=32, description="num_warps", style=_STYLE,
-                                          layout={"width": "160px", "display": _HIDDEN})
-        self.num_stages = w.BoundedIntText(value=3, min=1, max=16, description="num_stages", style=_STYLE,
-                                           layout={"width": "160px", "display": _HIDDEN})
+        self.fields = KernelFields(lambda: self.folder.value)
+        f = self.fields  # the form's own names for them (the dashboard and the notebooks use these)
+        self.kernel, self.path, self.include, self.entry, self.defines, self.args = \
+            f.kernel, f.path, f.include, f.entry, f.defines, f.args
+        self.signature, self.constexprs, self.num_warps, self.num_stages = \
+            f.signature, f.constexprs, f.num_warps, f.num_stages
         self.target = w.Dropdown(description="target", style=_STYLE)
         self.catalog = w.Dropdown(description="space", style=_STYLE)
         self.arch = w.Dropdown(description="arch", style=_STYLE, layout={"width": "180px", "display": _HIDDEN},
@@ -165,11 +118,7 @@ class RunForm:
         self._arch_default: str | None = None
         self._target_default: str | None = None
         self._defaults: dict[str, tuple[str, ...]] = {}  # the default of each SelectMultiple as last offered
-        for widget, handler in ((self.kernel, self._kernel_changed), (self.path, self._kernel_changed),
-                                (self.include, self._kernel_changed), (self.entry, self._kernel_changed),
-                                (self.defines, self._kernel_changed), (self.args, self._kernel_changed),
-                                (self.signature, self._kernel_changed), (self.constexprs, self._kernel_changed),
-                                (self.num_warps, self._kernel_changed), (self.num_stages, self._kernel_changed),
+        for widget, handler in (*((field, self._kernel_changed) for field in f.widgets),
                                 (self.target, self._target_changed), (self.catalog, self._catalog_changed),
                                 (self.categories, self._categories_changed),
                                 (self.objectives, self._objectives_changed)):
@@ -178,9 +127,7 @@ class RunForm:
         self._choice_row = w.HBox([self.categories, self.objectives])
         self._settings_row = w.HBox([self.generations, self.pool, self.seed])
         self._kernel_changed()
-        self.box = w.VBox([w.HBox([self.kernel, self.path]), w.HBox([self.include, self.entry]),
-                           w.HBox([self.defines, self.args]),
-                           w.HBox([self.signature, self.constexprs]), w.HBox([self.num_warps, self.num_stages]),
+        self.box = w.VBox([*f.rows,
                            w.HBox([self.target, self.speed]), self._search_row,
                            self._choice_row, self.objective_docs, self.docs, self._settings_row, self.folder,
                            self.note])
@@ -215,54 +162,13 @@ class RunForm:
 
     def _store(self) -> str | None:
         """The run store named in the path field, or None."""
-        value = self.path.value.strip()
-        return value if value.endswith(".db") else None
+        return self.fields.store()
 
     # -- choices follow each other ---------------------------------------------------------------
     def spec(self) -> KernelSpec | None:
-        """The chosen kernel spec (None for the toy, and for a run store in the path field)."""
-        if self._store() is not None:
-            return None
-        triton = self.path.value.strip().startswith(TRITON_PREFIX)
-        for field in (self.signature, self.constexprs, self.num_warps, self.num_stages):
-            field.layout.display = _SHOWN if triton else _HIDDEN
-        if triton:
-            for field in (self.include, self.entry, self.defines, self.args):
-                field.layout.display = _HIDDEN
-            return load_triton_kernel(self.path.value.strip(), self.signature.value.strip(),
-                                      _constexprs(self.constexprs.value), None, Path(self.folder.value) / "triton",
-                                      num_warps=self.num_warps.value, num_stages=self.num_stages.value)
-        if self.path.value.strip():
-            spec = load_kernel(self.path.value.strip())
-            bare = spec.spec_file is None  # a bare file takes the form's build fields and entry
-            for field in (self.include, self.defines, self.args):
-                field.layout.display = _SHOWN if bare and spec.language != "ptx" else _HIDDEN
-            self.entry.layout.display = _SHOWN if bare and spec.language in GPU_LANGUAGES else _HIDDEN
-            build = self._build_context() if bare and spec.language != "ptx" else None
-            entry = self.entry.value.strip() if bare and spec.language in GPU_LANGUAGES else ""
-            if not build and not entry:
-                return spec
-            return load_kernel(self.path.value.strip(), entry=entry or None, build=build or None)
-        for field in (self.include, self.entry, self.defines, self.args):
-            field.layout.display = _HIDDEN
-        return None if self.kernel.value == TOY else load_kernel(self.kernel.value)
-
-    def _build_context(self) -> BuildContext:
-        """A bare file's include folders, fixed defines and fixed arguments from the form (the CLI's -I, --define and
-        arguments after --); a compiler control among the arguments is refused, naming it, as the CLI refuses it."""
-        dirs = [d.strip() for d in self.include.value.split(",") if d.strip()]
-        defines = [d.strip() for d in self.defines.value.split(",") if d.strip()]
-        try:
-            args = shlex.split(self.args.value)
-        except ValueError as exc:
-            raise ConfigurationError(f"fixed args: must split as a shell would, but got {self.args.value!r} ({exc}); "
-                                     "close the quote") from None
-        try:
-            return BuildContext.make(dirs, defines, args, where="the form's")
-        except ConfigurationError:
-            if not self.path.value.strip().endswith(".c"):
-                refuse_fixed_controls(args, "the form's fixed args")
-            raise
+        """The chosen kernel spec (None for the toy, and for a run store in the path field); the fields that apply to it
+        are shown (``KernelFields.spec``)."""
+        return self.fields.spec()
 
     def _kernel_changed(self, change: Any = None) -> None:
         if self._updating:

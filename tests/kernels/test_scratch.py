@@ -14,7 +14,11 @@ import pytest
 from compileiq_lab.kernels import scratch
 from compileiq_lab.kernels.run import KernelRun
 
-LATER = time.time() + scratch.STALE_AFTER_S + 60
+
+def later() -> float:
+    """A moment when what is written now has been quiet for longer than the sweep waits (taken when asked: a test of
+    a long suite runs minutes after its module was imported)."""
+    return time.time() + scratch.STALE_AFTER_S + 60
 
 
 def _dead_pid() -> int:
@@ -38,7 +42,8 @@ def test_a_run_killed_before_its_exit_handlers_leaves_a_folder_the_next_run_remo
     left = tmp_path / os.path.basename(proc.stdout.strip())
     assert (left / "candidate.o").exists()  # atexit never ran
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    monkeypatch.setattr(scratch.time, "time", lambda: LATER)
+    when = later()
+    monkeypatch.setattr(scratch.time, "time", lambda: when)
     run = KernelRun("dot", objectives=["text_bytes"])
     assert not left.exists()
     assert run.workdir.parent == tmp_path and run.workdir.exists()
@@ -62,7 +67,7 @@ def test_only_dead_processes_quiet_folders_of_this_user_are_removed(tmp_path):
 
     assert scratch.sweep_stale(tmp_path, now=time.time()) == []  # nothing quiet for long enough yet
     assert stale.exists()
-    assert scratch.sweep_stale(tmp_path, now=LATER) == [stale]
+    assert scratch.sweep_stale(tmp_path, now=later()) == [stale]
     assert not stale.exists()
     for kept in (live, other_name, not_ours, link):
         assert kept.exists()
@@ -72,13 +77,14 @@ def test_only_dead_processes_quiet_folders_of_this_user_are_removed(tmp_path):
 def test_a_folder_written_lately_is_kept_even_when_its_process_is_gone(tmp_path):
     folder = tmp_path / f"{scratch.PREFIX}{_dead_pid()}-xyz"
     (folder / "ptx").mkdir(parents=True)
-    old = LATER - 2 * scratch.STALE_AFTER_S
+    now = later()
+    old = now - 2 * scratch.STALE_AFTER_S
     os.utime(folder, (old, old))
     # the top folder is old, but a compile wrote into ptx/ a moment before "now"
-    os.utime(folder / "ptx", (LATER - 1, LATER - 1))
-    assert scratch.sweep_stale(tmp_path, now=LATER) == []
+    os.utime(folder / "ptx", (now - 1, now - 1))
+    assert scratch.sweep_stale(tmp_path, now=now) == []
     os.utime(folder / "ptx", (old, old))
-    assert scratch.sweep_stale(tmp_path, now=LATER) == [folder]
+    assert scratch.sweep_stale(tmp_path, now=now) == [folder]
 
 
 @pytest.mark.skipif(not hasattr(os, "getuid") or os.getuid() != 0, reason="needs root to give a folder away")
@@ -86,9 +92,9 @@ def test_another_users_folder_is_never_removed(tmp_path):
     folder = tmp_path / f"{scratch.PREFIX}{_dead_pid()}-other"
     folder.mkdir()
     os.chown(folder, 12345, 12345)
-    assert scratch.sweep_stale(tmp_path, now=LATER) == []
+    assert scratch.sweep_stale(tmp_path, now=later()) == []
     assert folder.exists()
 
 
 def test_a_missing_temporary_folder_is_no_error(tmp_path):
-    assert scratch.sweep_stale(tmp_path / "absent", now=LATER) == []
+    assert scratch.sweep_stale(tmp_path / "absent", now=later()) == []

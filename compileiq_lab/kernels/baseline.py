@@ -112,7 +112,7 @@ def baseline_stop_reason(kernel: KernelSpec, catalog: Catalog, record: EvalRecor
     if stage and stage not in searched:
         names = ", ".join(_STAGE_NAMES.get(s, s) for s in sorted(searched)) or "none"
         return (f"the baseline fails in {_STAGE_NAMES.get(stage, stage)} and the searched controls ({names}) "
-                f"cannot change that: {first}")
+                f"cannot change that: {first}{library_header_note(record.error, cuda_version)}")
     if stage == "frontend" and catalog.compiler == "nvcc" and not kernel.defines and _SOURCE_ERROR.search(
             record.error):
         library = library_header_note(record.error, cuda_version)

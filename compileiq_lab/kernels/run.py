@@ -250,7 +250,12 @@ class KernelRun(ClusterStages):
     def baseline_verdict(self, record: EvalRecord) -> str | None:
         """Why a search cannot get anywhere after this baseline evaluation, or None to search on (the one rule,
         used by the CLI and the lab alike: ``compileiq_lab.kernels.baseline.baseline_stop_reason``)."""
-        version = cuda_version(self.toolchain()) if self.kernel.language in GPU_LANGUAGES else None
+        version = None
+        if self.kernel.language in GPU_LANGUAGES:
+            try:
+                version = cuda_version(self.toolchain())
+            except (ConfigurationError, OSError) as exc:  # the verdict names no release then
+                log.info("no compiler version for the baseline's verdict: %s", exc)
         return baseline_stop_reason(self.kernel, self.catalog, record, cuda_version=version)
 
     def first_generation_verdict(self, records: list[EvalRecord]) -> str | None:

@@ -234,14 +234,15 @@ def test_a_missing_cuda_library_header_is_named_with_the_library_and_the_nvcc_re
 
 
 @needs_cuda
-def test_a_front_end_error_in_a_cuda_library_header_says_its_release_must_fit_the_nvcc(tmp_path):
+@pytest.mark.parametrize("space", ["nvcc", "ptxas"])
+def test_a_front_end_error_in_a_cuda_library_header_says_its_release_must_fit_the_nvcc(tmp_path, space):
     inc = tmp_path / "newer"  # a cuBLAS header of a later release, using what this nvcc's runtime headers lack
     inc.mkdir()
     (inc / "cublas_api.h").write_text("#pragma once\n"
                                       "inline int support() { return (int)cudaDevAttrOfALaterRelease; }\n")
     src = tmp_path / "bench.cu"
     src.write_text('#include <cublas_api.h>\nextern "C" __global__ void k(float* x) { x[threadIdx.x] = 1.0f; }\n')
-    out = cli("tune", str(src), "-I", str(inc), "--space", "nvcc", "--objectives", "registers", "--generations", "2",
+    out = cli("tune", str(src), "-I", str(inc), "--space", space, "--objectives", "registers", "--generations", "2",
               "--store", "b.db", cwd=tmp_path)
     assert out.returncode == 1, out.stderr
     assert "cublas_api.h(2): error" in out.stderr and "the error is in cuBLAS's header cublas_api.h, whose release " \

@@ -109,6 +109,7 @@ class KernelFields:
         """
         path = self.path.value.strip()
         if self.store() is not None:
+            self._show(set())
             return None
         if path.startswith(TRITON_PREFIX):
             self._show({self.signature, self.constexprs, self.num_warps, self.num_stages})

@@ -463,6 +463,17 @@ def test_a_run_whose_every_output_is_wrong_shows_why_it_stopped_in_the_banner(tm
     assert "The run stopped after its first generation: the baseline and all 3 configs" in banner
 
 
+def _run_form(form: RunForm, store: Path, timeout: float):
+    """Build the form's run into ``store``, run it to its end and return its results (its kernel run closed)."""
+    run, kernel_run = form.build(store=str(store))
+    try:
+        run.start().join(timeout=timeout)
+        return run.results()
+    finally:
+        if kernel_run is not None:
+            kernel_run.close()
+
+
 @pytest.mark.skipif(not tool_available("nvcc"), reason="needs nvcc")
 def test_a_bare_file_takes_its_fixed_defines_and_arguments_from_the_form(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
@@ -484,13 +495,7 @@ def test_a_bare_file_takes_its_fixed_defines_and_arguments_from_the_form(tmp_pat
     form.target.value = "static"
     form.catalog.value = "ptxas"
     form.generations.value = 1
-    run, kernel_run = form.build(store=str(tmp_path / "r.db"))
-    try:
-        run.start().join(timeout=120)
-        results = run.results()
-    finally:
-        if kernel_run is not None:
-            kernel_run.close()
+    results = _run_form(form, tmp_path / "r.db", timeout=120)
     # without the define the #error stops it, without --expt-relaxed-constexpr the constexpr call does
     assert results.baseline_record is not None and results.baseline_record.status == "ok", results.baseline_record
     assert results.header.metadata["build"]["defines"] == {"SCALE": "3"}
@@ -520,13 +525,7 @@ def test_a_triton_kernel_is_tuned_from_the_form_with_its_signature_and_constexpr
     assert form.catalog.value == "ptxas" and form.arch.layout.display == ""
     form.generations.value = 1
     form.pool.value = 3
-    run, kernel_run = form.build(store=str(tmp_path / "t.db"))
-    try:
-        run.start().join(timeout=300)
-        results = run.results()
-    finally:
-        if kernel_run is not None:
-            kernel_run.close()
+    results = _run_form(form, tmp_path / "t.db", timeout=300)
     assert results.baseline_record is not None and results.baseline_record.status == "ok"
     made = results.header.kernel.extra["origin"]["triton"]
     assert made["function"] == "add_kernel" and made["constexprs"] == {"BLOCK_SIZE": 1024}
@@ -557,13 +556,7 @@ def test_a_bare_file_takes_its_include_folders_and_entry_from_the_form(tmp_path,
     form.target.value = "static"
     form.catalog.value = "ptxas"
     form.generations.value = 1
-    run, kernel_run = form.build(store=str(tmp_path / "r.db"))
-    try:
-        run.start().join(timeout=120)
-        results = run.results()
-    finally:
-        if kernel_run is not None:
-            kernel_run.close()
+    results = _run_form(form, tmp_path / "r.db", timeout=120)
     assert results.baseline_record is not None and results.baseline_record.status == "ok"  # it found scale.cuh
     meta = results.header.metadata
     assert meta["entry"] == "two" and meta["build"]["include_dirs"] == [str((tmp_path / "include").resolve())]

@@ -14,6 +14,7 @@ import pytest
 from compileiq_lab import load_results
 from compileiq_lab.store.pick import default_pick, pick_point
 from compileiq_lab.testing import tool_available
+from compileiq_lab.toolchain import find_tool
 
 needs_cuda = pytest.mark.skipif(not tool_available("nvcc"), reason="nvcc not installed")
 needs_gcc = pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc not installed")
@@ -212,7 +213,7 @@ def test_a_baseline_no_control_can_fix_stops_the_run(tmp_path, source, space, wh
 def _nvcc_finds(header: str, tmp_path: Path) -> bool:
     probe = tmp_path / "probe.cu"
     probe.write_text(f"#include <{header}>\n")
-    return subprocess.run(["nvcc", "-E", str(probe), "-o", str(tmp_path / "probe.ii")],
+    return subprocess.run([find_tool("nvcc"), "-E", str(probe), "-o", str(tmp_path / "probe.ii")],
                           capture_output=True).returncode == 0
 
 
@@ -224,7 +225,7 @@ def test_a_missing_cuda_library_header_is_named_with_the_library_and_the_nvcc_re
     src.write_text('#include <cublas_v2.h>\nextern "C" __global__ void k(float* x) { x[threadIdx.x] = 1.0f; }\n')
     out = cli("tune", str(src), "--space", "nvcc", "--objectives", "registers", "--generations", "2", "--store",
               "b.db", cwd=tmp_path)
-    release = re.search(r"release (\d+\.\d+)", subprocess.run(["nvcc", "--version"], capture_output=True,
+    release = re.search(r"release (\d+\.\d+)", subprocess.run([find_tool("nvcc"), "--version"], capture_output=True,
                                                               text=True).stdout)[1]
     why = (f"cublas_v2.h: No such file or directory); it is cuBLAS's header, a CUDA library nvcc does not come with, "
            f"which the kernel file includes: install cuBLAS for CUDA {release}")

@@ -114,8 +114,15 @@ def add_triton_arguments(parser: argparse.ArgumentParser) -> None:
                         help="a Triton kernel's runtime parameter types, in order (e.g. '*fp16:16,*fp16:16,i32') or "
                              "by name ('a_ptr=*fp16:16,n=i32'); ':16' marks 16-byte aligned pointers / ints divisible "
                              "by 16, as Triton's JIT assumes for aligned tensors")
-    parser.add_argument("--num-warps", type=int_at_least(1, "Triton's warps per program"), default=4)
-    parser.add_argument("--num-stages", type=int_at_least(1, "Triton's pipelining depth"), default=3)
+    parser.add_argument("--num-warps", type=int_at_least(1, "Triton's warps per program"), default=None,
+                        help="Triton's warps per program (default: the --autotune-config's, else 4)")
+    parser.add_argument("--num-stages", type=int_at_least(1, "Triton's pipelining depth"), default=None,
+                        help="Triton's software-pipelining depth (default: the --autotune-config's, else 3)")
+    parser.add_argument("--autotune-config", type=int_at_least(1, "a config of the kernel's @triton.autotune list"),
+                        default=None, metavar="N",
+                        help="take a Triton kernel's constexprs, num_warps and num_stages from config N (1 = the "
+                             "first) of its @triton.autotune list, read from its file; --define, --num-warps and "
+                             "--num-stages given override it")
 
 
 def check_pick(rule: str | None, objectives: list[str]) -> None:
@@ -129,16 +136,21 @@ def check_pick(rule: str | None, objectives: list[str]) -> None:
 def kernel_argument(args: argparse.Namespace, out_dir: Path) -> str | KernelSpec:
     """The kernel a command names: a Triton reference compiled to PTX (into ``out_dir``), else the name as given."""
     if not args.kernel.startswith(TRITON_PREFIX):
-        if args.signature is not None:
-            raise ConfigurationError(f"--signature types a Triton kernel's parameters, but got kernel {args.kernel!r};"
-                                     " name it as triton:FILE.py:FUNCTION, or drop --signature")
+        given = [flag for flag, value in (("--signature", args.signature), ("--num-warps", args.num_warps),
+                                          ("--num-stages", args.num_stages),
+                                          ("--autotune-config", args.autotune_config)) if value is not None]
+        if given:
+            raise ConfigurationError(f"{given[0]} is a Triton kernel's option, but got kernel {args.kernel!r}; name it "
+                                     f"as triton:FILE.py:FUNCTION, or drop {given[0]}")
         return str(args.kernel)
     if args.include_dir or getattr(args, "extra", None) or args.block or args.entry:
-        raise ConfigurationError("a Triton kernel takes --signature, --define NAME=VALUE (its constexprs), --num-warps "
-                                 "and --num-stages; -I, --block, --entry and arguments after -- do not apply")
+        raise ConfigurationError("a Triton kernel takes --signature, --define NAME=VALUE (its constexprs), "
+                                 "--num-warps, --num-stages and --autotune-config; -I, --block, --entry and arguments "
+                                 "after -- do not apply")
     constexprs = dict(parse_define(d, "--define") for d in args.define)
     return load_triton_kernel(args.kernel, args.signature or "", constexprs, args.arch, out_dir,
-                              num_warps=args.num_warps, num_stages=args.num_stages)
+                              num_warps=args.num_warps, num_stages=args.num_stages,
+                              autotune_config=args.autotune_config)
 
 
 def build_options(args: argparse.Namespace) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from compileiq_lab.kernels.choices import (
 )
 from compileiq_lab.kernels.load import ENV_VAR, kernels_root, list_kernels, load_kernel, load_triton_kernel
 from compileiq_lab.kernels.spec import GPU_LANGUAGES, BufferSpec, KernelSpec, eval_expr, refuse_fixed_controls
+from compileiq_lab.kernels.triton_autotune import autotune_choice
 from compileiq_lab.space.objectives import METRICS, Objective
 from compileiq_lab.toolchain.context import BuildContext
 
@@ -38,6 +39,7 @@ __all__ = [
     "Minimal",
     "Objective",
     "active_catalog",
+    "autotune_choice",
     "canary",
     "check_canary",
     "default_objectives",

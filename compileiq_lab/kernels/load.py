@@ -205,7 +205,8 @@ def acf_nvidia_file(label: str, entry: Mapping[str, str], acf_folder: Path | Non
 
 
 def load_triton_kernel(ref: str, signature: str, constexprs: Mapping[str, Any], arch: str | None, out_dir: Path, *,
-                       num_warps: int = 4, num_stages: int = 3, ptx_version: str | None = None) -> KernelSpec:
+                       num_warps: int | None = None, num_stages: int | None = None, ptx_version: str | None = None,
+                       autotune_config: int | None = None) -> KernelSpec:
     """A ``@triton.jit`` kernel as a PTX kernel: compiled to PTX without a GPU (``triton_src.triton_ptx``, cached
     in ``out_dir``), named after the function, its one entry, its launch block (``32 * num_warps`` threads) and
     how it was made (``origin["triton"]``: file, function, signature, constants, versions) recorded.
@@ -217,7 +218,11 @@ def load_triton_kernel(ref: str, signature: str, constexprs: Mapping[str, Any], 
         arch: The target, e.g. "sm_90a"; None: the GPU's own as Triton picks it (arch-specific from sm_90 on), or
             sm_90a without a GPU (``triton_src.triton_arch``).
         out_dir: Where the PTX goes (keep it: the run and its ACFs name the file).
-        num_warps, num_stages, ptx_version: Triton's options.
+        num_warps, num_stages, ptx_version: Triton's options (num_warps 4 and num_stages 3 where neither they nor
+            the autotune config give them).
+        autotune_config: Take the constexprs, num_warps and num_stages of this config (1-based) of the function's
+            ``@triton.autotune`` list, read from the file without running it (``triton_autotune.autotune_choice``);
+            ``constexprs``, ``num_warps`` and ``num_stages`` given here override it.
 
     Raises:
         OptionalDependencyError: Triton is not installed (``pip install 'compileiq-lab[triton]'``).
@@ -228,6 +233,14 @@ def load_triton_kernel(ref: str, signature: str, constexprs: Mapping[str, Any], 
     from compileiq_lab.kernels.triton_src import parse_triton_ref, triton_arch, triton_ptx
 
     module, function = parse_triton_ref(ref)
+    if autotune_config is not None:
+        from compileiq_lab.kernels.triton_autotune import autotune_choice
+
+        chosen = autotune_choice(module, function, autotune_config)
+        constexprs = {**chosen.values, **constexprs}
+        num_warps = chosen.options.get("num_warps") if num_warps is None else num_warps
+        num_stages = chosen.options.get("num_stages") if num_stages is None else num_stages
+    num_warps, num_stages = 4 if num_warps is None else num_warps, 3 if num_stages is None else num_stages
     arch = arch or triton_arch(gpu_arch())
     made = triton_ptx(module, function, signature, {k: _constant(v) for k, v in constexprs.items()}, arch, out_dir,
                       ptx_version=ptx_version, num_warps=num_warps, num_stages=num_stages)

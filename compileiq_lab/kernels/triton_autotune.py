@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-__all__ = ["AutotuneConfig", "autotune_configs", "autotune_hint"]
+from compileiq_lab.kernels.rules import fail, need
+
+__all__ = ["AutotuneConfig", "autotune_choice", "autotune_configs", "autotune_hint"]
 
 #: The ``triton.Config`` options the tuner takes too (the CLI's --num-warps and --num-stages).
 _OPTIONS = ("num_warps", "num_stages")
@@ -99,6 +102,34 @@ def autotune_hint(text: str, function: str, missing: list[str]) -> str:
     covers = [c for c in found if all(m in c.values for m in missing)]
     pick = covers[0] if covers else found[0]
     where = "" if source.lstrip().startswith(("[", "(")) else f" (from {source})"
+    number = found.index(pick) + 1
     return (f" Its @triton.autotune lists {len(found)} config{'s' if len(found) != 1 else ''}{where}, which the tuner "
-            f"does not try (it compiles one config, as yours would run after autotuning); config "
-            f"{found.index(pick) + 1} reads: {pick.flags()}")
+            f"does not try (it compiles one config, as yours would run after autotuning); config {number} reads: "
+            f"{pick.flags()} (--autotune-config {number} takes it, as the lab's autotune config field does)")
+
+
+def autotune_choice(module: str | Path, function: str, number: int) -> AutotuneConfig:
+    """Config ``number`` (1-based) of the ``@triton.autotune`` list of ``function`` in the file ``module``, read
+    without running the file (``autotune_configs``).
+
+    Raises:
+        ConfigurationError: The file cannot be read, the function has no ``@triton.autotune``, its configs are made by
+            code that is not run here, or ``number`` is not one of them (each naming the fix).
+    """
+    who = f"Triton kernel {function} in {module}: --autotune-config"
+    try:
+        text = Path(module).read_text(errors="replace")
+    except OSError as exc:
+        raise fail(who, "the kernel's file can be read", str(module), f"Check the path ({exc}).") from None
+    read = autotune_configs(text, function)
+    if read is None:
+        raise fail(who, "the function has a @triton.autotune(configs=...) decorator", "none",
+                   "Give the constexprs with --define (and --num-warps, --num-stages) instead.")
+    found, source = read
+    if found is None:
+        raise fail(who, "its configs are written out as triton.Config literals (or a helper without arguments "
+                   "returns them)", source, "Give the values of the config to tune with --define, --num-warps and "
+                   "--num-stages instead.")
+    need(type(number) is int and 1 <= number <= len(found), who, f"the number is one of its configs, 1 to {len(found)}",
+         number, f"Pick one of 1..{len(found)}; config 1 reads: {found[0].flags()}")
+    return found[number - 1]

@@ -15,6 +15,7 @@ from compileiq_lab.kernels import (
     TRITON_PREFIX,
     BuildContext,
     KernelSpec,
+    autotune_choice,
     list_kernels,
     load_kernel,
     load_triton_kernel,
@@ -45,8 +46,9 @@ def _constexprs(text: str) -> dict[str, str]:
 class KernelFields:
     """The kernel dropdown, the path field and the fields that apply to what the path names: a bare file's include
     folders, fixed defines, fixed arguments and entry (the CLI's -I, --define, arguments after -- and --entry), a
-    Triton kernel's signature, constexprs, num_warps and num_stages (the CLI's --signature, --define, --num-warps and
-    --num-stages). ``spec()`` shows the ones that apply and returns the kernel they name.
+    Triton kernel's signature, constexprs, num_warps, num_stages and autotune config (the CLI's --signature, --define,
+    --num-warps, --num-stages and --autotune-config). ``spec()`` shows the ones that apply and returns the kernel they
+    name.
 
     Args:
         folder: The form's run folder, asked when a Triton kernel is compiled (its PTX is kept in ``<folder>/triton``).
@@ -85,11 +87,18 @@ class KernelFields:
                                           layout={"width": "160px", "display": _HIDDEN})
         self.num_stages = w.BoundedIntText(value=3, min=1, max=16, description="num_stages", style=_STYLE,
                                            layout={"width": "160px", "display": _HIDDEN})
+        self.autotune = w.BoundedIntText(value=0, min=0, max=10_000, description="autotune config (0=none)",
+                                         style=_STYLE, layout={"width": "220px", "display": _HIDDEN},
+                                         tooltip="take the constexprs, num_warps and num_stages of this config of the "
+                                                 "kernel's @triton.autotune list (1 = the first); the constexprs "
+                                                 "field overrides it")
+        self.autotune.observe(self._autotune_changed, names="value")
         self.widgets: list[w.Widget] = [self.kernel, self.path, self.include, self.entry, self.defines, self.args,
-                                         self.signature, self.constexprs, self.num_warps, self.num_stages]
+                                         self.signature, self.constexprs, self.num_warps, self.num_stages,
+                                         self.autotune]
         self.rows = [w.HBox([self.kernel, self.path]), w.HBox([self.include, self.entry]),
                      w.HBox([self.defines, self.args]), w.HBox([self.signature, self.constexprs]),
-                     w.HBox([self.num_warps, self.num_stages])]
+                     w.HBox([self.num_warps, self.num_stages, self.autotune])]
 
     def store(self) -> str | None:
         """The run store named in the path field, or None."""
@@ -112,10 +121,10 @@ class KernelFields:
             self._show(set())
             return None
         if path.startswith(TRITON_PREFIX):
-            self._show({self.signature, self.constexprs, self.num_warps, self.num_stages})
+            self._show({self.signature, self.constexprs, self.num_warps, self.num_stages, self.autotune})
             return load_triton_kernel(path, self.signature.value.strip(), _constexprs(self.constexprs.value), None,
                                       Path(self._folder()) / "triton", num_warps=self.num_warps.value,
-                                      num_stages=self.num_stages.value)
+                                      num_stages=self.num_stages.value, autotune_config=self.autotune.value or None)
         if not path:
             self._show(set())
             return None if self.kernel.value == TOY else load_kernel(self.kernel.value)
@@ -129,6 +138,21 @@ class KernelFields:
         if not build and not entry:
             return spec
         return load_kernel(path, entry=entry or None, build=build or None)
+
+    def _autotune_changed(self, change: object = None) -> None:
+        """A config of the @triton.autotune list picked: its num_warps and num_stages shown in their fields (which then
+        apply; its constexprs apply where the constexprs field gives none). A config that cannot be read changes
+        nothing here: the form's note says why when the kernel is loaded."""
+        path = self.path.value.strip()
+        if not self.autotune.value or not path.startswith(TRITON_PREFIX):
+            return
+        module, _, function = path[len(TRITON_PREFIX):].rpartition(":")
+        try:
+            chosen = autotune_choice(module, function, self.autotune.value)
+        except ConfigurationError:
+            return
+        self.num_warps.value = chosen.options.get("num_warps", self.num_warps.value)
+        self.num_stages.value = chosen.options.get("num_stages", self.num_stages.value)
 
     def _build_context(self) -> BuildContext:
         """A bare file's include folders, fixed defines and fixed arguments from the fields (the CLI's -I, --define and

@@ -92,8 +92,8 @@ class RunForm:
         f = self.fields  # the form's own names for them (the dashboard and the notebooks use these)
         self.kernel, self.path, self.include, self.entry, self.defines, self.args = \
             f.kernel, f.path, f.include, f.entry, f.defines, f.args
-        self.signature, self.constexprs, self.num_warps, self.num_stages = \
-            f.signature, f.constexprs, f.num_warps, f.num_stages
+        self.signature, self.constexprs, self.num_warps, self.num_stages, self.autotune = \
+            f.signature, f.constexprs, f.num_warps, f.num_stages, f.autotune
         self.target = w.Dropdown(description="target", style=_STYLE)
         self.catalog = w.Dropdown(description="space", style=_STYLE)
         self.arch = w.Dropdown(description="arch", style=_STYLE, layout={"width": "180px", "display": _HIDDEN},

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import pytest
 
+from compileiq_lab.cli.main import main
 from compileiq_lab.exceptions import ConfigurationError
-from compileiq_lab.kernels.triton_autotune import autotune_configs, autotune_hint
+from compileiq_lab.kernels import load_triton_kernel
+from compileiq_lab.kernels.triton_autotune import autotune_choice, autotune_configs, autotune_hint
 from compileiq_lab.kernels.triton_src import triton_ptx
 
 KERNEL = '''
@@ -98,3 +100,39 @@ def test_a_kernel_without_its_constexprs_is_refused_with_its_autotune_config(tmp
     got = triton_ptx(tmp_path / "tuned.py", "k", "*fp32,i32", {"BLOCK_M": 128, "BLOCK_N": 64}, "sm_90",
                      tmp_path / "out", num_warps=8, num_stages=3)
     assert got.entry == "k"
+
+
+def test_a_config_of_the_list_is_taken_whole_and_what_is_given_overrides_it(tmp_path):
+    pytest.importorskip("triton")
+    (tmp_path / "tuned.py").write_text(LITERAL)
+    ref = f"triton:{tmp_path / 'tuned.py'}:k"
+    second = load_triton_kernel(ref, "*fp32,i32", {}, "sm_90", tmp_path / "out", autotune_config=2)
+    made = second.origin["triton"]
+    assert made["constexprs"] == {"BLOCK_M": 64, "BLOCK_N": 32}
+    assert (made["num_warps"], made["num_stages"]) == (4, 3)  # config 2 gives no num_stages: Triton's default
+    assert second.block == (128,)
+    first = load_triton_kernel(ref, "*fp32,i32", {"BLOCK_N": "16"}, "sm_90", tmp_path / "out", autotune_config=1,
+                               num_stages=2)
+    made = first.origin["triton"]
+    assert made["constexprs"] == {"BLOCK_M": 128, "BLOCK_N": 16} and (made["num_warps"], made["num_stages"]) == (8, 2)
+
+
+@pytest.mark.parametrize(("text", "number", "said"), [
+    (LITERAL, 3, "`the number is one of its configs, 1 to 2` must hold, but got 3. Pick one of 1..2; config 1 reads: "
+                 "--define BLOCK_M=128 --define BLOCK_N=64 --num-warps 8 --num-stages 3"),
+    (HEAD + KERNEL, 1, "`the function has a @triton.autotune(configs=...) decorator` must hold"),
+    (HEAD + "\n@triton.autotune(configs=make_configs(4), key=['n'])" + KERNEL, 1,
+     "`its configs are written out as triton.Config literals (or a helper without arguments returns them)` must hold, "
+     "but got 'make_configs(4)'"),
+])
+def test_a_config_that_cannot_be_taken_is_refused_naming_why(tmp_path, text, number, said):
+    (tmp_path / "tuned.py").write_text(text)
+    with pytest.raises(ConfigurationError) as err:
+        autotune_choice(tmp_path / "tuned.py", "k", number)
+    assert said in str(err.value)
+
+
+def test_autotune_config_is_refused_for_a_kernel_that_is_not_triton(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert main(["tune", "reduction", "--autotune-config", "1", "--generations", "1"]) != 0
+    assert "--autotune-config is a Triton kernel's option, but got kernel 'reduction'" in capsys.readouterr().err

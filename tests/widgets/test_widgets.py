@@ -535,6 +535,33 @@ def test_a_triton_kernel_is_tuned_from_the_form_with_its_signature_and_constexpr
     assert all(f.layout.display == "none" for f in fields)
 
 
+@pytest.mark.skipif(not tool_available("ptxas"), reason="needs ptxas")
+def test_a_triton_kernel_takes_a_config_of_its_autotune_list_from_the_form(tmp_path):
+    pytest.importorskip("triton")
+    (tmp_path / "tuned.py").write_text(
+        "import triton\nimport triton.language as tl\n\n\n"
+        "@triton.autotune(configs=[triton.Config({'BLOCK': 128}, num_warps=8, num_stages=2),\n"
+        "                          triton.Config({'BLOCK': 64}, num_warps=2)], key=['n'])\n"
+        "@triton.jit\ndef k(x_ptr, n, BLOCK: tl.constexpr):\n"
+        "    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)\n"
+        "    tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * 2, mask=offs < n)\n")
+    form = RunForm(folder=str(tmp_path / "runs"))
+    form.path.value = f"triton:{tmp_path / 'tuned.py'}:k"
+    form.signature.value = "*fp32,i32"
+    assert form.autotune.layout.display == ""
+    assert "--autotune-config 1 takes it, as the lab&#x27;s autotune config field does" in form.note.value
+    form.autotune.value = 1
+    assert (form.num_warps.value, form.num_stages.value) == (8, 2)  # the config's, shown where they apply
+    made = form.spec().origin["triton"]
+    assert made["constexprs"] == {"BLOCK": 128} and (made["num_warps"], made["num_stages"]) == (8, 2)
+    form.autotune.value = 2
+    form.constexprs.value = "BLOCK=32"  # the field overrides the config's value
+    made = form.spec().origin["triton"]
+    assert made["constexprs"] == {"BLOCK": 32} and made["num_warps"] == 2
+    form.autotune.value = 3
+    assert "`the number is one of its configs, 1 to 2` must hold, but got 3" in form.note.value
+
+
 @pytest.mark.skipif(not tool_available("nvcc"), reason="needs nvcc")
 def test_a_bare_file_takes_its_include_folders_and_entry_from_the_form(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)

@@ -142,8 +142,8 @@ def jit_function(t: Triton, module: ModuleType, function: str, who: str) -> Any:
     obj = getattr(module, function)
     while isinstance(obj, t.jit.KernelInterface) and not isinstance(obj, t.jit.JITFunction) and hasattr(obj, "fn"):
         # @triton.autotune / @triton.heuristics around the @triton.jit function
-        log.info("%s: %s wraps the @triton.jit function; its configs are not used (give the values yourself)",
-                 who, type(obj).__name__)
+        log.info("%s: %s wraps the @triton.jit function; its configs are not tried (give the values, or "
+                 "--autotune-config N)", who, type(obj).__name__)
         obj = obj.fn
     if not isinstance(obj, t.jit.JITFunction):
         raise fail(who, f"{function} is a @triton.jit function", type(obj).__name__,

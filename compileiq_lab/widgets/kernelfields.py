@@ -117,6 +117,11 @@ class KernelFields:
             ConfigurationError: What the fields name cannot be loaded or compiled (shown by the form as it is typed).
         """
         path = self.path.value.strip()
+        # the path field wins over the dropdown: greyed out while the path names something, so that it cannot say
+        # another kernel than the one a run tunes
+        self.kernel.disabled = bool(path)
+        self.kernel.tooltip = "the path field's kernel (or run store) is used; clear it to pick one here" if path \
+            else None
         if self.store() is not None:
             self._show(set())
             return None

@@ -572,8 +572,10 @@ def test_a_bare_file_takes_its_include_folders_and_entry_from_the_form(tmp_path,
                                      "__global__ void two(float* x, int n) { if (threadIdx.x < n) x[0] = 1.0f; }\n")
     form = RunForm()
     assert form.include.layout.display == "none" and form.entry.layout.display == "none"  # the toy: no fields
+    assert not form.kernel.disabled
     form.path.value = "two.cu"
     assert form.include.layout.display == "" and form.entry.layout.display == ""
+    assert form.kernel.disabled  # the dropdown cannot name another kernel than the one the path gives
     form.include.value = "no/such/folder"
     assert "each include directory exists" in form.note.value  # said while typing, not raised
     form.include.value = "include"
@@ -589,4 +591,4 @@ def test_a_bare_file_takes_its_include_folders_and_entry_from_the_form(tmp_path,
     assert meta["entry"] == "two" and meta["build"]["include_dirs"] == [str((tmp_path / "include").resolve())]
     # a kernel folder names its own: the fields hide again
     form.path.value = ""
-    assert form.include.layout.display == "none"
+    assert form.include.layout.display == "none" and not form.kernel.disabled

@@ -175,9 +175,9 @@ def constexprs_of(fn: Any, given: Mapping[str, Any], who: str) -> dict[str, int 
                                  missing)
         except (OSError, AttributeError):
             hint = ""
-        need(False, who, "every tl.constexpr parameter without a default has a value", missing,
-             f"Give {', '.join(f'{m}=<value>' for m in missing)} (on the command line --define {missing[0]}=128, in "
-             f"the lab's constexprs field {missing[0]}=128).{hint}")
+        raise fail(who, "every tl.constexpr parameter without a default has a value", missing,
+                   f"Give {', '.join(f'{m}=<value>' for m in missing)} (on the command line --define {missing[0]}=128, "
+                   f"in the lab's constexprs field {missing[0]}=128).{hint}")
     return {k: out[k] for k in names if k in out}
 
 

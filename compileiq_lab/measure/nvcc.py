@@ -192,7 +192,6 @@ class CudaCompiler:
             outcome.metrics["backend_time_s"] = res.elapsed_s
         return outcome
 
-
     def compiled(self, source: Path) -> tuple[Path, list[str]]:
         """The file nvcc is given for ``source`` and the arguments that come with it (``nvcc_input``, its device part
         written into the work folder), worked out once per content of the source (every compile of a candidate asks);

@@ -24,9 +24,6 @@ _MISSING_FILE = re.compile(r"cannot open source file|fatal error: .*: No such fi
 _BINDING = re.compile(r"""["<'\s(](?P<framework>torch|ATen|c10|pybind11|tensorflow|Python\.h|jax|paddle)[/.'":>]""")
 _FRAMEWORKS = {"torch": "PyTorch", "ATen": "PyTorch", "c10": "PyTorch", "Python.h": "Python C API", "jax": "JAX",
                "tensorflow": "TensorFlow", "paddle": "Paddle"}
-#: A header of CCCL (CUB, Thrust, libcu++, ``nv/target``), which a CUDA toolkit's nvcc finds by itself and the PyPI
-#: toolchain has only with its ``nvidia-cuda-cccl`` wheel.
-_CCCL = re.compile(r"""["<'\s(](?:cub|thrust|cuda/std|cuda|nv)/[\w./]+""")
 #: Launch errors of an entry (kernel) the module does not have.
 _MISSING_ENTRY = re.compile(r"named symbol not found|CUDA_ERROR_NOT_FOUND", re.IGNORECASE)
 #: Front-end failures no searched control changes: the C++ front end's diagnostics of the preprocessed source (EDG's
@@ -81,11 +78,6 @@ def baseline_stop_reason(kernel: KernelSpec, catalog: Catalog, record: EvalRecor
                 "device code only and has no C library headers (the CUDA toolkit's and the -I folders are passed): "
                 "tune a file with host code with --space nvcc or ptxas, or guard its host part with "
                 "#ifndef __CUDACC_RTC__")
-    if stage and missing and _CCCL.search(missing):
-        return (f"the kernel does not compile: a file it includes is missing ({missing}); it is part of CCCL (CUB, "
-                "Thrust, libcu++), which a CUDA toolkit's nvcc finds by itself and the PyPI toolchain has only with "
-                "its CCCL wheel: pip install 'compileiq-lab[cuda]' (it pins nvidia-cuda-cccl to the nvcc), or "
-                "nvidia-cuda-cccl of the nvcc's CUDA version, or use a CUDA toolkit")
     library = missing_library_note(missing, cuda_version) if stage and missing else None
     if library:
         return f"the kernel does not compile: a file it includes is missing ({missing}); {library}"

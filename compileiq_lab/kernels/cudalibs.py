@@ -1,5 +1,5 @@
-"""CUDA's libraries a kernel file may include (cuBLAS, cuDNN, NCCL, ...): which one a header is of, and how to get
-one that fits the nvcc."""
+"""CUDA's libraries a kernel file may include (CCCL, cuBLAS, cuDNN, NCCL, ...): which one a header is of, and how to
+get one that fits the nvcc."""
 
 from __future__ import annotations
 
@@ -39,6 +39,9 @@ LIBRARIES: tuple[CudaLibrary, ...] = (
     CudaLibrary("MPI", re.compile(r"mpi\.h"), None),
 )
 
+#: A header of CCCL (CUB, Thrust, libcu++, ``nv/target``), which a CUDA toolkit's nvcc finds by itself and the PyPI
+#: toolchain has only with its ``nvidia-cuda-cccl`` wheel (which the ``cuda`` extra pins).
+_CCCL = re.compile(r"""["<'\s(](?:cub|thrust|cuda/std|cuda|nv)/[\w./]+""")
 #: The file a compiler message names: nvcc/cicc's ``fatal error: NAME: No such file`` / ``cannot open source file
 #: "NAME"`` (the header asked for), or a diagnostic's ``PATH(LINE): error`` (the header the error is in).
 _ASKED = re.compile(r"""fatal error: (?P<a>[^:\n]+): No such file|cannot open source file "(?P<b>[^"\n]+)"|"""
@@ -68,7 +71,12 @@ def _install(lib: CudaLibrary, version: str | None) -> str:
 
 
 def missing_library_note(missing: str, version: str | None) -> str | None:
-    """For a compiler message that a header is missing: which library it is of and how to install it, or None."""
+    """For a compiler message that a header is missing: which library it is of (CCCL's, or one of ``LIBRARIES``) and
+    how to install it, or None."""
+    if _CCCL.search(missing):
+        return ("it is part of CCCL (CUB, Thrust, libcu++), which a CUDA toolkit's nvcc finds by itself and the PyPI "
+                "toolchain has only with its CCCL wheel: pip install 'compileiq-lab[cuda]' (it pins nvidia-cuda-cccl "
+                "to the nvcc), or nvidia-cuda-cccl of the nvcc's CUDA version, or use a CUDA toolkit")
     m = _ASKED.search(missing)
     lib = library_of(next(g for g in m.groups() if g)) if m else None
     if lib is None:

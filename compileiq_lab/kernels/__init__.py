@@ -54,6 +54,7 @@ __all__ = [
     "objective_choices",
     "offered_catalog",
     "optimisation_controls",
+    "parse_triton_ref",
     "refuse_fixed_controls",
     "targets",
 ]
@@ -62,7 +63,7 @@ if TYPE_CHECKING:
     from compileiq_lab.kernels.canary import CanaryResult, canary, check_canary, optimisation_controls
     from compileiq_lab.kernels.minimal import Minimal, minimal_controls
     from compileiq_lab.kernels.run import KernelRun
-    from compileiq_lab.kernels.triton_src import TRITON_PREFIX
+    from compileiq_lab.kernels.triton_src import TRITON_PREFIX, parse_triton_ref
 
 
 def __getattr__(name: str) -> Any:
@@ -70,8 +71,8 @@ def __getattr__(name: str) -> Any:
     # unpickles a KernelSpec never needs them)
     if name == "KernelRun":
         return importlib.import_module("compileiq_lab.kernels.run").KernelRun
-    if name == "TRITON_PREFIX":  # with the Triton module, which the others never need
-        return importlib.import_module("compileiq_lab.kernels.triton_src").TRITON_PREFIX
+    if name in ("TRITON_PREFIX", "parse_triton_ref"):  # with the Triton module, which the others never need
+        return getattr(importlib.import_module("compileiq_lab.kernels.triton_src"), name)
     if name in ("Minimal", "minimal_controls"):
         return getattr(importlib.import_module("compileiq_lab.kernels.minimal"), name)
     if name in ("CanaryResult", "canary", "check_canary", "optimisation_controls"):

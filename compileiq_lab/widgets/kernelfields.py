@@ -19,6 +19,7 @@ from compileiq_lab.kernels import (
     list_kernels,
     load_kernel,
     load_triton_kernel,
+    parse_triton_ref,
     refuse_fixed_controls,
 )
 
@@ -151,9 +152,8 @@ class KernelFields:
         path = self.path.value.strip()
         if not self.autotune.value or not path.startswith(TRITON_PREFIX):
             return
-        module, _, function = path[len(TRITON_PREFIX):].rpartition(":")
         try:
-            chosen = autotune_choice(module, function, self.autotune.value)
+            chosen = autotune_choice(*parse_triton_ref(path), self.autotune.value)
         except ConfigurationError:
             return
         self.num_warps.value = chosen.options.get("num_warps", self.num_warps.value)

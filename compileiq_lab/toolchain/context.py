@@ -51,8 +51,9 @@ def check_extra_arg(tok: str, where: str = "build args") -> str:
     return tok
 
 
-def parse_define(text: str, where: str = "--define") -> tuple[str, str]:
-    """``"NAME=VALUE"`` (or ``"NAME"``, meaning ``NAME=1``) as (name, value).
+def parse_define(text: str, where: str = "--define", example: str = "--define BLOCK=256") -> tuple[str, str]:
+    """``"NAME=VALUE"`` (or ``"NAME"``, meaning ``NAME=1``) as (name, value); ``where`` and ``example`` name the
+    field it came from and how to fill it, for the error.
 
     Raises:
         ConfigurationError: The name is not an identifier or the value holds other than ``[A-Za-z0-9_.+-]``.
@@ -61,7 +62,7 @@ def parse_define(text: str, where: str = "--define") -> tuple[str, str]:
     value = value if "=" in str(text) else "1"
     if not _NAME.match(name) or not _VALUE.match(value):
         raise _fail(where, "a define is NAME=VALUE with NAME an identifier and VALUE of [A-Za-z0-9_.+-]", text,
-                    "Write e.g. --define BLOCK=256.")
+                    f"Write e.g. {example}.")
     return name, value
 
 

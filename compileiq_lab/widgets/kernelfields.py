@@ -22,6 +22,7 @@ from compileiq_lab.kernels import (
     parse_triton_ref,
     refuse_fixed_controls,
 )
+from compileiq_lab.toolchain.context import parse_define
 
 __all__ = ["TOY", "KernelFields"]
 
@@ -31,17 +32,10 @@ _HIDDEN, _SHOWN = "none", ""
 
 
 def _constexprs(text: str) -> dict[str, str]:
-    """A Triton kernel's constexpr values as the form takes them: ``NAME=VALUE`` pairs, comma-separated."""
-    out = {}
-    for item in (part.strip() for part in text.split(",")):
-        if not item:
-            continue
-        name, sep, value = item.partition("=")
-        if not sep or not name.strip().isidentifier() or not value.strip():
-            raise ConfigurationError(f"constexprs: each must read NAME=VALUE, but got {item!r}; write e.g. "
-                                     "BLOCK_SIZE=1024, ACTIVATION=leaky_relu")
-        out[name.strip()] = value.strip()
-    return out
+    """A Triton kernel's constexpr values as the form takes them: ``NAME=VALUE`` pairs, comma-separated, each read
+    as the CLI's ``--define`` reads one."""
+    items = (part.strip() for part in text.split(","))
+    return dict(parse_define(item, "constexprs", "BLOCK_SIZE=1024, ACTIVATION=leaky_relu") for item in items if item)
 
 
 class KernelFields:

@@ -517,8 +517,11 @@ def test_a_triton_kernel_is_tuned_from_the_form_with_its_signature_and_constexpr
     assert "`every tl.constexpr parameter without a default has a value` must hold" in form.note.value
     assert "the lab&#x27;s constexprs field BLOCK_SIZE=128" in form.note.value  # said while typing, not raised
     form.signature.value = "*fp32:16,*fp32:16,*fp32:16,i32"
-    form.constexprs.value = "BLOCK_SIZE 1024"
-    assert "constexprs: each must read NAME=VALUE, but got &#x27;BLOCK_SIZE 1024&#x27;" in form.note.value
+    form.constexprs.value = "BLOCK_SIZE 1024"  # read as the CLI's --define reads one, with the lab's example
+    assert "constexprs: `a define is NAME=VALUE" in form.note.value and "&#x27;BLOCK_SIZE 1024&#x27;" in form.note.value
+    assert "Write e.g. BLOCK_SIZE=1024, ACTIVATION=leaky_relu." in form.note.value
+    form.constexprs.value = "BLOCK_SIZE=a b"  # a value the CLI refuses, refused here too
+    assert "&#x27;BLOCK_SIZE=a b&#x27;" in form.note.value
     form.constexprs.value = "BLOCK_SIZE=1024"
     form.num_warps.value = 8
     assert form.note.value == "" or "no GPU" in form.note.value

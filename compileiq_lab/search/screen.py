@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from compileiq_lab.search.additive import AdditiveModel
 from compileiq_lab.search.failures import FailurePairs
 from compileiq_lab.search.goodsets import WeightedGood, good_weights
 from compileiq_lab.search.neighbours import incumbents, moves, nearest
@@ -23,7 +24,10 @@ class DensityScreen:
     non-domination levels) and the rest, failures among the rest. Each control's state (absent, or one of its
     values) gets a smoothed frequency among the good, ``l``, and among the rest, ``g``; a genome's score is the sum
     of ``log l - log g`` over its controls (the ratio a tree-structured Parzen estimator ranks by), so categorical
-    compiler controls and plateaus of equal scores need no distance. Failures are also learned per pair of control
+    compiler controls and plateaus of equal scores need no distance. With one objective the model picks rank instead
+    by an additive model's chance of improving on the best (``additive``: each control state's effect on the score's
+    rank, learned from every compiled config that has it), the density ratio breaking ties; the ratio still draws
+    the screen's own proposals. Failures are also learned per pair of control
     states (``compileiq_lab.search.failures.FailurePairs``): a pair seen failing and never compiling lowers a
     genome's score by ``failure_weight`` times the log of its estimated odds of compiling, a learned constraint that
     never forbids outright. Twins are learned too (``compileiq_lab.search.twins.TwinModel``): a config likely to
@@ -77,6 +81,13 @@ class DensityScreen:
             twins learned, else 0: a front has no single best config; on the tune half of bench/tables, 120-240 seeds,
             1 cut the calls to the optimum by a fifth, 2 less). With it, a generation asked in parts (one pick at a
             time) gives every ``PART_HILL_EVERY``-th pick to them instead (see ``roles``).
+        additive: Whether the model picks of one objective rank by an additive model's chance of improving on the best
+            (``compileiq_lab.search.additive.AdditiveModel``) instead of the density ratio, which then only breaks
+            ties (default: on with one objective). On the tune half of bench/tables (one objective, paired by seed,
+            catalog / plain space, bench/results/variants_additive*.md) it took 0.87 (90 % interval 0.78-0.97) /
+            0.96 (0.88-1.04) times the calls over seeds 400-439 and 0.95 (0.87-1.04) / 0.90 (0.82-1.00) over 440-479.
+            A density ratio learns a control's state only once a good config holds it; the sum learns each state's
+            effect from every compiled config that has it, whatever the other controls' states.
         scalarise: Whether each model pick of several objectives fits its good set under its own random weighting
             (default: on with several objectives; on the multi-objective tune half of bench/tables, 120 seeds, with
             ``explore`` 0.15 it cut the calls to the whole front from 777 to 678 summed over six cells).
@@ -139,7 +150,7 @@ class DensityScreen:
     def __init__(self, space: SearchSpace, n_objectives: int, seed: int, factor: int = 4,
                  explore: float | None = None, gamma: float = 0.1, min_history: int = 4, window: int = 2000,
                  proposals: float = 4.0, local: float = 0.5, twin_weight: float = 3.0, failure_weight: float = 5.0,
-                 hill: int | None = None, scalarise: bool | None = None) -> None:
+                 hill: int | None = None, scalarise: bool | None = None, additive: bool | None = None) -> None:
         self.space, self.n_objectives = space, n_objectives
         self.factor, self.gamma = factor, gamma
         self.explore = (0.25 if n_objectives == 1 else 0.15) if explore is None else explore
@@ -149,6 +160,11 @@ class DensityScreen:
                              f"objectives, but got scalarise={scalarise!r} with {n_objectives} objective(s); leave it "
                              f"out (None) for the default")
         self.min_history, self.window, self.proposals, self.local = min_history, window, proposals, local
+        additive = n_objectives == 1 if additive is None else additive
+        if not isinstance(additive, bool) or (additive and n_objectives != 1):
+            raise ValueError(f"DensityScreen: additive must be True or False, and True only with one objective, but "
+                             f"got additive={additive!r} with {n_objectives} objective(s); leave it out (None) for "
+                             f"the default")
         self.n_uniform = 16
         self._uniform: set[bytes] = set()
         self.rng = np.random.default_rng([seed, 0x5C2EE7])
@@ -169,6 +185,8 @@ class DensityScreen:
         self._first_value = np.array([1 if p.can_knockout else 0 for p in params], dtype=np.int64)
         self.twins = TwinModel(self.k, n_objectives, window=min(window, self.TWIN_WINDOW), ordinal=self._ordinal)
         self._model: tuple[np.ndarray, list[np.ndarray], float, list[np.ndarray], float] | None = None
+        self.additive = AdditiveModel(self.k) if additive else None
+        self._additive_stale = True
 
     @property
     def ready(self) -> bool:
@@ -186,6 +204,16 @@ class DensityScreen:
         if self.twin_weight:
             self.twins.observe(S, F, ok)
         self._model = None  # the good set and the counts are refitted once, at the next use
+        self._additive_stale = True
+
+    def _log_improve(self, S: np.ndarray) -> np.ndarray:
+        """The additive model's log chance that each config improves on the best (refitted once per batch of
+        observations)."""
+        assert self.additive is not None
+        if self._additive_stale:
+            self.additive.fit(self.S[self.ok], self.F[self.ok, 0])
+            self._additive_stale = False
+        return self.additive.log_improve(S)
 
     def _fit(self) -> tuple[np.ndarray, list[np.ndarray], float, list[np.ndarray], float]:
         """The good set's weights (``goodsets.good_weights``) and, per control, the (weighted) counts of each state
@@ -365,13 +393,17 @@ class DensityScreen:
         for t in [] if taken is None else taken:  # picks made already count as this generation's too
             lie(t)
         tie = 1e-9 * self.rng.random(n)
+        improve = None if self.additive is None else self._log_improve(S)
         chosen: list[int] = []
         free = np.ones(n, dtype=bool)
         for _ in range(n_model):
             if weighted is not None:
                 cl, nl, cg, ng = weighted()
             bad = [c + c_liar for c, c_liar in zip(cg, liar)]
-            score = np.where(free, self._ratio(S, cl, nl, bad, ng + n_liar) + feasible + novel + tie, -np.inf)
+            rank = self._ratio(S, cl, nl, bad, ng + n_liar)
+            if improve is not None:  # the additive model ranks; the density ratio (with its liar) breaks ties
+                rank = improve + 1e-3 * rank
+            score = np.where(free, rank + feasible + novel + tie, -np.inf)
             j = int(np.argmax(score))
             chosen.append(j)
             free[j] = False

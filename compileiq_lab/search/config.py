@@ -122,10 +122,12 @@ class SearchConfiguration:
             Configs outside the space are left out; asked configs are never asked again.
         model: How GA/NSGA-II choose which offspring to evaluate. "density" (the default): more offspring are mated
             than evaluated, joined by configs drawn from the controls' states that scored well and by one-control
-            neighbours of good configs ("unset" counts as a state of every control); a density ratio of good to bad
-            configs per control (failed compiles count as bad, and control pairs seen failing lower a config's
-            odds) picks most of the generation, a random share the rest (``compileiq_lab.search.screen``; chosen on
-            the tune half of bench/tables, see bench/results/peers.md). "none": pymoo's offspring as they are.
+            neighbours of good configs ("unset" counts as a state of every control); with one objective an additive
+            model's chance of improving (each control state's effect on the score's rank), with several a density
+            ratio of good to bad configs per control (failed compiles count as bad, and control pairs seen failing
+            lower a config's odds in both), picks most of the generation, a random share the rest
+            (``compileiq_lab.search.screen``; chosen on the tune half of bench/tables, see bench/results/peers.md).
+            "none": pymoo's offspring as they are.
             Runs stored before this setting existed had "none" and resume with it.
         learn_conflicts: Learn from each failed compile's message which controls conflict (``search.conflicts``:
             "Conflicting options -opt-level=<0,2,3> and --Ofast-compile=min" names two controls and their states)

@@ -52,9 +52,9 @@ class DensityScreen:
     learned with the twins; an untried move starts from the record of every move away from the value it leaves),
     nearer ones first (one control before two, an ordinal control's next value before a far one). A model pick
     that is likely a twin (chance above ``HILL_TWIN``) gives its place to the next such neighbour that is not.
-    The density ratio ranks by what good configs have in common; on a plateau of equal scores (the compiler's
+    The model picks favour the states the best configs so far have; on a plateau of equal scores (the compiler's
     defaults, a flag it ignores) that is the plateau itself, and the one move off it that improves (often a pair
-    of controls the ratio sees as bad one at a time) is found by trying the neighbours.
+    of controls the model sees as bad one at a time) is found by trying the neighbours.
     A generation asked in parts (one pick at a time with one evaluation slot) is picked part by part, each part with
     the results of those before it, and then every other pick goes to the neighbours of the best as it is at that pick.
 

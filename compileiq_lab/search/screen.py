@@ -18,7 +18,8 @@ __all__ = ["DensityScreen", "states_of"]
 
 
 class DensityScreen:
-    """Which of many proposed genomes to evaluate: a density ratio of good to bad configs per control.
+    """Which of many proposed genomes to evaluate: an additive model (one objective) or a density ratio of good to bad
+    configs per control (several), with the twins and failures learned.
 
     The evaluations so far are split into good ones (the best ``gamma`` share; for several objectives, the first
     non-domination levels) and the rest, failures among the rest. Each control's state (absent, or one of its

@@ -7,6 +7,8 @@ from scipy.linalg import cho_factor, cho_solve
 from scipy.special import log_ndtr, ndtri
 from scipy.stats import rankdata
 
+from compileiq_lab.search.states import bucketed
+
 __all__ = ["AdditiveModel", "normal_scores"]
 
 
@@ -52,8 +54,7 @@ class AdditiveModel:
 
     def _index(self, S: np.ndarray) -> np.ndarray:
         """Per config, the column of each control's (bucketed) state in the one-hot design."""
-        S = np.asarray(S, dtype=np.int64).reshape(-1, len(self.k))
-        return np.asarray(self.offset + (S * self.kb) // self.k)
+        return np.asarray(self.offset + bucketed(S, self.k, self.kb))
 
     @property
     def fitted(self) -> bool:

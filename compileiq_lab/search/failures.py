@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from compileiq_lab.search.states import bucketed
+
 __all__ = ["FailurePairs"]
 
 
@@ -41,7 +43,7 @@ class FailurePairs:
     def _pair_index(self, S: np.ndarray) -> np.ndarray:
         """Per config and pair of controls, the slot of its two states in the flat pair counts."""
         i, j = self._iu
-        B = (S * self._kp) // self.k  # bucketed states (the identity where a control has few)
+        B = bucketed(S, self.k, self._kp)  # (the identity where a control has few states)
         return np.asarray(self._offset[None, :] + B[:, i] * self._kp[j] + B[:, j])
 
     def observe(self, S: np.ndarray, ok: np.ndarray) -> None:

@@ -6,7 +6,7 @@ import numpy as np
 
 from compileiq_lab.space.space import SearchSpace
 
-__all__ = ["genomes_of", "n_states", "states_of"]
+__all__ = ["bucketed", "genomes_of", "n_states", "states_of"]
 
 
 def states_of(space: SearchSpace, X: np.ndarray) -> np.ndarray:
@@ -38,3 +38,10 @@ def genomes_of(space: SearchSpace, S: np.ndarray) -> np.ndarray:
         elif vg >= 0:
             X[:, vg] = S[:, i]
     return X
+
+
+def bucketed(S: np.ndarray, n_states: np.ndarray, buckets: np.ndarray) -> np.ndarray:
+    """Per config (rows of ``S``), each control's state mapped onto that control's ``buckets`` (at most its number
+    of states; neighbouring states share a bucket), so that a model of a wide range stays bounded."""
+    k = np.asarray(n_states, dtype=np.int64)
+    return np.asarray((np.asarray(S, dtype=np.int64).reshape(-1, len(k)) * buckets) // k)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from compileiq_lab.search.states import bucketed
 from compileiq_lab.search.window import RowWindow
 
 __all__ = ["TwinModel"]
@@ -102,13 +103,10 @@ class TwinModel:
         """The (bucketed) control states of the evaluated configs held: the latest ``window``, in no set order."""
         return self._S.rows
 
-    def _bucket(self, S: np.ndarray) -> np.ndarray:
-        return np.asarray((np.asarray(S, dtype=np.int64) * self.kb) // self.k)
-
     def observe(self, S: np.ndarray, F: np.ndarray, feasible: np.ndarray) -> None:
         """Add evaluated configs (their control states), their scores and whether they compiled (a failure is an
         outcome like a score: two failed configs count as alike)."""
-        B = self._bucket(S).reshape(-1, len(self.k))
+        B = bucketed(S, self.k, self.kb)
         ok = np.asarray(feasible, dtype=bool).reshape(len(B))
         F = np.where(ok[:, None], np.asarray(F, dtype=float).reshape(len(B), self._F.rows.shape[1]), 0.0)
         for s, f, o in zip(B, F, ok):
@@ -153,8 +151,8 @@ class TwinModel:
     def log_twin(self, S: np.ndarray, reference: np.ndarray | None = None) -> np.ndarray:
         """Per config of ``S``, the log of its highest chance of the same outcome as a config of ``reference``
         (default: the evaluated ones, failed ones included); -inf where there is none."""
-        B = self._bucket(S).reshape(-1, len(self.k))
-        R = self.S if reference is None else self._bucket(reference).reshape(-1, len(self.k))
+        B = bucketed(S, self.k, self.kb)
+        R = self.S if reference is None else bucketed(reference, self.k, self.kb)
         if not len(R) or not len(B):
             return np.full(len(B), -np.inf)
         L = np.zeros((len(B), len(R)))
@@ -179,8 +177,8 @@ class TwinModel:
         one) was noise on the tune half (seeds 400-459, paired by seed): 0.99 / 1.02 times the calls (90 % intervals
         0.96-1.02 / 0.99-1.04).
         """
-        B = self._bucket(S).reshape(-1, len(self.k))
-        R = self._bucket(reference).reshape(B.shape)
+        B = bucketed(S, self.k, self.kb)
+        R = bucketed(reference, self.k, self.kb).reshape(B.shape)
         out = np.zeros(len(B))
         for c, (better, effective) in enumerate(zip(self._better, self._effective)):
             a, b = R[:, c], B[:, c]

@@ -5,12 +5,12 @@ optimum per table and space, their sums, and how sure the difference is.
     python bench/bench_variants.py --variant g=gamma=0.2,local=0.3 --half held-out --seeds 60 --seed0 400
 
 A variant is ``NAME=SETTING[,SETTING...]``, each setting ``KEY=VALUE`` (a number, true/false, or text): a class
-attribute of ``DensityScreen`` or ``TwinModel`` (upper case, e.g. ``HILL_TWIN``) or of ``PymooStrategy`` (e.g.
-``part_candidates``), an argument of ``DensityScreen`` (``gamma``, ``local``, ...) or a field of
-``SearchConfiguration`` (``pool_size``, ``model``, ...), or ``workers`` (evaluation slots of ``start()``, threads;
-an asynchronous run with several is not reproducible call for call). Every variant runs on the same seeds as the
-default, so seed-to-seed noise cancels in part; the interval is a paired bootstrap over the seeds (each resample draws
-seeds and uses them for every table, space and variant). One-objective tables only.
+attribute of ``DensityScreen``, ``HillPicks``, ``TwinModel`` or ``AdditiveModel`` (upper case, e.g. ``HILL_TWIN``) or
+of ``PymooStrategy`` (e.g. ``part_candidates``), an argument of ``DensityScreen`` (``gamma``, ``local``, ...) or a
+field of ``SearchConfiguration`` (``pool_size``, ``model``, ...), or ``workers`` (evaluation slots of ``start()``,
+threads; an asynchronous run with several is not reproducible call for call). Every variant runs on the same seeds as
+the default, so seed-to-seed noise cancels in part; the interval is a paired bootstrap over the seeds (each resample
+draws seeds and uses them for every table, space and variant). One-objective tables only.
 
 This is the bench to choose a default with: on the tune half (split.json), then once on the held-out half. At 60 seeds
 the sum of the tune half's plain-space means moved by 9 calls between two blocks of seeds (seeds 400-459: 60.1,
@@ -34,12 +34,16 @@ from _common import markdown_table, write
 from bench_peers import TABLES, half_of, lab, metrics, objectives_of, table_problem
 
 from compileiq_lab.search import screen as screen_module
+from compileiq_lab.search.additive import AdditiveModel
 from compileiq_lab.search.config import SearchConfiguration
 from compileiq_lab.search.evolutionary import PymooStrategy
+from compileiq_lab.search.hill import HillPicks
 from compileiq_lab.search.screen import DensityScreen
 from compileiq_lab.search.twins import TwinModel
 
 BUDGET = 200
+#: The classes whose upper-case constants a variant may set, by name.
+CONSTANT_OWNERS: dict[str, type] = {c.__name__: c for c in (DensityScreen, HillPicks, TwinModel, AdditiveModel)}
 WAYS = ("catalog", "plain")
 Settings = dict[str, dict[str, Any]]  # "class" (name -> attribute values), "screen", "config", "start"
 
@@ -75,8 +79,9 @@ def parse_variant(spec: str) -> tuple[str, Settings]:
         key = key.strip()
         if not sep:
             raise SystemExit(f"--variant {name}: each setting must read KEY=VALUE, but got {item!r}")
-        if key.isupper() and (hasattr(DensityScreen, key) or hasattr(TwinModel, key)):
-            owner = "DensityScreen" if hasattr(DensityScreen, key) else "TwinModel"
+        owners = [c.__name__ for c in CONSTANT_OWNERS.values() if hasattr(c, key)]
+        if key.isupper() and owners:
+            owner = owners[0]
             out["class"][f"{owner}.{key}"] = parse_value(value)
         elif not key.startswith("_") and key in vars(PymooStrategy):
             out["class"][f"PymooStrategy.{key}"] = parse_value(value)
@@ -87,7 +92,7 @@ def parse_variant(spec: str) -> tuple[str, Settings]:
         elif key == "workers":
             out["start"][key] = parse_value(value)
         else:
-            raise SystemExit(f"--variant {name}: {key!r} is neither a DensityScreen or TwinModel constant, nor a "
+            raise SystemExit(f"--variant {name}: {key!r} is neither a constant of {', '.join(CONSTANT_OWNERS)}, nor a "
                              f"PymooStrategy attribute (e.g. part_candidates), nor a DensityScreen argument "
                              f"({', '.join(sorted(screen_args))}), nor a SearchConfiguration field, nor workers; use "
                              f"one of those names")
@@ -98,8 +103,7 @@ def apply(settings: Settings) -> None:
     """Make this process's default search the variant (class attributes set, the screen's arguments defaulted)."""
     for dotted, value in settings["class"].items():
         owner, attr = dotted.split(".")
-        setattr({"DensityScreen": DensityScreen, "TwinModel": TwinModel, "PymooStrategy": PymooStrategy}[owner], attr,
-                value)
+        setattr({**CONSTANT_OWNERS, "PymooStrategy": PymooStrategy}[owner], attr, value)
     if settings["screen"]:
         given = dict(settings["screen"])
 

@@ -9,7 +9,7 @@ import numpy as np
 from compileiq_lab.search.additive import AdditiveModel
 from compileiq_lab.search.failures import FailurePairs
 from compileiq_lab.search.goodsets import WeightedGood, good_weights
-from compileiq_lab.search.neighbours import incumbents, moves, nearest
+from compileiq_lab.search.hill import HillPicks
 from compileiq_lab.search.states import genomes_of, n_states, states_of
 from compileiq_lab.search.twins import TwinModel
 from compileiq_lab.space.space import SearchSpace
@@ -47,17 +47,11 @@ class DensityScreen:
     It also proposes genomes of its own (``propose``): draws from the good frequencies and one-control neighbours
     of good configs, which join the offspring before the screen.
 
-    With one objective, ``hill`` picks of each generation go to the neighbours of the best configs so far (every
-    config one control away, and some two away), in the order of what their evaluation could teach: the chance
-    of a new outcome (not a twin), of compiling and of improving (each move's record of improving or worsening,
-    learned with the twins; an untried move starts from the record of every move away from the value it leaves),
-    nearer ones first (one control before two, an ordinal control's next value before a far one). A model pick
-    that is likely a twin (chance above ``HILL_TWIN``) gives its place to the next such neighbour that is not.
-    The model picks favour the states the best configs so far have; on a plateau of equal scores (the compiler's
-    defaults, a flag it ignores) that is the plateau itself, and the one move off it that improves (often a pair
-    of controls the model sees as bad one at a time) is found by trying the neighbours.
-    A generation asked in parts (one pick at a time with one evaluation slot) is picked part by part, each part with
-    the results of those before it, and then every other pick goes to the neighbours of the best as it is at that pick.
+    With one objective, ``hill`` picks of each generation go to the neighbours of the best configs so far
+    (``compileiq_lab.search.hill.HillPicks``: one or two controls away, in the order of what their evaluation could
+    teach); on a plateau of equal scores the one move off it that improves is found by trying them. A generation
+    asked in parts (one pick at a time with one evaluation slot) is picked part by part, each part with the results
+    of those before it, and then every other pick goes to the neighbours of the best as it is at that pick.
 
     Args:
         space: The encoded space.
@@ -81,14 +75,16 @@ class DensityScreen:
         hill: Picks per generation reserved for the best configs' neighbours (default: 1 with one objective and
             twins learned, else 0: a front has no single best config; on the tune half of bench/tables, 120-240 seeds,
             1 cut the calls to the optimum by a fifth, 2 less). With it, a generation asked in parts (one pick at a
-            time) gives every ``PART_HILL_EVERY``-th pick to them instead (see ``roles``).
+            time) gives every ``HillPicks.PART_HILL_EVERY``-th pick to them instead (see ``roles``).
         additive: Whether the model picks of one objective rank by an additive model's chance of improving on the best
             (``compileiq_lab.search.additive.AdditiveModel``) instead of the density ratio, which then only breaks
             ties (default: on with one objective). On the tune half of bench/tables (one objective, paired by seed,
             catalog / plain space, bench/results/variants_additive*.md) it took 0.87 (90 % interval 0.78-0.97) /
             0.96 (0.88-1.04) times the calls over seeds 400-439 and 0.95 (0.87-1.04) / 0.90 (0.82-1.00) over 440-479.
             A density ratio learns a control's state only once a good config holds it; the sum learns each state's
-            effect from every compiled config that has it, whatever the other controls' states.
+            effect from every compiled config that has it, whatever the other controls' states. Around it, four times
+            the ``proposals``, 256 uniform draws instead of 16, ``min_history`` 2 and ``failure_weight`` 10 were noise
+            or more calls on the same seeds (bench/results/variants_sample.md).
         scalarise: Whether each model pick of several objectives fits its good set under its own random weighting
             (default: on with several objectives; on the multi-objective tune half of bench/tables, 120 seeds, with
             ``explore`` 0.15 it cut the calls to the whole front from 777 to 678 summed over six cells).
@@ -100,53 +96,6 @@ class DensityScreen:
     #: tables have 3-7); on the 15- and 28-control flag problems of bench/bench_defaults.py they raised the regret at
     #: every budget, while on 8 and 12 controls they traded a higher regret at 50 calls for the optimum by 200.
     HILL_MAX_CONTROLS = 12
-    #: Neighbours are taken around at most HILL_INCUMBENTS of the latest configs holding the best score: their
-    #: one-control moves (a random HILL_SINGLES of them where there are more) and HILL_PAIRS random two-control moves
-    #: (bounded cost per generation: 1.6 ms per candidate on a 12-control space of 32-value ranges, against 7.6 with
-    #: 8 / 256 / 100, which did no better on the tables); a model pick whose twin chance is above HILL_TWIN is swapped
-    #: for a neighbour. The latest holders, not the earliest: on a plateau of equal scores the neighbourhood moves on
-    #: (the earliest did 76.3 / 66.7 against 66.9 / 60.1 on the tune half, seeds 400-459). Paired by seed over seeds
-    #: 400-519 (bench/results/variants_hill.md, catalog / plain): 8 incumbents took 0.96 / 1.03 times the calls (90 %
-    #: intervals 0.92-0.99 / 1.00-1.06), a HILL_PAIR_COST of 0.25 0.98 / 1.01 (0.97-0.99 / 1.00-1.02), a
-    #: PART_HILL_EVERY of 3 1.12 / 1.07: each gain in the catalog space costs calls in the plain space.
-    HILL_INCUMBENTS = 4
-    HILL_SINGLES = 128
-    HILL_PAIRS = 48
-    #: HILL_TWIN was chosen on the tune half of bench/tables (one objective, seeds 400-459, sums of mean calls to the
-    #: optimum, catalog / plain space: 66.9 / 60.1 at 0.7): 0.6 did 72.9 / 63.5, 0.65 66.8 / 61.9 (over seeds 400-519,
-    #: paired by seed in bench/bench_variants.py: 0.99 / 1.05 times the calls, 90 % intervals 0.94-1.04 / 1.01-1.09),
-    #: 0.8 and 0.9 worse still; lifting it on a stall (off after 10 or 20 calls without a gain, or rising to 0.95
-    #: over 30) did 88.8-102.2 / 69.0-71.9: on a plateau of twins the threshold is what keeps the search off it.
-    HILL_TWIN = 0.7
-    #: Order of the neighbours: what a second moved control, and each ordinal step beyond the next value (up to 3),
-    #: cost in log chance. Only a range's or log_sampling's values are ordered: a choice of numbers (a user's
-    #: ``choice([24, 28, 32, "unset"])`` of register caps) ordered by size as well, its text values next to every
-    #: number, took 1.07 / 1.05 times the calls on the tune half (one objective, seeds 400-459, paired by seed,
-    #: catalog / plain; 90 % intervals 1.01-1.12 / 0.99-1.11), and with its untried moves starting from the prior as
-    #: an ordered control's do (``TwinModel.log_better``) 1.03 / 1.00 (0.98-1.08 / 0.93-1.06). A bonus of 1.0 (0.5)
-    #: in log chance for an ordered control's next value took 1.11 (1.07) times the calls in the catalog space (90 %
-    #: intervals 1.02-1.21 / 0.99-1.14), and ranking the neighbours without the density ratio's tie-break
-    #: (``_hill_order``'s 1e-3 share) 1.10 (1.01-1.19) / 1.01 (tune half, seeds 400-459, paired by seed).
-    HILL_PAIR_COST = 0.5
-    HILL_STEP_COST = 1.0
-    #: A generation asked in parts (with one evaluation slot, one pick at a time, each made with every result before
-    #: it) gives every PART_HILL_EVERY-th pick, the first included, to the best configs' neighbours and the rest to
-    #: the model, none at random. Chosen on the tune half of bench/tables (one objective, seeds 400-459, sums of mean
-    #: calls to the optimum, catalog / plain space): a generation picked whole 79.3 / 74.8; picked one at a time with
-    #: the whole generation's roles (1 neighbour, 3 model picks, 1 random) 72.2 / 74.4; every 2nd pick a neighbour
-    #: 62.8 / 61.5; 2 neighbours and 3 model picks 69.0 / 66.6; 2 neighbours, 2 model picks and a random one
-    #: 67.5 / 70.2; 4 neighbours of 5 60.9 / 65.7; all neighbours 64.8 / 67.1. Each pick sees the result of the one
-    #: before it, so a neighbour of the best found so far is seldom a wasted call. A bandit over the two roles instead
-    #: (each pick's role drawn by Thompson sampling from each role's record of picks that improved the best, as
-    #: OpenTuner credits its techniques) took 1.08 (90 % interval 1.00-1.17) / 0.98 (0.92-1.05) times the calls on
-    #: the tune half (seeds 400-459, paired by seed, catalog / plain), and 1.30 / 1.09 with a pick that ties the best
-    #: credited too: a run reaches the optimum in 10-30 calls, too few for a record of a handful of gains to steer.
-    PART_HILL_EVERY = 2
-    #: Each part's neighbours: fewer than a whole generation's (HILL_SINGLES, HILL_PAIRS), since they are drawn anew
-    #: for every part and the twin search over them is most of a part's cost (with 48 / 16 the tune half above took
-    #: 67.2 / 63.9 calls, at 3.4 ms per candidate on a 10-control space against 9.2 ms with 128 / 48).
-    PART_SINGLES = 48
-    PART_PAIRS = 16
 
     def __init__(self, space: SearchSpace, n_objectives: int, seed: int, factor: int = 4,
                  explore: float | None = None, gamma: float = 0.1, min_history: int = 4, window: int = 2000,
@@ -185,6 +134,7 @@ class DensityScreen:
         self._ordinal = np.array([p.encoding == "ordinal" for p in params], dtype=bool)
         self._first_value = np.array([1 if p.can_knockout else 0 for p in params], dtype=np.int64)
         self.twins = TwinModel(self.k, n_objectives, window=min(window, self.TWIN_WINDOW), ordinal=self._ordinal)
+        self.hill_picks = HillPicks(self.k, self._ordinal, self._first_value, self.twins, self.rng)
         self._model: tuple[np.ndarray, list[np.ndarray], float, list[np.ndarray], float] | None = None
         self.additive = AdditiveModel(self.k) if additive else None
         self._additive_stale = True
@@ -291,43 +241,28 @@ class DensityScreen:
             L[np.arange(n_local), j] = (L[np.arange(n_local), j] + shift) % self.k[j]
             S = np.vstack([S, L])
         if self.hill and neighbours:
-            S = np.vstack([S, moves(self._incumbents(), self.k, self.rng, self.HILL_PAIRS, self.HILL_SINGLES)])
+            S = np.vstack([S, self.hill_picks.moves(self._incumbents())])
         return genomes_of(self.space, np.vstack([S, U]))
 
     def neighbours(self) -> np.ndarray:
         """For a pick of a generation asked in parts: the best configs' neighbours as they are now (PART_SINGLES of
-        their one-control moves and PART_PAIRS two-control ones; none without ``hill``)."""
+        their one-control moves and PART_PAIRS two-control ones, see ``HillPicks``; none without ``hill``)."""
         if not self.hill or not self.ready:
             return np.zeros((0, self.space.n_genes), dtype=np.int64)
-        return genomes_of(self.space, moves(self._incumbents(), self.k, self.rng, self.PART_PAIRS, self.PART_SINGLES))
+        return genomes_of(self.space, self.hill_picks.moves(self._incumbents(), part=True))
 
     def _incumbents(self) -> np.ndarray:
-        return incumbents(self.S, self.F, self.ok, self.HILL_INCUMBENTS)
-
-    def _hill_order(self, S: np.ndarray, log_twin: np.ndarray) -> np.ndarray:
-        """The candidates (rows of ``S``, with their log twin chances) one or two controls from a best config, most
-        promising first."""
-        best = self._incumbents()
-        if not len(best):
-            return np.zeros(0, dtype=int)
-        distance, steps, row = nearest(S, best, self._ordinal, self._first_value)
-        idx = np.flatnonzero((distance >= 1) & (distance <= 2))
-        _, cl, nl, cg, ng = self._fit()
-        gain = (self.twins.log_novel(log_twin[idx]) + self._compiles(S[idx])
-                + self.twins.log_better(S[idx], best[row[idx]]) + 1e-3 * self._ratio(S[idx], cl, nl, cg, ng)
-                - self.HILL_PAIR_COST * (distance[idx] - 1) - self.HILL_STEP_COST * np.minimum(steps[idx], 3))
-        order = idx[np.argsort(-gain, kind="stable")]
-        _, first = np.unique(S[order], axis=0, return_index=True)  # one of each config (two incumbents' neighbour)
-        return np.asarray(order[np.sort(first)])
+        return self.hill_picks.incumbents(self.S, self.F, self.ok)
 
     def roles(self, of: int, parts: bool = False) -> list[str]:
         """What each pick of a generation of ``of`` is for, in order: "hill" (a neighbour of the best), "model" (the
         density ratio's pick) or "random" (drawn from the whole space). Asked whole: ``hill`` neighbours, then the
         model's picks and the ``explore`` share at random. Asked in ``parts`` (each part picked with every result
         before it) with neighbours on: every other pick, the first included, is a neighbour of the best as it is at
-        that pick, and none is random (see ``PART_HILL_EVERY``)."""
+        that pick, and none is random (see ``HillPicks.PART_HILL_EVERY``)."""
         if parts and self.hill:
-            return ["hill" if j % self.PART_HILL_EVERY == 0 else "model" for j in range(of)]
+            every = self.hill_picks.PART_HILL_EVERY
+            return ["hill" if j % every == 0 else "model" for j in range(of)]
         hill = min(self.hill, of - 1) if self.hill and of >= 2 else 0
         n_model = max(1, round((of - hill) * (1 - self.explore)))
         return ["hill"] * hill + ["model"] * n_model + ["random"] * max(0, of - hill - n_model)
@@ -350,20 +285,16 @@ class DensityScreen:
         if not n_hill:
             return self._select(S, np.arange(n), k, k - n_random, taken=out)
         log_twin = self.twins.log_twin(S)
-        order = self._hill_order(S, log_twin)
-        p_twin = np.exp(log_twin)
-        order = np.concatenate([order[p_twin[order] <= self.HILL_TWIN], order[p_twin[order] > self.HILL_TWIN]])
+        _, cl, nl, cg, ng = self._fit()
+        order = self.hill_picks.order(S, log_twin, self._incumbents(), self._compiles,
+                                      lambda R: self._ratio(R, cl, nl, cg, ng))
         hill = list(order[:n_hill])
         if len(hill) == k:
             return np.asarray(hill, dtype=int)
         rest = np.setdiff1d(np.arange(n), hill)
         taken = S[hill] if out is None else np.vstack([out, S[hill]])
         chosen = hill + list(self._select(S, rest, k - len(hill), k - len(hill) - n_random, log_twin, taken=taken))
-        spare = [j for j in order[len(hill):] if p_twin[j] < self.HILL_TWIN and j not in chosen]
-        for at in range(len(hill), len(chosen)):  # a likely twin teaches less than an untried neighbour
-            if spare and p_twin[chosen[at]] > self.HILL_TWIN:
-                chosen[at] = spare.pop(0)
-        return np.asarray(chosen, dtype=int)
+        return np.asarray(self.hill_picks.swap_twins(chosen, order, len(hill), log_twin), dtype=int)
 
     def _select(self, S_all: np.ndarray, among: np.ndarray, k: int, n_model: int, log_twin: np.ndarray | None = None,
                 taken: np.ndarray | None = None) -> np.ndarray:

@@ -13,6 +13,7 @@ import pytest
 from compileiq_lab import Search, SearchConfiguration
 from compileiq_lab import space as ss
 from compileiq_lab.search.config import default_pool_size
+from compileiq_lab.search.hill import HillPicks
 from compileiq_lab.search.neighbours import incumbents, moves, nearest
 from compileiq_lab.search.screen import DensityScreen, states_of
 from compileiq_lab.search.twins import TwinModel
@@ -84,6 +85,26 @@ def test_each_move_keeps_its_record_of_improving_and_a_failure_is_worse_than_any
     several = TwinModel(np.array([4, 2]), 2)
     several.observe(S, np.hstack([F, F]), np.ones(4, dtype=bool))
     assert all(b.sum() == 0 for b in several._better)  # a front has no single direction
+
+
+def test_the_neighbours_are_ordered_one_control_before_two_and_a_likely_twin_last_however_promising():
+    k = np.array([3, 3, 3])
+    hill = HillPicks(k, np.zeros(3, dtype=bool), np.zeros(3, dtype=np.int64), TwinModel(k, 1),
+                     np.random.default_rng(0))
+    best = np.array([[0, 0, 0]])
+    S = np.array([[1, 1, 0],   # two controls away
+                  [0, 0, 0],   # the best config itself: not a neighbour
+                  [2, 0, 0],   # one control away, the likeliest to compile, but likely a twin of a config seen
+                  [0, 2, 0],   # one control away
+                  [2, 2, 2]])  # three controls away: not a neighbour
+    p_twin = np.array([0.01, 0.01, 0.9, 0.01, 0.01])
+    boost = lambda R: 5.0 * (R == [2, 0, 0]).all(axis=1)  # noqa: E731
+    order = hill.order(S, np.log(p_twin), best, boost, lambda R: np.zeros(len(R)))
+    assert order.tolist() == [3, 0, 2]
+    assert len(hill.order(S, np.log(p_twin), best[:0], boost, boost)) == 0  # nothing compiled yet
+    # a later pick that is likely a twin gives its place to the next neighbour that is not
+    assert hill.swap_twins([3, 2, 4], order, 1, np.log(p_twin)) == [3, 0, 4]
+    assert hill.swap_twins([3, 4], order, 1, np.log(p_twin)) == [3, 4]
 
 
 def test_on_a_plateau_the_reserved_pick_is_the_untried_move_of_a_best_config():

@@ -267,7 +267,7 @@ def test_the_variants_bench_sends_each_setting_where_it_belongs_and_names_the_ru
     name, s = bv.parse_variant("v=HILL_TWIN=0.65,MOVE_STRENGTH=2,part_candidates=32,gamma=0.2,pool_size=6,"
                                "model='none',workers=4")
     assert name == "v"
-    assert s == {"class": {"DensityScreen.HILL_TWIN": 0.65, "TwinModel.MOVE_STRENGTH": 2,
+    assert s == {"class": {"HillPicks.HILL_TWIN": 0.65, "TwinModel.MOVE_STRENGTH": 2,
                            "PymooStrategy.part_candidates": 32},
                  "screen": {"gamma": 0.2}, "config": {"pool_size": 6, "model": "none"}, "start": {"workers": 4}}
     from compileiq_lab.search.evolutionary import GAStrategy, PymooStrategy
@@ -278,7 +278,7 @@ def test_the_variants_bench_sends_each_setting_where_it_belongs_and_names_the_ru
         assert GAStrategy.part_candidates == 32
     finally:
         PymooStrategy.part_candidates = before
-    with pytest.raises(SystemExit, match="neither a DensityScreen or TwinModel constant"):
+    with pytest.raises(SystemExit, match="neither a constant of DensityScreen, HillPicks, TwinModel, AdditiveModel"):
         bv.parse_variant("v=frobnicate=1")
     with pytest.raises(SystemExit, match="must read NAME=KEY=VALUE"):
         bv.parse_variant("v")

@@ -15,17 +15,17 @@ __all__ = ["HillPicks"]
 class HillPicks:
     """The offspring screen's picks among the best configs' neighbours (``DensityScreen(hill=...)``).
 
-    Picks that go to the neighbours of the best configs so far (every
-    config one control away, and some two away), in the order of what their evaluation could teach: the chance
-    of a new outcome (not a twin), of compiling and of improving (each move's record of improving or worsening,
-    learned with the twins; an untried move starts from the record of every move away from the value it leaves),
-    nearer ones first (one control before two, an ordinal control's next value before a far one). A model pick
-    that is likely a twin (chance above ``HILL_TWIN``) gives its place to the next such neighbour that is not.
-    The model picks favour the states the best configs so far have; on a plateau of equal scores (the compiler's
-    defaults, a flag it ignores) that is the plateau itself, and the one move off it that improves (often a pair
-    of controls the model sees as bad one at a time) is found by trying the neighbours.
-    A generation asked in parts (one pick at a time with one evaluation slot) is picked part by part, each part with
-    the results of those before it, and then every other pick goes to the neighbours of the best as it is at that pick.
+    The neighbours of the best configs so far (every config one control away, and some two away) are tried in the
+    order of what their evaluation could teach: the chance of a new outcome (not a twin), of compiling and of
+    improving (each move's record of improving or worsening, learned with the twins; an untried move starts from the
+    record of every move away from the value it leaves), nearer ones first (one control before two, an ordinal
+    control's next value before a far one). A model pick that is likely a twin (chance above ``HILL_TWIN``) gives
+    its place to the next such neighbour that is not. The model picks favour the states the best configs so far
+    have; on a plateau of equal scores (the compiler's defaults, a flag it ignores) that is the plateau itself, and
+    the one move off it that improves (often a pair of controls the model sees as bad one at a time) is found by
+    trying the neighbours. A generation asked in parts (one pick at a time with one evaluation slot) is picked part
+    by part, each part with the results of those before it, and then every ``PART_HILL_EVERY``-th pick goes to the
+    neighbours of the best as it is at that pick.
 
     Args:
         n_states: Per control, its number of states (``compileiq_lab.search.states.n_states``).
@@ -61,7 +61,7 @@ class HillPicks:
     #: an ordered control's do (``TwinModel.log_better``) 1.03 / 1.00 (0.98-1.08 / 0.93-1.06). A bonus of 1.0 (0.5)
     #: in log chance for an ordered control's next value took 1.11 (1.07) times the calls in the catalog space (90 %
     #: intervals 1.02-1.21 / 0.99-1.14), and ranking the neighbours without the density ratio's tie-break
-    #: (``_hill_order``'s 1e-3 share) 1.10 (1.01-1.19) / 1.01 (tune half, seeds 400-459, paired by seed).
+    #: (``order``'s 1e-3 share) 1.10 (1.01-1.19) / 1.01 (tune half, seeds 400-459, paired by seed).
     HILL_PAIR_COST = 0.5
     HILL_STEP_COST = 1.0
     #: A generation asked in parts (with one evaluation slot, one pick at a time, each made with every result before

@@ -34,7 +34,8 @@ class AdditiveModel:
     on the tune half of bench/tables and not kept (bench/results/variants_additive_acq.md, one objective, seeds
     400-439, paired by seed, catalog / plain space): every pair of states as a feature too (prior variance 0.5:
     0.99 / 1.00 times the calls; 0.2: 1.03 / 1.00), ranking by expected improvement (0.99 / 1.03) or by a posterior
-    draw (1.07 / 1.05), all within noise.
+    draw (1.07 / 1.05), and a smoothness prior linking an ordered control's neighbouring values (length 1 or 2
+    positions: 1.03 / 1.05, 0.98 / 1.02; bench/results/variants_additive_smooth.md), all within noise.
 
     Args:
         n_states: Per control, its number of states (see ``compileiq_lab.search.states.states_of``).

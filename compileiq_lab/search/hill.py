@@ -114,8 +114,8 @@ class HillPicks:
         order = idx[np.argsort(-gain, kind="stable")]
         _, first = np.unique(S[order], axis=0, return_index=True)  # one of each config (two incumbents' neighbour)
         order = order[np.sort(first)]
-        p_twin = np.exp(log_twin)
-        return np.concatenate([order[p_twin[order] <= self.HILL_TWIN], order[p_twin[order] > self.HILL_TWIN]])
+        twin = np.exp(log_twin[order]) > self.HILL_TWIN
+        return np.concatenate([order[~twin], order[twin]])
 
     def swap_twins(self, chosen: list[int], order: np.ndarray, n_hill: int, log_twin: np.ndarray) -> list[int]:
         """``chosen`` (its first ``n_hill`` the neighbours ``order`` put first) with each later pick that is likely a

@@ -131,10 +131,10 @@ class DensityScreen:
                              f"learned (twin_weight > 0), but got hill={hill!r} with {n_objectives} objectives and "
                              f"twin_weight={twin_weight!r}; pass hill=0 (or leave it out) there")
         params = [p for _, p in space.params]
-        self._ordinal = np.array([p.encoding == "ordinal" for p in params], dtype=bool)
-        self._first_value = np.array([1 if p.can_knockout else 0 for p in params], dtype=np.int64)
-        self.twins = TwinModel(self.k, n_objectives, window=min(window, self.TWIN_WINDOW), ordinal=self._ordinal)
-        self.hill_picks = HillPicks(self.k, self._ordinal, self._first_value, self.twins, self.rng)
+        ordinal = np.array([p.encoding == "ordinal" for p in params], dtype=bool)
+        first_value = np.array([1 if p.can_knockout else 0 for p in params], dtype=np.int64)
+        self.twins = TwinModel(self.k, n_objectives, window=min(window, self.TWIN_WINDOW), ordinal=ordinal)
+        self.hill_picks = HillPicks(self.k, ordinal, first_value, self.twins, self.rng)
         self._model: tuple[np.ndarray, list[np.ndarray], float, list[np.ndarray], float] | None = None
         self.additive = AdditiveModel(self.k) if additive else None
         self._additive_stale = True

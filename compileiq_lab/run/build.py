@@ -3,6 +3,7 @@ lessons of results (learned conflicts); shared by the generational and the async
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -19,6 +20,9 @@ from compileiq_lab.space.space import SearchSpace
 __all__ = ["Constraint", "baseline_config", "build_strategy", "encode_all", "learn_conflicts"]
 
 log = logging.getLogger(__name__)
+#: Verdicts of the constraint kept per genome (a bounded cache: a run re-checks the same neighbours and offspring at
+#: every pick, and a catalog's conflict check decodes the genome first).
+CONSTRAINT_CACHE = 1 << 16
 #: Why a config is never worth evaluating (e.g. a flag combination the compiler rejects), or None.
 Constraint = Callable[[Mapping[str, Any]], "str | None"]
 
@@ -35,13 +39,17 @@ def baseline_config(space: SearchSpace, config: SearchConfiguration) -> dict[str
 def build_strategy(space: SearchSpace, config: SearchConfiguration, constraint: Constraint | None,
                    conflicts: NamedConflicts | None = None) -> Strategy:
     """The configured strategy, with its hooks given at construction: it never asks a config the constraint
-    rejects, nor one in a conflict learned so far (``conflicts``, which the engine feeds)."""
+    rejects, nor one in a conflict learned so far (``conflicts``, which the engine feeds). The constraint is a
+    property of a config (a flag combination the compiler rejects), so its verdict per genome is cached
+    (``CONSTRAINT_CACHE`` genomes); the conflicts learned grow during the run and are asked each time."""
     resolved = config.resolve(space.n_genes)
     hooks: dict[str, Any] = {}
     if constraint is not None or conflicts is not None:
+        rejected = None if constraint is None else _cached_verdict(space, constraint)
+
         def reject(x: np.ndarray) -> bool:
             return ((conflicts is not None and conflicts.conflict(x) is not None)
-                    or (constraint is not None and constraint(space.decode(x)) is not None))
+                    or (rejected is not None and rejected(np.asarray(x, dtype=np.int64).tobytes())))
         hooks["reject"] = reject
     if config.surrogate and resolved.strategy != "random":  # random draws have nothing to screen
         from compileiq_lab.search.surrogate import SurrogateScreen
@@ -55,6 +63,15 @@ def build_strategy(space: SearchSpace, config: SearchConfiguration, constraint: 
                          pool_size=resolved.pool_size, seed=config.seed, mutate_rate=resolved.mutate_rate,
                          crossover_rate=config.crossover_rate, seeds=encode_all(space, config.warm_start or []),
                          **hooks)
+
+
+def _cached_verdict(space: SearchSpace, constraint: Constraint) -> Callable[[bytes], bool]:
+    """Whether the constraint rejects a genome (given as its int64 bytes), asked once per genome while it stays in
+    the cache."""
+    @functools.lru_cache(maxsize=CONSTRAINT_CACHE)
+    def rejected(genome: bytes) -> bool:
+        return constraint(space.decode(np.frombuffer(genome, dtype=np.int64))) is not None
+    return rejected
 
 
 def learn_conflicts(conflicts: NamedConflicts | None, genomes: Sequence[np.ndarray | None],

@@ -66,9 +66,9 @@ class Search:
         search_config: The settings (a SearchConfiguration or a dict of its arguments).
         store: None (a new file under ./compileiq_runs/), ":memory:" (nothing persisted) or a
             path; an existing path with the same space and settings continues that run.
-        constraint: Optional ``config -> reason | None``; configs with a reason (e.g. flag
-            combinations the compiler rejects) are never asked. Not stored: pass the same one
-            when resuming.
+        constraint: Optional ``config -> reason | None``; configs with a reason (e.g. flag combinations the
+            compiler rejects) are never asked. A function of the config alone: its verdict on each config is
+            cached. Not stored: pass the same one when resuming.
         metadata: JSON-serialisable facts stored in a new run's header (kernel, toolchain, ...).
         baseline_check: Given the baseline's evaluation, why searching on is pointless (the run then ends
             after it with status "baseline_failed" and the reason in the header's ``stop_reason``), or None;

@@ -149,6 +149,26 @@ def test_constraint_rejected_configs_are_never_evaluated(strategy):
     assert len(seen) == 15 and not [c for c in seen if c["b"] == "y" and c["a"] % 2]
 
 
+def test_constraint_is_asked_once_per_genome_however_often_a_candidate_is_rechecked():
+    """The screened GA re-checks its candidates (offspring, neighbours of the best) at every pick; the constraint's
+    verdict is kept per genome, and what it rejects is still never evaluated."""
+    space = {f"f{i}": ss.choice([0, 1, 2, 3]) for i in range(6)}
+    asked: list[tuple[int, ...]] = []
+
+    def constraint(c):
+        asked.append(tuple(c[f"f{i}"] for i in range(6)))
+        return "f0 and f1 both 3" if c["f0"] == 3 and c["f1"] == 3 else None
+
+    seen = []
+    res = Search(lambda c: seen.append(c) or float(sum(c.values())), space,
+                 SearchConfiguration(generations=40, pool_size=5, seed=3, baseline=False), store=":memory:",
+                 constraint=constraint).start()
+    assert len(res.records) == len(seen) == 200
+    assert len(asked) > len(seen)  # candidates were screened, not only the evaluated ones
+    assert len(asked) == len(set(asked))  # each config's verdict asked once
+    assert not [c for c in seen if c["f0"] == 3 and c["f1"] == 3]
+
+
 @pytest.mark.parametrize("strategy", ["ga", "random"])
 def test_warm_start_configs_open_the_first_generation_once(strategy):
     from compileiq_lab import Search, SearchConfiguration

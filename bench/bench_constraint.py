@@ -1,7 +1,7 @@
 """What a catalog's constraint costs the search per candidate, with its verdicts cached per genome and without.
 
     python bench/bench_constraint.py                  # writes bench/results/constraint.{json,md}
-    python bench/bench_constraint.py --seeds 5
+    python bench/bench_constraint.py --seeds 3       # a quicker look
 
 The default search on the catalog space of each one-objective real-compiler table (bench/tables), its known
 conflicts as the constraint, 200 calls: the time outside the objective per call, as bench_peers.py measures it.
@@ -48,7 +48,7 @@ def ms_per_call(name: str, seed: int, cache: int) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--out", type=Path, default=None, help="folder for the results (default: bench/results)")
     args = ap.parse_args()
     logging.getLogger("compileiq_lab").setLevel(logging.ERROR)

@@ -19,7 +19,7 @@ import statistics
 from pathlib import Path
 
 from _common import markdown_table, write
-from bench_peers import TABLES, lab, table_problem
+from bench_peers import TABLES, lab, objectives_of, table_problem
 
 import compileiq_lab.run.build as build
 
@@ -27,12 +27,9 @@ BUDGET = 200
 
 
 def one_objective_tables() -> list[str]:
-    """The tables of one objective, by name."""
-    names = []
-    for meta in sorted(TABLES.glob("*.json")):
-        if len(json.loads(meta.read_text()).get("objectives", [])) == 1:
-            names.append(meta.name.removesuffix(".json"))
-    return names
+    """The tables of one objective of both halves of the split, by name."""
+    split = json.loads((TABLES / "split.json").read_text())
+    return sorted(n for n, k in objectives_of([*split["tune"], *split["held_out"]]).items() if k == 1)
 
 
 def ms_per_call(name: str, seed: int, cache: int) -> float:

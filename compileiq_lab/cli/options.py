@@ -35,8 +35,9 @@ _PICKS = ("first", *PICK_RULES)
 
 
 class UsageError(ConfigurationError):
-    """A command line that contradicts itself or the run it asks for, found before anything runs (exit 2, as
-    argparse's own usage errors)."""
+    """A command line that is wrong whatever the kernel, its files and the machine: a malformed, empty or repeated
+    value, a name no run has, options that contradict each other (exit 2, as argparse's own usage errors). What is
+    wrong only for this kernel, a file or this machine is a ConfigurationError (exit 1)."""
 
 
 def int_at_least(low: int, what: str) -> Callable[[str], int]:
@@ -140,13 +141,13 @@ def kernel_argument(args: argparse.Namespace, out_dir: Path) -> str | KernelSpec
                                           ("--num-stages", args.num_stages),
                                           ("--autotune-config", args.autotune_config)) if value is not None]
         if given:
-            raise ConfigurationError(f"{given[0]} is a Triton kernel's option, but got kernel {args.kernel!r}; name it "
-                                     f"as triton:FILE.py:FUNCTION, or drop {given[0]}")
+            raise UsageError(f"{given[0]} is a Triton kernel's option, but got kernel {args.kernel!r}; name it "
+                             f"as triton:FILE.py:FUNCTION, or drop {given[0]}")
         return str(args.kernel)
     if args.include_dir or getattr(args, "extra", None) or args.block or args.entry:
-        raise ConfigurationError("a Triton kernel takes --signature, --define NAME=VALUE (its constexprs), "
-                                 "--num-warps, --num-stages and --autotune-config; -I, --block, --entry and arguments "
-                                 "after -- do not apply")
+        raise UsageError("a Triton kernel takes --signature, --define NAME=VALUE (its constexprs), "
+                         "--num-warps, --num-stages and --autotune-config; -I, --block, --entry and arguments "
+                         "after -- do not apply")
     constexprs = dict(parse_define(d, "--define") for d in args.define)
     return load_triton_kernel(args.kernel, args.signature or "", constexprs, args.arch, out_dir,
                               num_warps=args.num_warps, num_stages=args.num_stages,
@@ -171,8 +172,8 @@ def build_options(args: argparse.Namespace) -> dict[str, Any]:
         try:
             block = [int(x) for x in args.block.split(",")]
         except ValueError:
-            raise ConfigurationError(f"--block must be X[,Y[,Z]] ints, but got {args.block!r}; write e.g. "
-                                     "--block 256") from None
+            raise UsageError(f"--block must be X[,Y[,Z]] ints, but got {args.block!r}; write e.g. "
+                             "--block 256") from None
     return {"entry": args.entry, "build": context or None, "block": block}
 
 

@@ -187,9 +187,9 @@ def print_validation(v: Validation) -> None:
 
 def _validate(args: argparse.Namespace) -> int:
     if (args.acf is None) == (args.store is None):
-        raise ConfigurationError("validate takes a run store or --acf FILE (one of the two), but got "
-                                 f"{'both' if args.acf else 'neither'}; e.g. `compileiq-lab validate run.db` or "
-                                 "`compileiq-lab validate --acf best.acf`")
+        raise UsageError("validate takes a run store or --acf FILE (one of the two), but got "
+                         f"{'both' if args.acf else 'neither'}; e.g. `compileiq-lab validate run.db` or "
+                         "`compileiq-lab validate --acf best.acf`")
     if args.acf is not None:
         return _recheck_acf(args)
     res = load_results(args.store)

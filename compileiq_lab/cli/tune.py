@@ -29,11 +29,13 @@ from compileiq_lab.cli.options import (
     seconds,
 )
 from compileiq_lab.cli.runs import print_validation
-from compileiq_lab.exceptions import CompileIQLabError, ConfigurationError
+from compileiq_lab.exceptions import CompileIQLabError, ConfigurationError, did_you_mean
 from compileiq_lab.kernels import CATALOGS, KernelRun, active_catalog, check_canary
 from compileiq_lab.run import Search
 from compileiq_lab.run.events import EvaluationEvent, FinishedEvent, GenerationEvent, RunEvent
 from compileiq_lab.run.start import count_run_time
+from compileiq_lab.space.catalogs import CATALOGS as SPACE_CATALOGS
+from compileiq_lab.space.objectives import METRICS
 from compileiq_lab.store import DEFAULT_DIR, KernelMeta, Results, Validation, load_results
 
 __all__ = ["EXECUTORS", "add_catalog_parser", "add_tune_parser", "executor_spec", "run_catalog", "run_tune"]
@@ -151,19 +153,32 @@ def _split(text: str | None, option: str = "--objectives") -> list[str] | None:
         return None
     items = [x.strip() for x in text.split(",") if x.strip()]
     if not items:
-        raise ConfigurationError(f"{option}: `a comma list of at least one name` must hold, but got {text!r}; "
-                                 f"leave {option} out for the defaults")
+        raise UsageError(f"{option}: `a comma list of at least one name` must hold, but got {text!r}; "
+                         f"leave {option} out for the defaults")
     return items
 
 
 def _objectives(text: str | None) -> list[str] | None:
-    """The --objectives list; a name given twice is a usage error (it would only repeat a column)."""
+    """The --objectives list; a name given twice (it would only repeat a column) or no run measures is a usage
+    error. A name that other kernels offer but this one does not is the run's to refuse (exit 1)."""
     names = _split(text)
     repeated = sorted({n for n in names if names.count(n) > 1}) if names else []
     if repeated:
         raise UsageError(f"`--objectives names each objective once` must hold, but got {text!r} (repeated: "
                          f"{', '.join(repeated)}); give each once")
+    unknown = [n for n in names or () if n not in METRICS]
+    if unknown:
+        raise UsageError(f"`--objectives names objectives compileiq-lab measures` must hold, but got {unknown}"
+                         f"{did_you_mean(unknown, METRICS)}; pick from {sorted(METRICS)}")
     return names
+
+
+def _space(name: str | None) -> str | None:
+    """The --space name, refused as a usage error where it names no catalog."""
+    if name is not None and name not in SPACE_CATALOGS:
+        raise UsageError(f"`--space names a catalog` must hold, but got {name!r}{did_you_mean(name, SPACE_CATALOGS)}"
+                         f"; pick one of {sorted(SPACE_CATALOGS)}")
+    return name
 
 
 def _check_run_options(args: argparse.Namespace, run: KernelRun) -> None:
@@ -250,7 +265,7 @@ def run_tune(args: argparse.Namespace) -> int:
     objectives = _objectives(args.objectives)  # before a Triton kernel is compiled
     remote = args.executor != "local"  # the workers build and measure; nothing is measured in this process
     run = KernelRun(kernel_argument(args, (Path(args.store).parent if args.store else Path(DEFAULT_DIR)) / "triton"),
-                    args.space, objectives, arch=args.arch,
+                    _space(args.space), objectives, arch=args.arch,
                     controls=_split(args.controls, "--controls"), categories=_split(args.categories, "--categories"),
                     unsafe_math=args.unsafe_math, two_stage=not args.full_nvcc,
                     timeout_s=args.timeout, workdir=args.workdir, workers=args.workers, nvidia_acfs=args.nvidia_acf,

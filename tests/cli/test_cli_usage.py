@@ -1,4 +1,5 @@
-"""Usage errors instead of stored failures: nonsense numbers exit 2 before anything runs; a crashed warm-started
+"""Usage errors instead of stored failures: a command line wrong on its own (nonsense numbers, an empty or repeated
+list, a name no run has) exits 2 before anything runs, one wrong only for its kernel exits 1; a crashed warm-started
 run continues with the same command."""
 
 from __future__ import annotations
@@ -32,9 +33,9 @@ def test_nonsense_numbers_are_usage_errors(tmp_path, option, value):
 
 
 @pytest.mark.parametrize("option", ["--objectives", "--controls", "--categories"])
-def test_an_empty_list_is_an_error_not_the_defaults(tmp_path, option):
+def test_an_empty_list_is_a_usage_error_not_the_defaults(tmp_path, option):
     out = cli("tune", "stencil_c", option, " , ", "--store", "x.db", cwd=tmp_path)
-    assert out.returncode == 1 and f"{option}: `a comma list of at least one name` must hold" in out.stderr
+    assert out.returncode == 2 and f"{option}: `a comma list of at least one name` must hold" in out.stderr
     assert "Traceback" not in out.stderr and not (tmp_path / "x.db").exists()
 
 
@@ -107,6 +108,38 @@ def test_a_repeated_objective_is_a_usage_error(tmp_path):
     assert out.returncode == 2, out.stderr
     assert "--objectives" in out.stderr and "once" in out.stderr and "repeated: runtime" in out.stderr
     assert "Traceback" not in out.stderr and not (tmp_path / "x.db").exists()
+
+
+@pytest.mark.parametrize("option,value,said", [
+    ("--objectives", "text_bytes,regsiters", "['regsiters'] (did you mean 'registers'?)"),
+    ("--space", "gcc_", "'gcc_' (did you mean 'gcc'?)"),
+])
+def test_a_name_no_run_has_is_a_usage_error(tmp_path, option, value, said):
+    out = cli("tune", "stencil_c", option, value, "--store", "x.db", cwd=tmp_path)
+    assert out.returncode == 2, out.stderr
+    assert option in out.stderr and said in out.stderr and "must hold" in out.stderr
+    assert "Traceback" not in out.stderr and not (tmp_path / "x.db").exists()
+
+
+@pytest.mark.parametrize("args,said", [
+    (["validate"], "one of the two), but got neither"),
+    (["tune", "stencil_c", "--block", "1,x"], "--block must be X[,Y[,Z]] ints, but got '1,x'"),
+    (["tune", "stencil_c", "--num-warps", "4"], "--num-warps is a Triton kernel's option"),
+])
+def test_options_that_do_not_fit_together_are_usage_errors(tmp_path, args, said):
+    out = cli(*args, cwd=tmp_path)
+    assert out.returncode == 2 and said in out.stderr and "Traceback" not in out.stderr, out.stderr
+
+
+@needs_gcc
+@pytest.mark.parametrize("option,value,said", [
+    ("--objectives", "registers", "objectives for a c kernel must be among"),  # a CUDA kernel's objective
+    ("--space", "ptxas", "catalog 'ptxas' controls stages"),  # a CUDA kernel's catalog
+])
+def test_a_name_this_kernel_lacks_is_an_error_of_the_run(tmp_path, option, value, said):
+    out = cli("tune", "stencil_c", option, value, "--store", "x.db", cwd=tmp_path)
+    assert out.returncode == 1, out.stderr
+    assert said in out.stderr and "Traceback" not in out.stderr and not (tmp_path / "x.db").exists()
 
 
 @needs_gcc

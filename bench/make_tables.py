@@ -6,6 +6,7 @@ toolchain, the counts and the best known values). ``compileiq_lab.testing.TableO
 
     python bench/make_tables.py                # every table not yet made
     python bench/make_tables.py --only sgemm_ptxas --force
+    python bench/make_tables.py --only matrixmul_ptxas --out /tmp/remade   # beside the committed ones, to compare
 """
 
 from __future__ import annotations
@@ -352,8 +353,8 @@ def _toolchain(spec: TableSpec) -> dict[str, str]:
             "arch": ARCH}
 
 
-def make_table(spec: TableSpec, workers: int) -> dict[str, Any]:
-    """Compile every config of ``spec`` and write its CSV and manifest; returns the manifest."""
+def make_table(spec: TableSpec, workers: int, out: Path = TABLES) -> dict[str, Any]:
+    """Compile every config of ``spec`` and write its CSV and manifest into ``out``; returns the manifest."""
     configs = list(enumerate_configs(spec.controls))
     t0 = time.time()
     ctx = mp.get_context("fork")
@@ -363,20 +364,21 @@ def make_table(spec: TableSpec, workers: int) -> dict[str, Any]:
     elapsed = time.time() - t0
     names = list(spec.controls)
     metrics = [c for c in METRIC_COLUMNS if any(c in r for r in rows)]
-    TABLES.mkdir(parents=True, exist_ok=True)
-    path = TABLES / f"{spec.name}.csv.gz"
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"{spec.name}.csv.gz"
     with gzip.open(path, "wt", newline="") as fh:
         w = csv.writer(fh)
         w.writerow([*names, "status", "message", *metrics, "code_hash"])
         for cfg, row in zip(configs, rows):
             w.writerow([json.dumps(cfg[n]) if n in cfg else "" for n in names] + [row["status"], row["message"]]
                        + [row.get(m, "") for m in metrics] + [row.get("code_hash", "")])
-    return write_manifest(spec, elapsed, _toolchain(spec))
+    return write_manifest(spec, elapsed, _toolchain(spec), out)
 
 
-def write_manifest(spec: TableSpec, seconds: float, toolchain: dict[str, str]) -> dict[str, Any]:
-    """``<name>.json`` from the table's CSV and the spec (its objectives may change without recompiling)."""
-    rows = read_rows(TABLES / f"{spec.name}.csv.gz")
+def write_manifest(spec: TableSpec, seconds: float, toolchain: dict[str, str], out: Path = TABLES) -> dict[str, Any]:
+    """``<name>.json`` in ``out`` from the table's CSV there and the spec (its objectives may change without
+    recompiling)."""
+    rows = read_rows(out / f"{spec.name}.csv.gz")
     ok = [r for r in rows if r["status"] == "ok"]
     manifest: dict[str, Any] = {
         "name": spec.name, "catalog": spec.catalog, "source": spec.source, "origin": spec.origin,
@@ -388,7 +390,7 @@ def write_manifest(spec: TableSpec, seconds: float, toolchain: dict[str, str]) -
         "made_with": "python bench/make_tables.py --only " + spec.name,
     }
     manifest.update(table_best(rows, list(spec.objectives)))
-    (TABLES / f"{spec.name}.json").write_text(json.dumps(manifest, indent=2) + "\n")
+    (out / f"{spec.name}.json").write_text(json.dumps(manifest, indent=2) + "\n")
     return manifest
 
 
@@ -401,9 +403,10 @@ def summary_line(m: dict[str, Any]) -> str:
             f"{m['configs']} | {100 * m['failed'] / m['configs']:.0f} % | {objs} | {best} | {m['seconds']:.0f} s |")
 
 
-def write_readme() -> None:
-    """bench/tables/README.md from the manifests (the split is read from split.json)."""
-    manifests = [json.loads(p.read_text()) for p in sorted(TABLES.glob("*.json")) if p.name != "split.json"]
+def write_readme(out: Path = TABLES) -> None:
+    """``out``/README.md from the manifests there (the split is read from bench/tables/split.json, the head from
+    bench/tables/README.head.md)."""
+    manifests = [json.loads(p.read_text()) for p in sorted(out.glob("*.json")) if p.name != "split.json"]
     split = json.loads((TABLES / "split.json").read_text()) if (TABLES / "split.json").exists() else {}
     head = ("| table | kernel | compiler: controls | configs | rejected | objectives | best known | made in |\n"
             "|---|---|---|---|---|---|---|---|")
@@ -417,8 +420,8 @@ def write_readme() -> None:
         parts.append(f"### not in the split\n\n{head}\n" + "\n".join(rest))
     tool = next((m["toolchain"] for m in manifests if "ptxas" in m["toolchain"]), {})
     text = (TABLES / "README.head.md").read_text() if (TABLES / "README.head.md").exists() else ""
-    (TABLES / "README.md").write_text(text + "\n\n".join(parts) + "\n\n"
-                                      + (f"CUDA tables: {tool.get('ptxas', '')}, -arch={ARCH}.\n" if tool else ""))
+    (out / "README.md").write_text(text + "\n\n".join(parts) + "\n\n"
+                                   + (f"CUDA tables: {tool.get('ptxas', '')}, -arch={ARCH}.\n" if tool else ""))
 
 
 def write_split(seed: int = 15) -> dict[str, Any]:
@@ -453,7 +456,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--manifests", action="store_true",
                     help="only rewrite the manifests and README from the tables made (e.g. after changing objectives)")
     ap.add_argument("--split", action="store_true", help="only deal the tables into the tune and held-out halves")
+    ap.add_argument("--out", type=Path, default=TABLES,
+                    help="folder the tables, manifests and README are written to (default: bench/tables); another "
+                         "folder remakes tables beside the committed ones, to compare toolchains")
     args = ap.parse_args(argv)
+    if args.split and args.out != TABLES:
+        ap.error("--split deals bench/tables into the halves the benches read, so it takes no --out")
     if args.split:
         print(json.dumps(write_split(), indent=2))
         return
@@ -465,15 +473,15 @@ def main(argv: Sequence[str] | None = None) -> None:
         if args.only and spec.name not in args.only:
             continue
         if args.manifests:
-            if (TABLES / f"{spec.name}.csv.gz").exists():
-                old = json.loads((TABLES / f"{spec.name}.json").read_text())
-                write_manifest(spec, old["seconds"], old["toolchain"])
+            if (args.out / f"{spec.name}.csv.gz").exists():
+                old = json.loads((args.out / f"{spec.name}.json").read_text())
+                write_manifest(spec, old["seconds"], old["toolchain"], args.out)
             continue
-        if (TABLES / f"{spec.name}.csv.gz").exists() and not args.force:
+        if (args.out / f"{spec.name}.csv.gz").exists() and not args.force:
             continue
-        m = make_table(spec, args.workers)
+        m = make_table(spec, args.workers, args.out)
         print(summary_line(m), flush=True)
-    write_readme()
+    write_readme(args.out)
 
 
 if __name__ == "__main__":

@@ -312,3 +312,40 @@ def test_the_variants_bench_runs_a_variant_on_the_default_seeds(tmp_path):
     assert any(calls[("off", n, w)] != calls[("default", n, w)] for n in single for w in ("catalog", "plain"))
     md = out.with_suffix(".md").read_text()
     assert "| off | plain |" in md and "| default | catalog |" in md and "paired bootstrap" in md
+
+
+def _make_tables():  # the tables' maker (bench/make_tables.py), imported as it runs
+    _bench_peers()
+    import make_tables
+
+    return make_tables
+
+
+@pytest.mark.skipif(not tool_available("ptxas") or not tool_available("nvcc"), reason="needs nvcc and ptxas")
+def test_a_table_remade_elsewhere_holds_the_committed_rows_of_its_configs(tmp_path: Path):
+    import dataclasses
+
+    mt = _make_tables()
+    spec = next(s for s in mt.SPECS if s.name == CONFLICTING)
+    keep = ["opt_level", "fast_compile"]  # 20 configs, 9 of them in a conflict ptxas names
+    small = dataclasses.replace(spec, name="remade", controls={n: spec.controls[n] for n in keep})
+    manifest = mt.make_table(small, 2, out=tmp_path)
+    mt.write_readme(tmp_path)
+    assert manifest["configs"] == 5 * 4 and "`remade`" in (tmp_path / "README.md").read_text()
+    assert not (TABLES / "remade.json").exists() and not (TABLES / "remade.csv.gz").exists()
+    remade, committed = Table.load(tmp_path / "remade"), Table.load(TABLES / CONFLICTING)
+    others = ("",) * (len(committed.controls) - len(keep))
+    assert remade.controls.keys() == set(keep) and len(remade.rows) == manifest["configs"]
+    assert manifest["failed"] == 9
+    for key, row in remade.rows.items():
+        full = dict(zip(keep, key)) | dict(zip([n for n in committed.controls if n not in keep], others))
+        old = committed.rows[tuple(full[n] for n in committed.controls)]
+        assert (row["status"], row.get("sass_instructions"), row.get("registers")) == \
+            (old["status"], old.get("sass_instructions"), old.get("registers")), key
+
+
+def test_the_tables_maker_deals_the_split_only_into_bench_tables(tmp_path: Path):
+    mt = _make_tables()
+    with pytest.raises(SystemExit) as stop:
+        mt.main(["--split", "--out", str(tmp_path)])
+    assert stop.value.code == 2 and not list(tmp_path.iterdir())

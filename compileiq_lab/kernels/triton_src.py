@@ -263,10 +263,7 @@ def triton_ptx(module: Path, function: str, signature: Mapping[str, str] | str, 
     cc, specific = _parse_arch(arch)
     target = f"sm_{cc}a" if specific else f"sm_{cc}"
     isa = _ptx_isa(ptx_version, target)
-    need(type(num_warps) is int and 1 <= num_warps <= 32 and num_warps & (num_warps - 1) == 0, who,
-         "num_warps is a power of 2 from 1 to 32", num_warps, "Triton runs num_warps * 32 threads per program.")
-    need(type(num_stages) is int and num_stages >= 1, who, "num_stages is an int >= 1", num_stages,
-         "Give the software-pipelining depth Triton should use (3 is its default).")
+    _check_launch(who, num_warps, num_stages)
     t = Triton()
     fn = jit_function(t, load_module(module, who), function, who)
     values = constexprs_of(fn, constexprs, who)
@@ -278,36 +275,86 @@ def triton_ptx(module: Path, function: str, signature: Mapping[str, str] | str, 
     if isa is not None:
         options["ptx_version"] = isa
     env = {} if specific or cc < 90 else _PLAIN_TARGET_ENV
-    with environment(env):  # the switches Triton reads from the environment, as they will be while it compiles
+    ptx_path = _cache_path(t, module, function, fn, (types, values, target, options), env, Path(out_dir))
+    hit = _cached(ptx_path.with_suffix(".json"))
+    if hit is not None:
+        log.debug("%s: PTX for %s reused from %s", who, target, hit.path)
+        return hit
+
+    start = time.perf_counter()
+    with environment(env):
+        ptx, metadata = _compile(t, fn, types, values, cc, options, who, target)
+    elapsed = time.perf_counter() - start
+
+    ptx, version = _for_target(ptx, who, cc, specific, ptx_version if isa is not None else None, t.version)
+    entries = ptx_entries(ptx)
+    entry = str(metadata.get("name") or (entries[0] if entries else function))
+    count = len(_entry_params(ptx, entry))
+    params = tuple(runtime) + _TRITON_PARAMS[:max(0, count - len(runtime))]
+    if count != len(params):
+        log.warning("%s: the PTX entry %s has %d parameters; expected %d (%s)", who, entry, count, len(params),
+                    ", ".join(params))
+    result = TritonPtx(path=ptx_path, entry=entry, target=target, ptx_version=version,
+                       triton_version=t.version, signature=types, constexprs=values,
+                       num_warps=int(metadata.get("num_warps") or num_warps), num_stages=num_stages,
+                       shared_bytes=int(metadata.get("shared") or 0), params=params,
+                       global_scratch_bytes=int(metadata.get("global_scratch_size") or 0))
+    _write(result, ptx)
+    log.info("%s: PTX for %s (PTX ISA %s) by Triton %s in %.1f s: %s", who, target, version, t.version,
+             elapsed, ptx_path)
+    return result
+
+
+def _cache_path(t: Triton, module: Path, function: str, fn: Any,
+                arguments: tuple[Mapping[str, str], Mapping[str, Any], str, Mapping[str, Any]], env: Mapping[str, str],
+                out_dir: Path) -> Path:
+    """Where the PTX of ``function`` (``fn``) for these ``arguments`` (signature types, constants, target, Triton's
+    options) is kept in ``out_dir``: named by a hash of the file, the function with what it calls, the arguments,
+    Triton's version and the environment switches it reads (as they will be while it compiles), so that any change
+    compiles anew."""
+    types, values, target, options = arguments
+    with environment(env):
         switches = t.libtriton.get_cache_invalidating_env_vars()
     key_data = {"format": _CACHE_FORMAT, "file": hashlib.sha256(module.read_bytes()).hexdigest(),
                 "function": function, "code": fn.cache_key, "signature": types,
                 "constexprs": {k: [type(v).__name__, v] for k, v in values.items()}, "arch": target,
                 "options": options, "triton": t.version, "env": switches}
     key = hashlib.sha256(json.dumps(key_data, sort_keys=True, default=str).encode()).hexdigest()[:16]
-    out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    ptx_path = out_dir / f"{function}.{target}.{key}.ptx"
-    meta_path = ptx_path.with_suffix(".json")
-    hit = _cached(meta_path)
-    if hit is not None:
-        log.debug("%s: PTX for %s reused from %s", who, target, hit.path)
-        return hit
+    return out_dir / f"{function}.{target}.{key}.ptx"
 
+
+def _compile(t: Triton, fn: Any, types: Mapping[str, str], values: Mapping[str, Any], cc: int,
+             options: Mapping[str, Any], who: str, target: str) -> tuple[str, dict[str, Any]]:
+    """Triton's PTX of ``fn`` and its metadata; whatever Triton raises is the kernel's failure, said in one line
+    (all of it in the log)."""
     sig = {name: ("constexpr" if name in values else types[name].removesuffix(_HINT)) for name in fn.arg_names
            if name in values or name in types}
     attrs: Attrs = {(fn.arg_names.index(k),): [["tt.divisibility", 16]] for k, v in types.items() if v.endswith(_HINT)}
-    start = time.perf_counter()
     try:
-        with environment(env):
-            ptx, metadata = to_ptx(t, fn, sig, values, attrs, cc, options)
+        return to_ptx(t, fn, sig, dict(values), attrs, cc, dict(options))
     except KeyboardInterrupt:
         raise
-    except Exception as exc:  # whatever Triton raises is the kernel's failure, said in one line (all in the log)
+    except Exception as exc:
         log.debug("%s: Triton failed for %s", who, target, exc_info=True)
         raise compile_error(t, exc, fn, who, target) from None
-    elapsed = time.perf_counter() - start
 
+
+def _check_launch(who: str, num_warps: int, num_stages: int) -> None:
+    """Refuse a ``num_warps`` or ``num_stages`` Triton cannot launch with, naming the rule."""
+    need(type(num_warps) is int and 1 <= num_warps <= 32 and num_warps & (num_warps - 1) == 0, who,
+         "num_warps is a power of 2 from 1 to 32", num_warps, "Triton runs num_warps * 32 threads per program.")
+    need(type(num_stages) is int and num_stages >= 1, who, "num_stages is an int >= 1", num_stages,
+         "Give the software-pipelining depth Triton should use (3 is its default).")
+
+
+def _for_target(ptx: str, who: str, cc: int, specific: bool, version: str | None,
+                triton_version: str) -> tuple[str, str]:
+    """Triton's PTX for the target asked for, and its PTX ISA version: a plain target's (sm_90 from compute capability
+    9.0 on) ``.target`` rewritten from the arch-specific one Triton writes, refused where it still uses an
+    arch-specific instruction; checked to have that ``.target`` and the PTX ISA ``version`` asked for (any, where
+    None)."""
+    target = f"sm_{cc}a" if specific else f"sm_{cc}"
     if not specific and cc >= 90:
         ptx = re.sub(rf"(?m)^(\s*\.target\s+)sm_{cc}a\b", rf"\1sm_{cc}", ptx)
         found = _ARCH_SPECIFIC.search(ptx)
@@ -315,29 +362,21 @@ def triton_ptx(module: Path, function: str, signature: Mapping[str, str] | str, 
             raise fail(who, f"the PTX for {target} uses no instruction only sm_{cc}a has", found.group(1),
                        f"Triton emitted it anyway; compile for --arch sm_{cc}a.")
     header = ptx_header(ptx)
-    entries = ptx_entries(ptx)
-    if header.target != target or header.version is None or (isa is not None and header.version != ptx_version):
+    if header.target != target or header.version is None or (version is not None and header.version != version):
         raise ConfigurationError(f"{who}: `Triton writes .target {target}` and the PTX ISA version asked for "
                                  f"must hold, but its PTX has .target {header.target} and .version "
-                                 f"{header.version}. Triton {t.version} cannot produce that target or version.")
-    entry = str(metadata.get("name") or (entries[0] if entries else function))
-    count = len(_entry_params(ptx, entry))
-    params = tuple(runtime) + _TRITON_PARAMS[:max(0, count - len(runtime))]
-    if count != len(params):
-        log.warning("%s: the PTX entry %s has %d parameters; expected %d (%s)", who, entry, count, len(params),
-                    ", ".join(params))
-    result = TritonPtx(path=ptx_path, entry=entry, target=target, ptx_version=header.version,
-                       triton_version=t.version, signature=types, constexprs=values,
-                       num_warps=int(metadata.get("num_warps") or num_warps), num_stages=num_stages,
-                       shared_bytes=int(metadata.get("shared") or 0), params=params,
-                       global_scratch_bytes=int(metadata.get("global_scratch_size") or 0))
-    write_atomic(ptx_path, ptx.encode("utf-8"))
+                                 f"{header.version}. Triton {triton_version} cannot produce that target or version.")
+    return ptx, header.version
+
+
+def _write(result: TritonPtx, ptx: str) -> None:
+    """The PTX at ``result.path`` and, beside it, the record ``_cached`` reads back (written last: a PTX file
+    without its record is compiled again)."""
+    write_atomic(result.path, ptx.encode("utf-8"))
     record = {k: v for k, v in asdict(result).items() if k != "path"}
-    record.update(cache_format=_CACHE_FORMAT, params=list(params))
-    write_atomic(meta_path, (json.dumps(record, indent=1, sort_keys=True) + "\n").encode("utf-8"))
-    log.info("%s: PTX for %s (PTX ISA %s) by Triton %s in %.1f s: %s", who, target, header.version, t.version,
-             elapsed, ptx_path)
-    return result
+    record.update(cache_format=_CACHE_FORMAT, params=list(result.params))
+    text = json.dumps(record, indent=1, sort_keys=True) + "\n"
+    write_atomic(result.path.with_suffix(".json"), text.encode("utf-8"))
 
 
 def _entry_params(ptx: str, entry: str) -> list[str]:

@@ -73,22 +73,8 @@ def baseline_stop_reason(kernel: KernelSpec, catalog: Catalog, record: EvalRecor
     if stage == "entry":
         return f"the kernel's entry does not name one kernel of the compiled module: {record.error.strip()}"
     missing = next((ln.strip() for ln in record.error.splitlines() if _MISSING_FILE.search(ln)), "")
-    if stage and missing and catalog.compiler == "nvrtc":
-        return (f"the kernel does not compile with NVRTC: a file it includes is missing ({missing}); NVRTC compiles "
-                "device code only and has no C library headers (the CUDA toolkit's and the -I folders are passed): "
-                "tune a file with host code with --space nvcc or ptxas, or guard its host part with "
-                "#ifndef __CUDACC_RTC__")
-    library = missing_library_note(missing, cuda_version) if stage and missing else None
-    if library:
-        return f"the kernel does not compile: a file it includes is missing ({missing}); {library}"
     if stage and missing:
-        binding = _BINDING.search(missing)
-        framework = binding.group("framework") if binding else ""
-        fix = (f"; it is the {_FRAMEWORKS.get(framework, framework)} binding's host code, which the tuner does not "
-               "run: copy the __global__ kernels, with the device code and headers they use, into a file of their own "
-               "and tune that" if binding else "; add its folder with -I/--include-dir (kernel.toml: [build] "
-               "include_dirs)")
-        return f"the kernel does not compile: a file it includes is missing ({missing}){fix}"
+        return _missing_file_reason(missing, catalog.compiler, cuda_version)
     if _MISSING_ENTRY.search(record.error):
         return f"the kernel's entry {kernel.entry!r} is not in the compiled module ({first}); fix entry in kernel.toml"
     target = next((ln.strip() for ln in record.error.splitlines() if _TARGET_ERROR.search(ln)), "")
@@ -111,23 +97,49 @@ def baseline_stop_reason(kernel: KernelSpec, catalog: Catalog, record: EvalRecor
         fault = "" if library else " (the source or a fixed argument is at fault)"
         return (f"the kernel does not compile at the front end, and no searched control changes that{fault}: {first}"
                 f"{library or _binding_note(kernel)}")
-    if stage == "c" and calls_own_function(kernel):
-        call = SHIM_ERROR.search(record.error)
-        if call and "redefinition of" in call["what"] and C_ENTRY in call["what"]:
-            return (f"{kernel.source_path.name} defines {C_ENTRY} itself, and kernel.toml names {kernel.entry!r}, "
-                    f"which a generated {C_ENTRY} would call: set entry = \"{C_ENTRY}\" and remove [launch] to tune "
-                    f"the file's own {C_ENTRY}, or remove it from the file")
-        if call and "implicit declaration of function" in call["what"]:
-            return (f"{kernel.source_path.name} declares no function {kernel.entry!r} ({call['what']}); set entry in "
-                    "kernel.toml to the name of the function to tune")
-        if call:
-            note = re.search(r": note: ([^\n]*)", record.error[call.end():])
-            return (f"kernel.toml's [launch] args do not fit the parameters of {kernel.entry} ({call['what']}"
-                    f"{'; ' + note[1] if note else ''}), in the call {kernel.entry}({', '.join(kernel.args or ())}); "
-                    "list its buffers and params in the order of its parameters")
+    call = SHIM_ERROR.search(record.error) if stage == "c" and calls_own_function(kernel) else None
+    if call:
+        return _c_call_reason(kernel, call, record.error)
     if stage == "c" and not kernel.defines:
         return _c_syntax_error(kernel, record.error)
     return None
+
+
+def _missing_file_reason(missing: str, compiler: str, cuda_version: str | None) -> str:
+    """Why a compile that misses an included file (the compiler's line ``missing``) cannot get anywhere, with the fix:
+    NVRTC has no C library headers; a CUDA library's header comes with its package; a framework binding's host code
+    is not the kernel; anything else needs its folder passed."""
+    if compiler == "nvrtc":
+        return (f"the kernel does not compile with NVRTC: a file it includes is missing ({missing}); NVRTC compiles "
+                "device code only and has no C library headers (the CUDA toolkit's and the -I folders are passed): "
+                "tune a file with host code with --space nvcc or ptxas, or guard its host part with "
+                "#ifndef __CUDACC_RTC__")
+    library = missing_library_note(missing, cuda_version)
+    if library:
+        return f"the kernel does not compile: a file it includes is missing ({missing}); {library}"
+    binding = _BINDING.search(missing)
+    framework = binding.group("framework") if binding else ""
+    fix = (f"; it is the {_FRAMEWORKS.get(framework, framework)} binding's host code, which the tuner does not "
+           "run: copy the __global__ kernels, with the device code and headers they use, into a file of their own "
+           "and tune that" if binding else "; add its folder with -I/--include-dir (kernel.toml: [build] "
+           "include_dirs)")
+    return f"the kernel does not compile: a file it includes is missing ({missing}){fix}"
+
+
+def _c_call_reason(kernel: KernelSpec, call: re.Match[str], error: str) -> str:
+    """Why the generated entry of a C kernel (which calls the kernel's function) does not compile: ``call`` is the
+    compiler's complaint about that call."""
+    if "redefinition of" in call["what"] and C_ENTRY in call["what"]:
+        return (f"{kernel.source_path.name} defines {C_ENTRY} itself, and kernel.toml names {kernel.entry!r}, "
+                f"which a generated {C_ENTRY} would call: set entry = \"{C_ENTRY}\" and remove [launch] to tune "
+                f"the file's own {C_ENTRY}, or remove it from the file")
+    if "implicit declaration of function" in call["what"]:
+        return (f"{kernel.source_path.name} declares no function {kernel.entry!r} ({call['what']}); set entry in "
+                "kernel.toml to the name of the function to tune")
+    note = re.search(r": note: ([^\n]*)", error[call.end():])
+    return (f"kernel.toml's [launch] args do not fit the parameters of {kernel.entry} ({call['what']}"
+            f"{'; ' + note[1] if note else ''}), in the call {kernel.entry}({', '.join(kernel.args or ())}); "
+            "list its buffers and params in the order of its parameters")
 
 
 def _binding_note(kernel: KernelSpec) -> str:

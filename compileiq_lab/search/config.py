@@ -187,6 +187,17 @@ class SearchConfiguration:
     def __post_init__(self) -> None:
         for f in fields(self):  # numpy numbers (a seed from np.random, a pool from a sweep) as Python's
             setattr(self, f.name, plain(getattr(self, f.name)))
+        self._check_sizes()
+        self._check_search()
+        self._check_inputs()
+        self._check_switches()
+        ignored = [f"{name} ({equivalent})" for name, equivalent in RETIRED.items() if getattr(self, name) is not None]
+        if ignored:
+            warnings.warn("SearchConfiguration settings that have no effect (as in CompileIQ 1.1) are ignored: "
+                          + "; ".join(ignored), FutureWarning, stacklevel=3)
+
+    def _check_sizes(self) -> None:
+        """generations, pool_size and num_objectives."""
         if not _is_int(self.generations) or self.generations < 1:
             raise _fail("generations is an int >= 1", f"generations={self.generations!r}", "Pass a positive int.")
         if self.generations > MAX_GENERATIONS:
@@ -204,6 +215,9 @@ class SearchConfiguration:
         if self.num_objectives > MAX_OBJECTIVES:
             raise _fail(f"num_objectives <= MAX_OBJECTIVES = {MAX_OBJECTIVES}",
                         f"num_objectives={self.num_objectives!r}", "Optimise a few objectives; report the rest.")
+
+    def _check_search(self) -> None:
+        """The directions, the seed, the GA's rates, the timeout and the strategy."""
         self.problem_type = self._check_directions(self.problem_type)
         if not _is_int(self.seed) or self.seed < 0:
             raise _fail("seed is an int >= 0", f"seed={self.seed!r}", "Pass a non-negative int.")
@@ -220,6 +234,9 @@ class SearchConfiguration:
         if self.strategy == "ga" and self.num_objectives > 1:
             raise _fail("strategy 'ga' has num_objectives == 1", f"num_objectives={self.num_objectives}",
                         "Use strategy='nsga2' (or 'auto') for several objectives.")
+
+    def _check_inputs(self) -> None:
+        """objective_names and warm_start, each kept as a list of its own."""
         if self.objective_names is not None:
             names = list(self.objective_names)
             if len(names) != self.num_objectives or not all(isinstance(n, str) and n for n in names):
@@ -237,6 +254,9 @@ class SearchConfiguration:
                 raise _fail("warm_start is a list of config dicts", f"warm_start={configs!r:.120}",
                             "Pass configs as dicts (e.g. [row['params'] for row in results.pareto_front()]), or None.")
             self.warm_start = [dict(c) for c in configs]
+
+    def _check_switches(self) -> None:
+        """The mode, the budgets, the model and the on/off settings."""
         if not isinstance(self.asynchronous, bool):
             raise _fail("asynchronous is True or False", f"asynchronous={self.asynchronous!r}", "Pass a bool.")
         if self.asynchronous and self.surrogate:
@@ -258,10 +278,6 @@ class SearchConfiguration:
                         "Pass a bool.")
         if self.normalize is not None and not isinstance(self.normalize, bool):
             raise _fail("normalize is True or False", f"normalize={self.normalize!r}", "Pass a bool.")
-        ignored = [f"{name} ({equivalent})" for name, equivalent in RETIRED.items() if getattr(self, name) is not None]
-        if ignored:
-            warnings.warn("SearchConfiguration settings that have no effect (as in CompileIQ 1.1) are ignored: "
-                          + "; ".join(ignored), FutureWarning, stacklevel=3)
 
     def _check_directions(self, value: str | Sequence[str]) -> str | list[str]:
         if isinstance(value, str):

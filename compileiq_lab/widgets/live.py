@@ -55,7 +55,6 @@ class LivePlots:
         # pandas is imported here, in the notebook's thread: JupyterLab 4 may handle widget messages in another
         # kernel thread (comms over subshells), and a module imported in two threads at once is seen half-made
         import pandas  # noqa: F401
-        import plotly.graph_objects as go
 
         self.objectives = list(objectives)
         self.names = [o.name for o in self.objectives]
@@ -71,35 +70,11 @@ class LivePlots:
             self.x.layout.display = self.y.layout.display = "none"
         self.view = w.ToggleButtons(options=["2-D", "3-D"] if k >= 3 else ["2-D"], value="2-D",
                                     layout={"width": "auto", "display": "" if k >= 3 else "none"})
-        scatter = dict(mode="markers", hovertemplate="%{text}<extra></extra>")
-        self.pareto = go.FigureWidget(data=[
-            go.Scatter(name="evaluations", marker={"color": [], "colorscale": "Viridis", "size": 8, "opacity": 0.8,
-                                                   "cmin": 0, "cmax": max(1, generations),
-                                                   "colorbar": {"title": {"text": "generation"}}}, **scatter),
-            # names are set here once: renamed inside a batch_update before the figure is shown, plotly's
-            # widget shows "trace N" for the others
-            go.Scatter(name="Pareto front (these axes)" if k > 2 else "Pareto front" if k > 1 else "best",
-                       mode="lines+markers", hoverinfo="skip",
-                       line={"color": _FRONT, "shape": "hv", "width": 1.5},
-                       marker={"symbol": "circle-open", "size": 13, "color": _FRONT, "line": {"width": 2}}),
-            go.Scatter(name="baseline (compiler defaults)", marker={"symbol": "star", "size": 16, "color": _BASE},
-                       **scatter),
-            go.Scatter(name="failed (no scores)", marker={"symbol": "x", "size": 8, "color": _FAILED}, **scatter),
-            go.Scatter(name="selected", hoverinfo="skip", mode="markers",
-                       marker={"symbol": "circle-open", "size": 22, "color": _PICK, "line": {"width": 3}})],
-            layout=go.Layout(template="plotly_white", height=PLOT_HEIGHT, margin={"t": 40, "b": 40, "r": 10},
-                             legend={"orientation": "h", "y": -0.18}, clickmode="event+select", autosize=True,
-                             hoverlabel={"align": "left", "font": {"size": 11}}))
+        self.pareto = _pareto_figure(k, generations)
         self.selected: int | None = None
         self.pareto3d: Any = None  # built when the 3-D view is first picked (each FigureWidget costs the browser ~2 s)
         self.influence: Any = None  # built by the first show_influence()
-        self.history = go.FigureWidget(layout=go.Layout(
-            template="plotly_white", height=300, margin={"t": 40, "b": 40}, title={"text": "per generation"},
-            xaxis={"title": {"text": "generation"}, **({"dtick": 1} if generations <= 20 else {})},
-            legend={"orientation": "h", "y": -0.3}, autosize=True))
-        for name in self.names:  # best-so-far and median per objective, normalised to the first generation
-            self.history.add_scatter(name=f"{name} best so far", mode="lines+markers")
-            self.history.add_scatter(name=f"{name} median", mode="lines", line={"dash": "dash"})
+        self.history = _history_figure(self.names, generations)
         for i in (EVALS, FRONT, BASELINE, FAILED, SELECTED):
             self.pareto.data[i].on_click(guard(self._clicked))
         self.pareto.add_class("compileiq-pareto")
@@ -108,6 +83,19 @@ class LivePlots:
         self.view.observe(guard(self._view_changed), names="value")
         self._results: Results | None = None
         self._cache = PointCache(self.objectives)
+        self._side_widgets(guard)
+        self.tabs = w.Tab(layout={"flex": "2 1 0%", "min_width": "320px", "max_width": "560px"})
+        self.tabs.add_class("compileiq-side")
+        self.add_tab("influence", self.influence_box)
+        self.add_tab("parallel", self.parallel_box)
+        self.scatter_area = w.Box([self.pareto], layout={"flex": "3 1 0%", "min_width": "420px"})
+        self.side = self.tabs  # the panel beside the scatter
+        self.box = w.VBox([w.HBox([self.x, self.y, self.view]),
+                           w.HBox([self.scatter_area, self.tabs], layout={"width": "100%", "align_items": "stretch"}),
+                           self.history], layout={"width": "100%"})
+
+    def _side_widgets(self, guard: Callable[[Callable[..., None]], Callable[..., None]]) -> None:
+        """The side panel's tabs' contents: the influence of each control (Explain) and parallel coordinates."""
         self.influence_objective = w.Dropdown(options=self.names, value=self.names[0], description="objective",
                                               style={"description_width": "initial"}, layout={"width": "240px"})
         self.explain = w.Button(description="Explain", icon="question", tooltip="fit a model of the objective "
@@ -120,15 +108,6 @@ class LivePlots:
                                         tooltip="parallel coordinates of the controls and objectives of every point")
         self.parallel_button.on_click(guard(lambda _: self.show_parallel()))
         self.parallel_box = w.VBox([self.parallel_button])
-        self.tabs = w.Tab(layout={"flex": "2 1 0%", "min_width": "320px", "max_width": "560px"})
-        self.tabs.add_class("compileiq-side")
-        self.add_tab("influence", self.influence_box)
-        self.add_tab("parallel", self.parallel_box)
-        self.scatter_area = w.Box([self.pareto], layout={"flex": "3 1 0%", "min_width": "420px"})
-        self.side = self.tabs  # the panel beside the scatter
-        self.box = w.VBox([w.HBox([self.x, self.y, self.view]),
-                           w.HBox([self.scatter_area, self.tabs], layout={"width": "100%", "align_items": "stretch"}),
-                           self.history], layout={"width": "100%"})
 
     # -- side panel ----------------------------------------------------------------------------------
     def add_tab(self, title: str, widget: w.Widget, first: bool = False) -> None:
@@ -373,3 +352,43 @@ class LivePlots:
         else:
             with self.parallel.batch_update():
                 self.parallel.data[0].update(dimensions=dims, line={"color": list(d["generation"])})
+
+
+def _pareto_figure(k: int, generations: int) -> Any:
+    """The scatter of ``k`` objectives: the evaluations (coloured by generation), the front, the baseline, the failed
+    evaluations and the selected point, in the trace order EVALS, FRONT, BASELINE, FAILED, SELECTED."""
+    import plotly.graph_objects as go
+
+    scatter = dict(mode="markers", hovertemplate="%{text}<extra></extra>")
+    return go.FigureWidget(data=[
+        go.Scatter(name="evaluations", marker={"color": [], "colorscale": "Viridis", "size": 8, "opacity": 0.8,
+                                               "cmin": 0, "cmax": max(1, generations),
+                                               "colorbar": {"title": {"text": "generation"}}}, **scatter),
+        # names are set here once: renamed inside a batch_update before the figure is shown, plotly's
+        # widget shows "trace N" for the others
+        go.Scatter(name="Pareto front (these axes)" if k > 2 else "Pareto front" if k > 1 else "best",
+                   mode="lines+markers", hoverinfo="skip",
+                   line={"color": _FRONT, "shape": "hv", "width": 1.5},
+                   marker={"symbol": "circle-open", "size": 13, "color": _FRONT, "line": {"width": 2}}),
+        go.Scatter(name="baseline (compiler defaults)", marker={"symbol": "star", "size": 16, "color": _BASE},
+                   **scatter),
+        go.Scatter(name="failed (no scores)", marker={"symbol": "x", "size": 8, "color": _FAILED}, **scatter),
+        go.Scatter(name="selected", hoverinfo="skip", mode="markers",
+                   marker={"symbol": "circle-open", "size": 22, "color": _PICK, "line": {"width": 3}})],
+        layout=go.Layout(template="plotly_white", height=PLOT_HEIGHT, margin={"t": 40, "b": 40, "r": 10},
+                         legend={"orientation": "h", "y": -0.18}, clickmode="event+select", autosize=True,
+                         hoverlabel={"align": "left", "font": {"size": 11}}))
+
+
+def _history_figure(names: list[str], generations: int) -> Any:
+    """Per generation, each objective's best so far and median (normalised to the first generation)."""
+    import plotly.graph_objects as go
+
+    fig = go.FigureWidget(layout=go.Layout(
+        template="plotly_white", height=300, margin={"t": 40, "b": 40}, title={"text": "per generation"},
+        xaxis={"title": {"text": "generation"}, **({"dtick": 1} if generations <= 20 else {})},
+        legend={"orientation": "h", "y": -0.3}, autosize=True))
+    for name in names:  # best-so-far and median per objective, normalised to the first generation
+        fig.add_scatter(name=f"{name} best so far", mode="lines+markers")
+        fig.add_scatter(name=f"{name} median", mode="lines", line={"dash": "dash"})
+    return fig

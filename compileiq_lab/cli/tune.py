@@ -7,7 +7,6 @@ import logging
 import re
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,11 +27,11 @@ from compileiq_lab.cli.options import (
     kernel_argument,
     seconds,
 )
+from compileiq_lab.cli.progress import ProgressLine, progress_callback
 from compileiq_lab.cli.runs import print_validation
 from compileiq_lab.exceptions import CompileIQLabError, ConfigurationError, did_you_mean
 from compileiq_lab.kernels import CATALOGS, KernelRun, active_catalog, check_canary
 from compileiq_lab.run import Search
-from compileiq_lab.run.events import EvaluationEvent, FinishedEvent, GenerationEvent, RunEvent
 from compileiq_lab.run.start import count_run_time
 from compileiq_lab.space.catalogs import CATALOGS as SPACE_CATALOGS
 from compileiq_lab.space.objectives import METRICS
@@ -208,56 +207,6 @@ def _notes(left_out: tuple[tuple[str, str], ...], note: str) -> None:
         print(f"note: {control} left out: {why}", file=sys.stderr)
 
 
-class _ProgressLine:
-    """The run's progress on stderr: one line rewritten in place on a terminal (a log record first ends it, so the
-    two never share a line), a line per generation elsewhere (a log file or a pipe)."""
-
-    def __init__(self) -> None:
-        self.tty = sys.stderr.isatty()
-        self.open = False  # a rewritten line is on screen without its newline
-
-    def show(self, text: str, minor: bool = False) -> None:
-        """Show the progress; a ``minor`` update (each evaluation) only where it can be rewritten in place."""
-        if self.tty:
-            print(f"\r{text}\033[K", end="", file=sys.stderr, flush=True)
-            self.open = True
-        elif not minor:
-            print(text, file=sys.stderr, flush=True)
-
-    def end(self) -> None:
-        if self.open:
-            print(file=sys.stderr, flush=True)
-            self.open = False
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        """A logging filter: ends an open progress line before the record is written; drops the engine's warning
-        that the run stops after the baseline (tune ends with that reason as its error)."""
-        self.end()
-        return not hasattr(record, "stop_reason")
-
-
-def _progress(total_generations: int, line: _ProgressLine) -> Callable[[RunEvent], None]:
-    state: dict[str, Any] = {"evals": 0, "failed": 0, "t0": time.monotonic(), "generation": 0, "best": None}
-
-    def text() -> str:
-        g = state["generation"]
-        bar = "#" * int(20 * g / total_generations) if total_generations else ""
-        return (f"generation {g:3d}/{total_generations} [{bar:20}] {state['evals']} evaluations, {state['failed']} "
-                f"failed, best {state['best']}, {time.monotonic() - state['t0']:.0f} s")
-
-    def on_event(event: RunEvent) -> None:
-        if isinstance(event, EvaluationEvent):
-            state["evals"] += 1
-            state["failed"] += event.record.status != "ok"
-            line.show(text(), minor=True)
-        elif isinstance(event, GenerationEvent):
-            state["generation"], state["best"] = event.generation, event.best_score
-            line.show(text())
-        elif isinstance(event, FinishedEvent):
-            line.end()
-    return on_event
-
-
 def run_tune(args: argparse.Namespace) -> int:
     """Tune a kernel and print the Pareto table; returns the exit code."""
     if args.export:
@@ -279,18 +228,7 @@ def run_tune(args: argparse.Namespace) -> int:
 
 def _tune(args: argparse.Namespace, run: KernelRun) -> int:
     _notes(run.left_out, run.catalog_note)
-    canary_s = 0.0
-    if not args.no_canary and not (args.store and Path(args.store).exists()):  # a continued run was checked
-        print("checking that the controls reach the compiler (the baseline and -O0 compiled once each; "
-              "--no-canary skips this)", file=sys.stderr)
-        began = time.monotonic()
-        check_canary(run)
-        canary_s = time.monotonic() - began
-        if args.time_budget is not None and canary_s >= args.time_budget:
-            raise ConfigurationError(
-                f"--time-budget counts the canary's builds, and they took {canary_s:.1f} s of the "
-                f"{args.time_budget:g} s given, so no candidate could start; give a larger --time-budget, or pass "
-                "--no-canary to skip the check")
+    canary_s = _canary(args, run)
     facts = run.metadata()  # once: it scans the headers the source reads
     warm, sources = _warm_start(args, run, facts)
     meta = {**facts, "warm_start_from": sources} if sources else facts
@@ -301,24 +239,13 @@ def _tune(args: argparse.Namespace, run: KernelRun) -> int:
                        executor=args.executor if remote else None)
     if canary_s:
         count_run_time(search.store, canary_s)  # the budget is the whole command's, the canary's builds included
-    done = max((r.generation for r in search.results.records), default=0)
-    if done > args.generations:
-        print(f"note: {search.store_path} already holds {done} generations, more than --generations "
-              f"{args.generations} asks for, so nothing new is evaluated; pass --generations {done + 1} or more to "
-              "continue it", file=sys.stderr)
-    if sources:
-        print(f"warm start: {len(warm)} configs from the fronts of {len(sources)} earlier run(s) "
-              f"({', '.join(sources[:3])}{' ...' if len(sources) > 3 else ''})", file=sys.stderr)
-    kernel = run.kernel
-    print(f"tuning {kernel.name} ({kernel.language}) over {len(run.catalog.controls)} {run.catalog_name} controls"
-          f"{' + ' + str(len(kernel.defines)) + ' -D knobs' if kernel.defines else ''}; "
-          f"objectives {run.objective_names}; store {search.store_path}", file=sys.stderr)
-    line = _ProgressLine()
+    _say_what_runs(args, search, run, len(warm), sources)
+    line = ProgressLine()
     handlers = logging.getLogger().handlers
     for h in handlers:
         h.addFilter(line)
     try:
-        results = search.start(callback=_progress(args.generations, line),
+        results = search.start(callback=progress_callback(args.generations, line),
                                workers=args.workers if remote else max(1, run.workers))
     finally:
         line.end()
@@ -331,6 +258,46 @@ def _tune(args: argparse.Namespace, run: KernelRun) -> int:
         validation = _validate_run(results, run, rounds)
     if args.export:
         export_point(args, args.export, results, run, validation)
+    return _exit_code(results)
+
+
+def _canary(args: argparse.Namespace, run: KernelRun) -> float:
+    """Check that the controls reach the compiler (not for a continued run, which was checked, nor with
+    --no-canary); returns the seconds it took, which --time-budget counts."""
+    if args.no_canary or (args.store and Path(args.store).exists()):
+        return 0.0
+    print("checking that the controls reach the compiler (the baseline and -O0 compiled once each; "
+          "--no-canary skips this)", file=sys.stderr)
+    began = time.monotonic()
+    check_canary(run)
+    canary_s = time.monotonic() - began
+    if args.time_budget is not None and canary_s >= args.time_budget:
+        raise ConfigurationError(
+            f"--time-budget counts the canary's builds, and they took {canary_s:.1f} s of the "
+            f"{args.time_budget:g} s given, so no candidate could start; give a larger --time-budget, or pass "
+            "--no-canary to skip the check")
+    return canary_s
+
+
+def _say_what_runs(args: argparse.Namespace, search: Search, run: KernelRun, n_warm: int, sources: list[str]) -> None:
+    """On stderr, before the run: a store that already holds more generations than asked, the warm start, and what
+    is tuned over which controls for which objectives."""
+    done = max((r.generation for r in search.results.records), default=0)
+    if done > args.generations:
+        print(f"note: {search.store_path} already holds {done} generations, more than --generations "
+              f"{args.generations} asks for, so nothing new is evaluated; pass --generations {done + 1} or more to "
+              "continue it", file=sys.stderr)
+    if sources:
+        print(f"warm start: {n_warm} configs from the fronts of {len(sources)} earlier run(s) "
+              f"({', '.join(sources[:3])}{' ...' if len(sources) > 3 else ''})", file=sys.stderr)
+    kernel = run.kernel
+    print(f"tuning {kernel.name} ({kernel.language}) over {len(run.catalog.controls)} {run.catalog_name} controls"
+          f"{' + ' + str(len(kernel.defines)) + ' -D knobs' if kernel.defines else ''}; "
+          f"objectives {run.objective_names}; store {search.store_path}", file=sys.stderr)
+
+
+def _exit_code(results: Results) -> int:
+    """The exit code of a finished tune (130 interrupted; 1, with the reason on stderr, where it found nothing)."""
     if results.status == "interrupted":
         return 130
     if results.status == "baseline_failed":

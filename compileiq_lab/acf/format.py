@@ -28,7 +28,7 @@ from compileiq_lab.acf.shape import (
 )
 from compileiq_lab.exceptions import ConfigurationError
 from compileiq_lab.space.catalogs import get_catalog
-from compileiq_lab.space.catalogs.base import controls_of, run_argv
+from compileiq_lab.space.catalogs.base import controls_of, one_line, run_argv
 from compileiq_lab.toolchain.context import BuildContext
 from compileiq_lab.toolchain.nvidia_acf import KEY as NVIDIA_ACF_KEY
 
@@ -170,8 +170,7 @@ class ACF:
         For a "ptxas" ACF the front end holds only the kernel's -D knobs (part of the tuned point).
         """
         self._need_cuda("nvcc_args()")
-        return [f"-arch={self.arch}", *self.argv["frontend"],
-                *(a for tok in self.argv["backend"] for a in ("-Xptxas", tok))]
+        return one_line("nvcc", self.argv, self.arch)[1]
 
     def ptxas_args(self) -> list[str]:
         """ptxas arguments (the backend stage; the PTX must come from the front-end arguments)."""
@@ -184,7 +183,7 @@ class ACF:
         if "-Xcicc" in self.argv["frontend"]:
             raise _fail("argv.frontend", "NVRTC options have no -Xcicc", "-Xcicc",
                         "Compile this point with nvcc (`flags --stage nvcc`), or tune with the nvrtc catalog.")
-        return [f"-arch={self.arch}", *self.argv["frontend"], *(f"-Xptxas={tok}" for tok in self.argv["backend"])]
+        return one_line("nvrtc", self.argv, self.arch)[1]
 
     def c_args(self) -> list[str]:
         """gcc/clang arguments."""

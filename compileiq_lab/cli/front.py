@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from compileiq_lab.kernels import KernelRun
+from compileiq_lab.space.catalogs.base import one_line
 from compileiq_lab.store import EvalRecord, Results
 
 __all__ = ["print_front"]
@@ -47,4 +48,10 @@ def print_front(results: Results, run: KernelRun) -> None:
 
 
 def _flat_argv(run: KernelRun, rec: EvalRecord) -> list[str]:
-    return [a for v in run.argv(rec.params).values() for a in v]
+    """A point's arguments as the table shows them: one stage's as they are (ptxas, gcc ...: the -D knobs are plainly
+    the front end's); the front end's and ptxas' together (nvcc, NVRTC) as the one command line that takes both, so
+    that ptxas' ``-O1`` is not read as nvcc's."""
+    argv = run.argv(rec.params)
+    if run.catalog_name in ("nvcc", "nvrtc") and argv.get("backend"):
+        return one_line(run.catalog_name, argv)[1]
+    return [a for v in argv.values() for a in v]

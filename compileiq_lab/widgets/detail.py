@@ -19,6 +19,7 @@ from compileiq_lab.analysis.machine_code import code_diff
 from compileiq_lab.analysis.occupancy import occupancy
 from compileiq_lab.exceptions import ConfigurationError
 from compileiq_lab.kernels import eval_expr, minimal_controls
+from compileiq_lab.space.catalogs.base import one_line
 from compileiq_lab.viz.data import param_rows, quantity_text
 
 if TYPE_CHECKING:
@@ -156,14 +157,7 @@ def flag_lines(kernel_run: KernelRun, params: Mapping[str, Any]) -> tuple[str, s
     the front end, each ptxas token as ``-Xptxas TOKEN``; nvrtc: ``-Xptxas=TOKEN``; C: the ``-std=c11`` dialect)."""
     argv = kernel_run.argv(params)
     lines = [f"{stage}: {shlex.join(args)}".rstrip() for stage, args in argv.items()]
-    name, arch = kernel_run.catalog_name, f"-arch={kernel_run.arch}"
-    if "c" in argv:
-        tool, one = name, ["-std=c11", *argv["c"]]
-    elif name == "nvrtc":
-        tool, one = "nvrtc", [arch, *argv.get("frontend", []), *(f"-Xptxas={t}" for t in argv.get("backend", []))]
-    else:
-        tool = "nvcc"
-        one = [arch, *argv.get("frontend", []), *(a for t in argv.get("backend", []) for a in ("-Xptxas", t))]
+    tool, one = one_line(kernel_run.catalog_name, argv, kernel_run.arch)
     line = shlex.join(one)
     return "\n".join([*lines, f"{tool} line: {line}"]), line
 

@@ -402,3 +402,27 @@ def test_a_regex_entry_tunes_its_kernel_and_the_acf_records_a_name_it_can_hold(t
 
     with pytest.raises(ConfigurationError, match="its kernel's symbol is too long to record"):
         _recorded_entry("regex:^gemm", "_Z" + "x" * 2000)
+
+
+@needs_cuda
+def test_an_nvcc_point_is_shown_as_the_nvcc_line_that_rebuilds_it(tmp_path):
+    from compileiq_lab.measure.binary import inspect_elf
+    from compileiq_lab.measure.nvcc import parse_ptxas_verbose
+
+    out = cli("tune", "reduction", "--space", "nvcc", "--objectives", "registers,sass_instructions",
+              "--generations", "3", "--pool-size", "6", "--store", "r.db", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    rows = [ln.split(None, 3) for ln in out.stdout.splitlines() if re.match(r"\s+\d+\s+\d+\s+\d+\s+\S", ln)]
+    assert rows and "-Xptxas" in out.stdout, out.stdout  # a front point with a ptxas control
+    source = Path(__file__).resolve().parents[2] / "kernels" / "reduction" / "reduction.cu"
+    for _, registers, sass, shown in rows:
+        args = shown.split("   (+")[0].split()
+        for i, tok in enumerate(args):  # ptxas' own options never stand bare, where nvcc would take them as its own
+            if re.match(r"-O\d|--maxrregcount|--register-usage-level|-dlcm|--allow-expensive", tok):
+                assert i and args[i - 1] in ("-Xptxas", "-Xcicc"), shown
+        cubin = tmp_path / "k.cubin"
+        built = subprocess.run([find_tool("nvcc"), "-arch=sm_90", "-cubin", *args, "-Xptxas", "-v", str(source),
+                                "-o", str(cubin)], capture_output=True, text=True)
+        assert built.returncode == 0, (shown, built.stderr[-400:])
+        assert parse_ptxas_verbose(built.stdout + built.stderr)["registers"] == int(registers), shown
+        assert inspect_elf(cubin).sass_instructions == int(sass), shown

@@ -31,8 +31,22 @@ def run_argv(catalog: Catalog, config: Mapping[str, Any], defines: Sequence[str]
         argv["backend"] = [*argv.get("backend", []), *apply_args(control_file)]
     return argv
 
+
+def one_line(compiler: str, argv: Mapping[str, Sequence[str]], arch: str | None = None) -> tuple[str, list[str]]:
+    """A point's per-stage arguments (``run_argv``) as one command line of the tool that takes them all, and that
+    tool: a C compiler's with its ``-std=c11`` dialect; NVRTC's options, the front end as is and each ptxas token as
+    ``-Xptxas=TOKEN``; otherwise nvcc's, the front end and each ptxas token as ``-Xptxas TOKEN`` (nvcc reads a bare
+    ``-O1`` as the host's optimisation level, not ptxas'). ``arch`` (``sm_90``) comes first where given."""
+    target = [f"-arch={arch}"] if arch else []
+    if "c" in argv:
+        return compiler, ["-std=c11", *argv["c"]]
+    backend = argv.get("backend", [])
+    if compiler == "nvrtc":
+        return "nvrtc", [*target, *argv.get("frontend", []), *(f"-Xptxas={tok}" for tok in backend)]
+    return "nvcc", [*target, *argv.get("frontend", []), *(a for tok in backend for a in ("-Xptxas", tok))]
+
 __all__ = ["CATEGORIES", "CUDA_COMPILERS", "NON_CONTROLS", "STAGES", "TIERS", "Catalog", "Conflict", "Control",
-           "controls_of", "run_argv"]
+           "controls_of", "one_line", "run_argv"]
 
 log = logging.getLogger(__name__)
 

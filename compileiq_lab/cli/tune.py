@@ -75,6 +75,12 @@ def add_tune_parser(sub: Any) -> None:
                                   "triton:FILE.py:FUNCTION (a @triton.jit kernel; see --signature)")
     add_build_arguments(t)
     add_triton_arguments(t)
+    _add_space_arguments(t)
+    _add_budget_arguments(t)
+    _add_run_arguments(t)
+
+def _add_space_arguments(t: argparse.ArgumentParser) -> None:
+    """What is searched: the target, the catalog and its subset, the objectives."""
     t.add_argument("--arch", default=None, help="CUDA target, e.g. sm_90 or sm_90a (default: the GPU's own for GPU "
                                                 "objectives, else sm_90; a Triton kernel: the GPU's own, "
                                                 "arch-specific from sm_90 on, else sm_90a)")
@@ -88,6 +94,10 @@ def add_tune_parser(sub: Any) -> None:
     t.add_argument("--categories", default=None, help="comma list of control categories to search")
     t.add_argument("--controls", default=None, help="comma list of control names to search")
     t.add_argument("--unsafe-math", action="store_true", help="also search precision-changing controls")
+
+
+def _add_budget_arguments(t: argparse.ArgumentParser) -> None:
+    """How long and how wide the search runs, and where its candidates are evaluated."""
     t.add_argument("--generations", type=int_at_least(1, "searched generations"), default=10,
                    help="searched generations (default 10); the run ends at the first of --generations, --max-evals "
                         "and --time-budget it reaches")
@@ -110,6 +120,10 @@ def add_tune_parser(sub: Any) -> None:
     t.add_argument("--asynchronous", action="store_true",
                    help="no generation barrier: a new candidate whenever a worker is free (not reproducible call "
                         "for call; the budget stays generations x pool size)")
+
+
+def _add_run_arguments(t: argparse.ArgumentParser) -> None:
+    """The store, the export, the build's scratch and the checks around the search."""
     t.add_argument("--store", default=None, help="run store path (default: a new file under ./compileiq_runs/)")
     t.add_argument("--export", default=None, help="write a point of the front as an ACF (open JSON: controls, argv, "
                                                    "build context, arch, objectives, baseline, code hash); see --pick")
@@ -133,6 +147,7 @@ def add_tune_parser(sub: Any) -> None:
                    help="after a run with a measured runtime (GPU objectives, or a C kernel's runtime), re-measure the "
                         "front and the baseline interleaved for ROUNDS rounds and report speedups with 95 %% CIs "
                         "(default 40; 0 turns it off)")
+
 
 
 def add_catalog_parser(sub: Any) -> None:

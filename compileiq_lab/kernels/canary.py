@@ -216,26 +216,9 @@ def _check(run: KernelRun, catalog: Catalog, controls: Sequence[Control], backen
         return CanaryResult(True, f"not checked: the baseline does not compile ({baseline.error[:300]}); the search's "
                                   "baseline row reports it", baseline_argv=baseline.argv)
     _warn_overridden_defines(run, baseline.log)
-    cc = getattr(backend, "cc", None)
-    if run.kernel.language == "cuda" and isinstance(cc, CudaCompiler):
-        variant = variant_problem(cc, run.kernel.source_path, baseline.argv.get("frontend", ()))
-        if variant:
-            log.warning("%s", variant)
-    kernels = cubin_entries(baseline.path) if backend.binary_kind == "cubin" and baseline.path is not None else None
-    if kernels and len(kernels) > 1 and run.kernel.entry is None:
-        log.warning("%s holds %d kernels and no entry names one, so the static metrics are the whole module's "
-                    "(registers and spills: the most any kernel has; sass_instructions: all of them together); pass "
-                    "--entry NAME to tune one of: %s", run.kernel.source_path.name, len(kernels),
-                    kernel_listing(kernels))
-    if kernels is not None and not kernels:
-        hint = instantiation_hint(run.kernel.source_path) or (
-            "a template __global__ kernel has code only once instantiated: add one "
-            "(`template __global__ void k<256>(float*);`)")
-        return CanaryResult(False, f"{run.kernel.source_path.name} must hold a kernel to tune (a __global__ function, "
-                                   "or a PTX .entry), but it holds none: it compiled to a module without one; fix: "
-                                   "tune the file that defines the kernel (a file of host code or device functions "
-                                   f"alone has nothing to measure); {hint}, and name it with --entry",
-                            baseline_argv=baseline.argv)
+    unfit = _module_problem(run, backend, baseline)
+    if unfit is not None:
+        return unfit
     tested: list[tuple[Control, Any, _Build]] = []
     skipped: list[str] = []
     for control in controls:
@@ -268,6 +251,31 @@ def _check(run: KernelRun, catalog: Catalog, controls: Sequence[Control], backen
     if not measure or gpu is None or baseline.path is None or build.path is None:
         return CanaryResult(True, reason, **facts)
     return _timed(gpu, base.get("defines"), baseline.path, build.path, f"{control.name}={value}", reason, facts)
+
+def _module_problem(run: KernelRun, backend: Backend, baseline: _Build) -> CanaryResult | None:
+    """What the baseline's module says before any control is tried: a CUDA source that needs another arch variant
+    and a multi-kernel module without an entry are warned about; a module without a kernel fails the check."""
+    cc = getattr(backend, "cc", None)
+    if run.kernel.language == "cuda" and isinstance(cc, CudaCompiler):
+        variant = variant_problem(cc, run.kernel.source_path, baseline.argv.get("frontend", ()))
+        if variant:
+            log.warning("%s", variant)
+    kernels = cubin_entries(baseline.path) if backend.binary_kind == "cubin" and baseline.path is not None else None
+    if kernels and len(kernels) > 1 and run.kernel.entry is None:
+        log.warning("%s holds %d kernels and no entry names one, so the static metrics are the whole module's "
+                    "(registers and spills: the most any kernel has; sass_instructions: all of them together); pass "
+                    "--entry NAME to tune one of: %s", run.kernel.source_path.name, len(kernels),
+                    kernel_listing(kernels))
+    if kernels is not None and not kernels:
+        hint = instantiation_hint(run.kernel.source_path) or (
+            "a template __global__ kernel has code only once instantiated: add one "
+            "(`template __global__ void k<256>(float*);`)")
+        return CanaryResult(False, f"{run.kernel.source_path.name} must hold a kernel to tune (a __global__ function, "
+                                   "or a PTX .entry), but it holds none: it compiled to a module without one; fix: "
+                                   "tune the file that defines the kernel (a file of host code or device functions "
+                                   f"alone has nothing to measure); {hint}, and name it with --entry",
+                            baseline_argv=baseline.argv)
+    return None
 
 
 def _facts(control: Control, value: Any, baseline: _Build, build: _Build, checked: Sequence[str]) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from compileiq_lab.exceptions import ConfigurationError
-from compileiq_lab.measure.stats import compare, exceed_p_value
+from compileiq_lab.measure.stats import MIN_ROUNDS, compare, exceed_p_value
 from compileiq_lab.space.space import SearchSpace
 
 if TYPE_CHECKING:
@@ -173,8 +173,8 @@ def recheck(controls: Mapping[str, Any], run: KernelRun, *, recorded: Mapping[st
     if timer is None:
         raise ConfigurationError("validate --acf re-measures the runtime: it needs a kernel run with a runtime "
                                  "objective, on a machine with an NVIDIA GPU for a CUDA kernel")
-    if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 10:
-        raise ConfigurationError(f"rounds must be an integer >= 10, but got {rounds!r}; use e.g. --rounds 40")
+    if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < MIN_ROUNDS:
+        raise ConfigurationError(f"rounds must be an integer >= {MIN_ROUNDS}, but got {rounds!r}; use e.g. --rounds 40")
     base_path, base_hash = run.build(SearchSpace(run.search_space()).baseline() or {})
     point_path, point_hash = run.build(dict(controls))
     defines = controls.get("defines")

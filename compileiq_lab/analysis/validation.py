@@ -12,7 +12,7 @@ import numpy as np
 from compileiq_lab.analysis.certify import DEVICE_FACTS, certify, noise_floor
 from compileiq_lab.exceptions import ConfigurationError
 from compileiq_lab.measure.cpu import cpu_model
-from compileiq_lab.measure.stats import METHODS, compare, median_ci
+from compileiq_lab.measure.stats import METHODS, MIN_ROUNDS, compare, median_ci
 from compileiq_lab.store.header import RunHeader, Validation
 from compileiq_lab.store.sqlite import MEMORY, EvalRecord, RunStore
 
@@ -111,8 +111,8 @@ def _workloads(run: KernelRun, asked: Sequence[str] | None) -> list[str]:
 
 
 def _check_settings(rounds: int, confidence: float, method: str) -> None:
-    if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 10:
-        raise ConfigurationError(f"rounds must be an integer >= 10 (interleaved samples per point), but got "
+    if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < MIN_ROUNDS:
+        raise ConfigurationError(f"rounds must be an integer >= {MIN_ROUNDS} (interleaved samples per point), but got "
                                  f"{rounds!r}; use e.g. rounds=40 (--rounds 40)")
     if not 0.5 < confidence < 1:
         raise ConfigurationError(f"confidence must lie between 0.5 and 1, but got {confidence!r}; use e.g. 0.95")

@@ -22,12 +22,14 @@ from compileiq_lab.kernels import (
     optimisation_controls,
     refuse_fixed_controls,
 )
+from compileiq_lab.measure.stats import MIN_ROUNDS
 from compileiq_lab.store import EvalRecord, Results, Validation
 from compileiq_lab.store.pick import PICK_RULES, default_pick, pick_point
 from compileiq_lab.toolchain.context import parse_define
 
 __all__ = ["UsageError", "add_build_arguments", "add_pick_arguments", "add_triton_arguments", "build_options",
-           "check_output_file", "check_pick", "duration", "export_point", "int_at_least", "kernel_argument", "seconds"]
+           "check_output_file", "check_pick", "duration", "export_point", "fraction", "int_at_least", "kernel_argument",
+           "rounds", "seconds"]
 
 _UNITS = {"s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
 #: What --pick takes besides an objective's name: pick_point's default "first" and its PICK_RULES.
@@ -54,6 +56,36 @@ def int_at_least(low: int, what: str) -> Callable[[str], int]:
 
     parse.__name__ = f"int>={low}"  # argparse names the type in its messages
     return parse
+
+
+def rounds(allow_off: bool = False) -> Callable[[str], int]:
+    """An argparse type: interleaved timing rounds, an integer >= MIN_ROUNDS (or 0, turning the re-measurement off,
+    where ``allow_off``)."""
+    rule = f"an integer >= {MIN_ROUNDS}{' (or 0: off)' if allow_off else ''}"
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"`{rule}` must hold (timing rounds), but got {text!r}") from None
+        if value < MIN_ROUNDS and not (allow_off and value == 0):
+            raise argparse.ArgumentTypeError(f"`{rule}` must hold (timing rounds; fewer give no usable interval), "
+                                             f"but got {value}; e.g. 40")
+        return value
+
+    parse.__name__ = "rounds"
+    return parse
+
+
+def fraction(text: str) -> float:
+    """An argparse type: a number in [0, 1)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 <= value < 1:  # (NaN fails it too)
+        raise argparse.ArgumentTypeError(f"`a number in [0, 1)` must hold, but got {text!r}; e.g. 0.01")
+    return value
 
 
 def seconds(text: str) -> float:

@@ -12,7 +12,14 @@ from compileiq_lab.acf import load_acf
 from compileiq_lab.acf.format import ACF_FORMATS
 from compileiq_lab.analysis.certify import recheck
 from compileiq_lab.analysis.validation import validate
-from compileiq_lab.cli.options import UsageError, add_pick_arguments, check_output_file, export_point
+from compileiq_lab.cli.options import (
+    UsageError,
+    add_pick_arguments,
+    check_output_file,
+    export_point,
+    fraction,
+    rounds,
+)
 from compileiq_lab.exceptions import CompileIQLabError, ConfigurationError, StaticOnlyKernelError
 from compileiq_lab.kernels import KernelRun
 from compileiq_lab.store import Results, Validation, load_results
@@ -76,14 +83,14 @@ def add_run_parsers(sub: Any) -> None:
     va.add_argument("store", nargs="?", default=None, help="the run's .db file (or --acf)")
     va.add_argument("--acf", default=None, help="re-measure this ACF's point and the baseline (with an A/A control) "
                                                 "and exit 1 when the speedup's lower bound falls below 1 - tolerance")
-    va.add_argument("--tolerance", type=float, default=None,
+    va.add_argument("--tolerance", type=fraction, default=None,
                     help="with --acf: how far below 1 the lower bound may fall (default: the noise the A/A control "
                          "shows: the larger of the recorded and the fresh A/A floor and the fresh A/A half-width)")
     va.add_argument("--kernel", default=None, help="with --acf: the kernel to load instead of the ACF's")
     va.add_argument("--gpu-backend", default=None, help=argparse.SUPPRESS)  # a stand-in GPU for tests and dry runs
     va.add_argument("--eval-id", type=int, action="append", help="a point to re-measure (repeatable; "
                                                                     "default: the Pareto front)")
-    va.add_argument("--rounds", type=int, default=40, help="interleaved timing rounds (default 40)")
+    va.add_argument("--rounds", type=rounds(), default=40, help="interleaved timing rounds (default 40)")
     va.epilog = ("exit status with --acf (the last line says which):\n"
                  "  0  PASSED  the re-measured speedup's lower bound is at least 1 - tolerance\n"
                  "  1  FAILED  it fell below (a regression, or a win that no longer holds on this GPU)\n"

@@ -25,6 +25,7 @@ from compileiq_lab.cli.options import (
     export_point,
     int_at_least,
     kernel_argument,
+    rounds,
     seconds,
 )
 from compileiq_lab.cli.progress import ProgressLine, progress_callback
@@ -143,7 +144,7 @@ def _add_run_arguments(t: argparse.ArgumentParser) -> None:
     t.add_argument("--no-canary", action="store_true",
                    help="skip the check that the controls reach the compiler (-O0 must change the machine code and, "
                         "on a GPU, the time) before the search")
-    t.add_argument("--validate", type=int_at_least(0, "timing rounds; 0 turns it off"), default=None, metavar="ROUNDS",
+    t.add_argument("--validate", type=rounds(allow_off=True), default=None, metavar="ROUNDS",
                    help="after a run with a measured runtime (GPU objectives, or a C kernel's runtime), re-measure the "
                         "front and the baseline interleaved for ROUNDS rounds and report speedups with 95 %% CIs "
                         "(default 40; 0 turns it off)")
@@ -268,9 +269,9 @@ def _tune(args: argparse.Namespace, run: KernelRun) -> int:
             h.removeFilter(line)
     print_front(results, run)
     validation = None
-    rounds = 40 if args.validate is None else args.validate
-    if run.timer is not None and rounds > 0 and results.status != "interrupted" and results.pareto_front():
-        validation = _validate_run(results, run, rounds)
+    n_rounds = 40 if args.validate is None else args.validate
+    if run.timer is not None and n_rounds > 0 and results.status != "interrupted" and results.pareto_front():
+        validation = _validate_run(results, run, n_rounds)
     if args.export:
         export_point(args, args.export, results, run, validation)
     return _exit_code(results)
@@ -360,10 +361,10 @@ def _stored_warm_start(path: str) -> tuple[list[dict[str, Any]], list[str]]:
     return list(header.config.get("warm_start") or []), [str(s) for s in sources] if isinstance(sources, list) else []
 
 
-def _validate_run(results: Results, run: KernelRun, rounds: int) -> Validation | None:
-    print(f"re-measuring the front and the baseline interleaved ({rounds} rounds)...", file=sys.stderr)
+def _validate_run(results: Results, run: KernelRun, n_rounds: int) -> Validation | None:
+    print(f"re-measuring the front and the baseline interleaved ({n_rounds} rounds)...", file=sys.stderr)
     try:
-        validation = validate(results, run, rounds=rounds)
+        validation = validate(results, run, rounds=n_rounds)
     except ConfigurationError as exc:
         print(f"note: no re-measurement: {exc}", file=sys.stderr)
         return None

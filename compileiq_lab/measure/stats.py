@@ -9,9 +9,12 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Comparison", "compare", "exceed_p_value", "median_ci", "relative_halfwidth", "summarize"]
+__all__ = ["METHODS", "MIN_ROUNDS", "Comparison", "compare", "exceed_p_value", "median_ci", "relative_halfwidth",
+           "summarize"]
 
 METHODS = ("bootstrap", "paired-bootstrap", "welch")
+#: The fewest interleaved timing rounds a re-measurement takes (fewer give no usable interval).
+MIN_ROUNDS = 10
 
 
 def _arr(samples: Sequence[float], what: str) -> np.ndarray:

@@ -141,7 +141,7 @@ def test_recheck_needs_a_gpu_and_reports_a_changed_machine_code(tmp_path, caplog
 
 
 def test_validate_takes_a_store_or_an_acf(capsys):
-    assert main(["validate"]) == 1
+    assert main(["validate"]) == 2  # the command line alone is wrong: a usage error
     assert "a run store or --acf FILE" in capsys.readouterr().err
 
 

@@ -23,7 +23,8 @@ def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 @pytest.mark.parametrize("option,value", [("--timeout", "nan"), ("--timeout", "-1"), ("--timeout", "0"),
                                           ("--timeout", "inf"), ("--workers", "0"), ("--workers", "-3"),
-                                          ("--validate", "-3"), ("--generations", "0"), ("--pool-size", "1"),
+                                          ("--validate", "-3"), ("--validate", "5"), ("--generations", "0"),
+                                          ("--pool-size", "1"),
                                           ("--seed", "-1"), ("--workers", "two")])
 def test_nonsense_numbers_are_usage_errors(tmp_path, option, value):
     out = cli("tune", "stencil_c", option, value, "--store", "x.db", cwd=tmp_path)
@@ -125,6 +126,8 @@ def test_a_name_no_run_has_is_a_usage_error(tmp_path, option, value, said):
     (["validate"], "one of the two), but got neither"),
     (["tune", "stencil_c", "--block", "1,x"], "--block must be X[,Y[,Z]] ints, but got '1,x'"),
     (["tune", "stencil_c", "--num-warps", "4"], "--num-warps is a Triton kernel's option"),
+    (["validate", "run.db", "--rounds", "9"], "argument --rounds: `an integer >= 10` must hold"),
+    (["validate", "--acf", "best.acf", "--tolerance", "nan"], "argument --tolerance: `a number in [0, 1)` must hold"),
 ])
 def test_options_that_do_not_fit_together_are_usage_errors(tmp_path, args, said):
     out = cli(*args, cwd=tmp_path)

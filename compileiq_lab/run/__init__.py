@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from compileiq_lab.run.engine import Candidate, Engine
 from compileiq_lab.run.events import EvaluationEvent, FailedEvent, FinishedEvent, GenerationEvent, RunEvent
-from compileiq_lab.run.facade import Problem, Search
+from compileiq_lab.run.facade import Search
+from compileiq_lab.run.problem import Problem
 from compileiq_lab.run.replay import ReplayRun, replay_run
 from compileiq_lab.run.thread import RUN_STATES, Run
 

@@ -9,7 +9,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol, cast
+from typing import Any, cast
 
 from compileiq_lab.exceptions import ConfigurationError, SearchStateError, StoreError
 from compileiq_lab.measure.objective import classify_return
@@ -26,6 +26,7 @@ from compileiq_lab.run.engine import Candidate, Constraint, Engine
 from compileiq_lab.run.events import FinishedEvent, RunEvent
 from compileiq_lab.run.executor import ExecutorSpec, open_executor
 from compileiq_lab.run.loop import Deadline, drive
+from compileiq_lab.run.problem import Problem
 from compileiq_lab.run.start import name_of, new_header, prepare_store, record_parts, reopened_config
 from compileiq_lab.run.steady import SteadyEngine, drive_steady
 from compileiq_lab.search.config import SearchConfiguration
@@ -38,21 +39,6 @@ __all__ = ["Problem", "Search"]
 
 log = logging.getLogger("compileiq_lab")
 ObjectiveFunction = Callable[[dict[str, Any]], Any]
-
-
-class Problem(Protocol):
-    """An objective that describes itself (e.g. a ``compileiq_lab.kernels.KernelRun``): what ``Search.of`` takes."""
-
-    @property
-    def objectives(self) -> Sequence[Objective]: ...
-
-    def __call__(self, config: dict[str, Any]) -> Any: ...
-
-    def search_space(self) -> Mapping[str, Any]: ...
-
-    def constraint(self, config: Mapping[str, Any]) -> str | None: ...
-
-    def metadata(self) -> dict[str, Any]: ...
 
 
 class Search:
@@ -238,13 +224,7 @@ class Search:
              paused: Callable[[], float] | None = None) -> Results:
         """``start`` without clearing an earlier ``stop()`` (a Run clears it when it starts). ``paused``: the seconds
         the run has been paused so far (a Run's pauses), which neither its time budget nor its run time counts."""
-        if self.objective_function is None:
-            raise ConfigurationError("start() needs an objective_function; pass one to Search(...) "
-                                     "or evaluate yourself with ask()/tell()")
-        awaiting = self._engine.awaiting()
-        if awaiting:
-            raise SearchStateError(f"{len(awaiting)} asked candidates await tell(); tell their scores "
-                                   "before start()")
+        objective = self._startable()
         self._engine.take_generations()  # generations finished through ask()/tell() were not this call's events
         self.store.acquire()
         header = self.store.update_header(status="running", updated_at=time.time())  # a killed process leaves it so
@@ -258,18 +238,14 @@ class Search:
             steady = SteadyEngine(self.space, self.config, self.store, self._constraint, self._check) \
                 if self.config.asynchronous else None
             executor, owned = open_executor(self.executor, workers)
-            evaluate, closer = executor.evaluator(self.objective_function, self.config.num_objectives, timeout)
+            evaluate, closer = executor.evaluator(objective, self.config.num_objectives, timeout)
         except BaseException as exc:  # nothing was evaluated: the header says why the run could not start
             if executor is not None and owned:
                 executor.shutdown()
             self._close_header("failed", f"{type(exc).__name__}: {exc}"[:2000], header.run_time_s)
             raise
-        pool = self.config.resolve(self.space.n_genes).pool_size
-        if steady is None and executor.slots > pool:
-            log.warning("%d evaluation slots but generations of %d candidates: %d slots wait each generation; "
-                        "a new run with pool_size=%d (--pool-size %d in the CLI), or asynchronous=True "
-                        "(--asynchronous), keeps every slot busy",
-                        executor.slots, pool, executor.slots - pool, executor.slots, executor.slots)
+        if steady is None:
+            self._warn_idle_slots(executor.slots)
         hooks = RunHooks(self._options, self._stop, getattr(self.objective_function, "first_generation_verdict", None))
         emit = hooks.wrap(callback or (lambda event: None), lambda: self.results)
         status, reason = "running", ""
@@ -297,6 +273,26 @@ class Search:
         hooks.finish(results)  # a run ended by exit_on_failure raises here: it fails (FailedEvent), it never finishes
         emit(FinishedEvent(status, len(results), reason))
         return results
+
+    def _startable(self) -> ObjectiveFunction:
+        """The objective function ``start`` evaluates; refused where there is none, or where asked candidates still
+        await ``tell``."""
+        if self.objective_function is None:
+            raise ConfigurationError("start() needs an objective_function; pass one to Search(...) "
+                                     "or evaluate yourself with ask()/tell()")
+        awaiting = self._engine.awaiting()
+        if awaiting:
+            raise SearchStateError(f"{len(awaiting)} asked candidates await tell(); tell their scores "
+                                   "before start()")
+        return self.objective_function
+
+    def _warn_idle_slots(self, slots: int) -> None:
+        """Warn where a generational run has more evaluation slots than candidates per generation."""
+        pool = self.config.resolve(self.space.n_genes).pool_size
+        if slots > pool:
+            log.warning("%d evaluation slots but generations of %d candidates: %d slots wait each generation; "
+                        "a new run with pool_size=%d (--pool-size %d in the CLI), or asynchronous=True "
+                        "(--asynchronous), keeps every slot busy", slots, pool, slots - pool, slots, slots)
 
     def _close_header(self, status: str, reason: str, run_time_s: float) -> None:
         """Record how ``start`` ended (and the run's wall time so far) and stop being the writer; a store that cannot

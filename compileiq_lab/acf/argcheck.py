@@ -30,7 +30,6 @@ _DIR_PREFIX = ("-I", "-isystem", "-iquote", "-idirafter", "-iprefix", "-iwithpre
                "--library-path", "--system-include")
 
 
-
 def acf_error(where: str, rule: str, got: Any, fix: str) -> ConfigurationError:
     """A ConfigurationError naming the ACF entry, the rule, the value received and the fix."""
     try:

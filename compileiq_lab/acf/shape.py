@@ -76,6 +76,7 @@ _PATTERNS = {  # key: (pattern, null allowed, rule, fix)
     "code_hash": (_CODE_HASH, True, "code_hash is null or 16..128 lowercase hex digits", "Write it as recorded."),
 }
 
+
 def _is_num(value: Any) -> bool:
     integer = isinstance(value, int) and not isinstance(value, bool)
     return integer or (isinstance(value, float) and math.isfinite(value))

@@ -80,6 +80,7 @@ def add_tune_parser(sub: Any) -> None:
     _add_budget_arguments(t)
     _add_run_arguments(t)
 
+
 def _add_space_arguments(t: argparse.ArgumentParser) -> None:
     """What is searched: the target, the catalog and its subset, the objectives."""
     t.add_argument("--arch", default=None, help="CUDA target, e.g. sm_90 or sm_90a (default: the GPU's own for GPU "
@@ -148,7 +149,6 @@ def _add_run_arguments(t: argparse.ArgumentParser) -> None:
                    help="after a run with a measured runtime (GPU objectives, or a C kernel's runtime), re-measure the "
                         "front and the baseline interleaved for ROUNDS rounds and report speedups with 95 %% CIs "
                         "(default 40; 0 turns it off)")
-
 
 
 def add_catalog_parser(sub: Any) -> None:

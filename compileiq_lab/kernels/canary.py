@@ -252,6 +252,7 @@ def _check(run: KernelRun, catalog: Catalog, controls: Sequence[Control], backen
         return CanaryResult(True, reason, **facts)
     return _timed(gpu, base.get("defines"), baseline.path, build.path, f"{control.name}={value}", reason, facts)
 
+
 def _module_problem(run: KernelRun, backend: Backend, baseline: _Build) -> CanaryResult | None:
     """What the baseline's module says before any control is tried: a CUDA source that needs another arch variant
     and a multi-kernel module without an entry are warned about; a module without a kernel fails the check."""

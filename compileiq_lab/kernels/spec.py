@@ -49,6 +49,8 @@ IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 MAX_BUFFER_BYTES = 4 << 30
 #: Dims of one buffer (NumPy 1.x handles no more).
 MAX_DIMS = 32
+
+
 def _reference_error(who: str, path: Path, doing: str, exc: BaseException) -> ConfigurationError:
     """The one-line error for a reference.py that raised (or exited) while ``doing``: what it raised and where."""
     return ConfigurationError(f"{who}: `{path} runs without raising` must hold, but {doing} raised "

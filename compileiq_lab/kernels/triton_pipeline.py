@@ -30,6 +30,7 @@ log = logging.getLogger(__name__)
 TRITON_MISSING = "Triton kernels need Triton: pip install 'compileiq-lab[triton]'"
 _ERROR_LINES = 3
 
+
 class Triton:
     """The parts of Triton used here, imported on first use (Triton ships no type information: all Any)."""
 

@@ -9,6 +9,7 @@ from compileiq_lab.store.statuses import OK, STATUSES
 
 __all__ = ["OK", "STATUSES", "Measurement"]
 
+
 @dataclass
 class Measurement:
     """Outcome of evaluating one config.

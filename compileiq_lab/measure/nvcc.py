@@ -147,6 +147,7 @@ class CudaCompiler:
         out = self.workdir / "ptx" / f"{key}.ptx"
         with self._guard:
             lock = self._locks.setdefault(key, threading.Lock())
+
         def argv_for(target: Path) -> list[str]:
             return [self.nvcc, f"-arch={self.arch}", "-ptx", *self.context.argv(), *extra, *frontend_argv,
                     str(compiled), "-o", str(target)]

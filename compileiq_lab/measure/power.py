@@ -142,6 +142,7 @@ class PowerMeter:
             driver = self._nvml.nvmlSystemGetDriverVersion()
         except self._nvml.NVMLError:
             driver = None
+
         def dec(v: Any) -> Any:
             return v.decode() if isinstance(v, bytes) else v
 

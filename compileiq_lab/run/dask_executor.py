@@ -142,6 +142,7 @@ class DaskExecutor:
             self._pool.shutdown(wait=False)
             self.slots = 1
             self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="compileiq-dask")
+
         def release() -> None:  # the workers drop the objective (a KernelRun's GPU worker, killable processes)
             if self.client.status == "running":
                 try:

@@ -24,6 +24,8 @@ __all__ = ["DERIVED", "METRIC_COLUMNS", "OBJECTIVES", "TEXT_COLUMNS", "UNSET_VAL
 
 #: The metrics the project's own tables hold, each minimised (a table may hold other numeric columns too).
 METRIC_COLUMNS = ("sass_instructions", "registers", "spill_bytes", "stack_bytes", "text_bytes", "instructions")
+
+
 #: Objectives computed from a row's metrics. ``occupancy_first`` is lexicographic: fewest registers (occupancy),
 #: then fewest spill bytes, then fewest instructions, as one number (each term stays below 10^4).
 def _occupancy_first(r: Mapping[str, Any]) -> float:

@@ -229,6 +229,7 @@ def test_demangle_asks_once_for_all_names_and_only_for_mangled_ones(monkeypatch)
     assert calls == [["cu++filt", "_Z1av", "_Z1bv"]]
     assert got == {"_Z1av": "readable _Z1av", "c_kernel": "c_kernel", "_Z1bv": "readable _Z1bv"}
     # a tool that prints the wrong number of lines is passed over for the next one
+
     def short_first(argv, timeout_s, cwd=None):
         calls.append(argv[0])
         return ToolResult(0, "one line\n" if argv[0] == "cu++filt" else "x\ny\n", "", 0.0)

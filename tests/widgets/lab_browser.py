@@ -396,12 +396,14 @@ def _browser(base_url: str) -> Iterator[tuple[Any, dict[str, list[str]]]]:
         browser = pw.chromium.launch(executable_path=chromium_path(), args=CHROMIUM_ARGS)
         try:
             context = browser.new_context(viewport=VIEWPORT, device_scale_factor=1)
+
             def block(route: Any) -> None:
                 log["blocked"].append(route.request.url)
                 route.abort()
             # a regex (matched by the Playwright driver, no round trip to Python for the local requests)
             context.route(re.compile("^(?!" + re.escape(base_url) + "/|data:|blob:)"), block)
             page = context.new_page()
+
             def watch(ws: Any) -> None:
                 ws.on("framereceived", lambda frame: _kernel_error(frame, log))
                 ws.on("framesent", lambda frame: _control_comm(frame, log))

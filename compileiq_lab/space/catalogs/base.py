@@ -45,6 +45,7 @@ def one_line(compiler: str, argv: Mapping[str, Sequence[str]], arch: str | None 
         return "nvrtc", [*target, *argv.get("frontend", []), *(f"-Xptxas={tok}" for tok in backend)]
     return "nvcc", [*target, *argv.get("frontend", []), *(a for tok in backend for a in ("-Xptxas", tok))]
 
+
 __all__ = ["CATEGORIES", "CUDA_COMPILERS", "NON_CONTROLS", "STAGES", "TIERS", "Catalog", "Conflict", "Control",
            "controls_of", "one_line", "run_argv"]
 

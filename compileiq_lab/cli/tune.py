@@ -7,6 +7,7 @@ import logging
 import re
 import sys
 import time
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,7 @@ from compileiq_lab.kernels import CATALOGS, KernelRun, active_catalog, check_can
 from compileiq_lab.run import Search
 from compileiq_lab.run.start import count_run_time
 from compileiq_lab.space.catalogs import CATALOGS as SPACE_CATALOGS
+from compileiq_lab.space.catalogs.base import CATEGORIES
 from compileiq_lab.space.objectives import METRICS
 from compileiq_lab.store import DEFAULT_DIR, KernelMeta, Results, Validation, load_results
 
@@ -44,6 +46,8 @@ __all__ = ["EXECUTORS", "add_catalog_parser", "add_tune_parser", "executor_spec"
 #: takes them).
 EXECUTORS = ("local", "dask", "dask-cuda")
 _ADDRESS = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://\S+")
+#: Every control name of every catalog (a --controls name outside it is a usage error).
+CONTROL_NAMES = frozenset(n for c in SPACE_CATALOGS.values() for n in c.names)
 
 
 def executor_spec(text: str) -> str:
@@ -176,15 +180,23 @@ def _split(text: str | None, option: str = "--objectives") -> list[str] | None:
 def _objectives(text: str | None) -> list[str] | None:
     """The --objectives list; a name given twice (it would only repeat a column) or no run measures is a usage
     error. A name that other kernels offer but this one does not is the run's to refuse (exit 1)."""
-    names = _split(text)
+    names = _known(text, "--objectives", METRICS, "objectives compileiq-lab measures")
     repeated = sorted({n for n in names if names.count(n) > 1}) if names else []
     if repeated:
         raise UsageError(f"`--objectives names each objective once` must hold, but got {text!r} (repeated: "
                          f"{', '.join(repeated)}); give each once")
-    unknown = [n for n in names or () if n not in METRICS]
+    return names
+
+
+def _known(text: str | None, option: str, known: Collection[str], what: str) -> list[str] | None:
+    """A comma list of names (see ``_split``), refused as a usage error where one is not ``known`` to any run (a
+    name another kernel's catalog has but this one's lacks is the run's to refuse, exit 1)."""
+    names = _split(text, option)
+    unknown = [n for n in names or () if n not in known]
     if unknown:
-        raise UsageError(f"`--objectives names objectives compileiq-lab measures` must hold, but got {unknown}"
-                         f"{did_you_mean(unknown, METRICS)}; pick from {sorted(METRICS)}")
+        listed = f"pick from {sorted(known)}" if len(known) <= 20 else "`compileiq-lab catalog NAME` lists a catalog's"
+        raise UsageError(f"`{option} names {what}` must hold, but got {unknown}{did_you_mean(unknown, known)}; "
+                         f"{listed}")
     return names
 
 
@@ -231,7 +243,8 @@ def run_tune(args: argparse.Namespace) -> int:
     remote = args.executor != "local"  # the workers build and measure; nothing is measured in this process
     run = KernelRun(kernel_argument(args, (Path(args.store).parent if args.store else Path(DEFAULT_DIR)) / "triton"),
                     _space(args.space), objectives, arch=args.arch,
-                    controls=_split(args.controls, "--controls"), categories=_split(args.categories, "--categories"),
+                    controls=_known(args.controls, "--controls", CONTROL_NAMES, "controls of a catalog"),
+                    categories=_known(args.categories, "--categories", CATEGORIES, "control categories"),
                     unsafe_math=args.unsafe_math, two_stage=not args.full_nvcc,
                     timeout_s=args.timeout, workdir=args.workdir, workers=args.workers, nvidia_acfs=args.nvidia_acf,
                     remote=remote, **build_options(args))

@@ -114,6 +114,8 @@ def test_a_repeated_objective_is_a_usage_error(tmp_path):
 @pytest.mark.parametrize("option,value,said", [
     ("--objectives", "text_bytes,regsiters", "['regsiters'] (did you mean 'registers'?)"),
     ("--space", "gcc_", "'gcc_' (did you mean 'gcc'?)"),
+    ("--categories", "register_alocation", "['register_alocation'] (did you mean 'register_allocation'?)"),
+    ("--controls", "maxregcount", "['maxregcount'] (did you mean 'maxrregcount'?)"),
 ])
 def test_a_name_no_run_has_is_a_usage_error(tmp_path, option, value, said):
     out = cli("tune", "stencil_c", option, value, "--store", "x.db", cwd=tmp_path)
@@ -138,6 +140,7 @@ def test_options_that_do_not_fit_together_are_usage_errors(tmp_path, args, said)
 @pytest.mark.parametrize("option,value,said", [
     ("--objectives", "registers", "objectives for a c kernel must be among"),  # a CUDA kernel's objective
     ("--space", "ptxas", "catalog 'ptxas' controls stages"),  # a CUDA kernel's catalog
+    ("--controls", "maxrregcount", "gcc catalog has no controls ['maxrregcount']"),  # a CUDA catalog's control
 ])
 def test_a_name_this_kernel_lacks_is_an_error_of_the_run(tmp_path, option, value, said):
     out = cli("tune", "stencil_c", option, value, "--store", "x.db", cwd=tmp_path)

@@ -39,14 +39,21 @@ class AdditiveModel:
 
     Args:
         n_states: Per control, its number of states (see ``compileiq_lab.search.states.states_of``).
-        prior: Prior variance of a config's summed effects (spread evenly over the controls).
-        noise: Variance of what the sum leaves unexplained, in normal-score units.
+        prior: Prior variance of a config's summed effects (spread evenly over the controls); default ``PRIOR``.
+        noise: Variance of what the sum leaves unexplained, in normal-score units; default ``NOISE``.
     """
 
     #: States of a control beyond this are bucketed (a fit costs the cube of the summed states).
     MAX_STATES = 16
+    #: The default ``prior`` and ``noise`` variances. On the tune half of bench/tables (one objective, seeds 400-439,
+    #: paired by seed, catalog / plain; bench/results/variants_priors.md) a PRIOR of 3 took 1.00 / 1.03 times the
+    #: calls and 0.3 1.02 / 1.02 (noise); a NOISE of 0.03 or 0.3 was noise too (variants_additive_settings.md).
+    PRIOR = 1.0
+    NOISE = 0.1
 
-    def __init__(self, n_states: np.ndarray, prior: float = 1.0, noise: float = 0.1) -> None:
+    def __init__(self, n_states: np.ndarray, prior: float | None = None, noise: float | None = None) -> None:
+        prior = self.PRIOR if prior is None else prior
+        noise = self.NOISE if noise is None else noise
         self.k = np.asarray(n_states, dtype=np.int64)
         if not (prior > 0 and noise > 0):
             raise ValueError(f"AdditiveModel: prior and noise must be variances > 0, but got prior={prior!r}, "

@@ -43,7 +43,8 @@ class HillPicks:
     #: (the earliest did 76.3 / 66.7 against 66.9 / 60.1 on the tune half, seeds 400-459). Paired by seed over seeds
     #: 400-519 (bench/results/variants_hill.md, catalog / plain): 8 incumbents took 0.96 / 1.03 times the calls (90 %
     #: intervals 0.92-0.99 / 1.00-1.06), a HILL_PAIR_COST of 0.25 0.98 / 1.01 (0.97-0.99 / 1.00-1.02), a
-    #: PART_HILL_EVERY of 3 1.12 / 1.07: each gain in the catalog space costs calls in the plain space.
+    #: PART_HILL_EVERY of 3 1.12 / 1.07: each gain in the catalog space costs calls in the plain space. 2 or 1
+    #: incumbents took 1.04 / 1.03 and 1.05 / 1.06 (seeds 400-439, bench/results/variants_ga_hill.md; noise).
     HILL_INCUMBENTS = 4
     HILL_SINGLES = 128
     HILL_PAIRS = 48
@@ -79,7 +80,9 @@ class HillPicks:
     PART_HILL_EVERY = 2
     #: Each part's neighbours: fewer than a whole generation's (HILL_SINGLES, HILL_PAIRS), since they are drawn anew
     #: for every part and the twin search over them is most of a part's cost (with 48 / 16 the tune half above took
-    #: 67.2 / 63.9 calls, at 3.4 ms per candidate on a 10-control space against 9.2 ms with 128 / 48).
+    #: 67.2 / 63.9 calls, at 3.4 ms per candidate on a 10-control space against 9.2 ms with 128 / 48). Measured again
+    #: with the additive model (seeds 400-439, bench/results/variants_part_neighbours.md): 128 / 48 took 0.99 / 1.02
+    #: times the calls and 256 / 64 1.01 / 1.02, noise: ranking every neighbour finds the optimum no sooner.
     PART_SINGLES = 48
     PART_PAIRS = 16
 

@@ -72,7 +72,8 @@ class TwinModel:
     #: catalog / plain, bench/results/variants_strength*.md) a MOVE_STRENGTH of 0.5 took 0.98 (90 % interval
     #: 0.96-0.99) / 0.99 (0.97-1.00) times the calls over seeds 400-459, but 0.97 (0.95-0.99) / 1.04 (1.01-1.09) over
     #: 460-519 (0.25 there: 0.96 / 1.04); 2 took 1.01 / 0.98 and a FROM_STRENGTH of 4 1.00 / 1.00 (seeds 400-459):
-    #: the catalog space's gain costs calls in the plain space, so 1 and 2 stay.
+    #: the catalog space's gain costs calls in the plain space, so 1 and 2 stay. A BETTER_PRIOR of 0.3 or 0.7 took
+    #: 1.02 / 1.02 and 1.00 / 1.02 (seeds 400-439, bench/results/variants_priors.md; noise), so 0.5 stays.
     BETTER_PRIOR = 0.5
     MOVE_STRENGTH = 1.0
     FROM_STRENGTH = 2.0

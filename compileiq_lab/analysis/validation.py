@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from compileiq_lab.measure.gpu import GpuRunner
     from compileiq_lab.store.results import Results
 
-__all__ = ["Validation", "save_validation", "validate"]
+__all__ = ["MIN_ROUNDS", "Validation", "save_validation", "validate"]
 
 log = logging.getLogger(__name__)
 

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from compileiq_lab.kernels import KernelRun
-from compileiq_lab.space.catalogs.base import one_line
+from compileiq_lab.kernels import KernelRun, one_line
 from compileiq_lab.store import EvalRecord, Results
 
 __all__ = ["print_front"]

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from compileiq_lab.acf.export import effective_params, point_acf
+from compileiq_lab.analysis.validation import MIN_ROUNDS
 from compileiq_lab.exceptions import ConfigurationError, did_you_mean
 from compileiq_lab.kernels import (
     TRITON_PREFIX,
@@ -22,7 +23,6 @@ from compileiq_lab.kernels import (
     optimisation_controls,
     refuse_fixed_controls,
 )
-from compileiq_lab.measure.stats import MIN_ROUNDS
 from compileiq_lab.store import EvalRecord, Results, Validation
 from compileiq_lab.store.pick import PICK_RULES, default_pick, pick_point
 from compileiq_lab.toolchain.context import parse_define

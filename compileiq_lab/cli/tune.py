@@ -32,12 +32,17 @@ from compileiq_lab.cli.options import (
 from compileiq_lab.cli.progress import ProgressLine, progress_callback
 from compileiq_lab.cli.runs import print_validation
 from compileiq_lab.exceptions import CompileIQLabError, ConfigurationError, did_you_mean
-from compileiq_lab.kernels import CATALOGS, KernelRun, active_catalog, check_canary
+from compileiq_lab.kernels import (
+    CATALOGS,
+    CATEGORIES,
+    CONTROL_NAMES,
+    METRICS,
+    KernelRun,
+    active_catalog,
+    check_canary,
+)
 from compileiq_lab.run import Search
 from compileiq_lab.run.start import count_run_time
-from compileiq_lab.space.catalogs import CATALOGS as SPACE_CATALOGS
-from compileiq_lab.space.catalogs.base import CATEGORIES
-from compileiq_lab.space.objectives import METRICS
 from compileiq_lab.store import DEFAULT_DIR, KernelMeta, Results, Validation, load_results
 
 __all__ = ["EXECUTORS", "add_catalog_parser", "add_tune_parser", "executor_spec", "run_catalog", "run_tune"]
@@ -46,8 +51,8 @@ __all__ = ["EXECUTORS", "add_catalog_parser", "add_tune_parser", "executor_spec"
 #: takes them).
 EXECUTORS = ("local", "dask", "dask-cuda")
 _ADDRESS = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://\S+")
-#: Every control name of every catalog (a --controls name outside it is a usage error).
-CONTROL_NAMES = frozenset(n for c in SPACE_CATALOGS.values() for n in c.names)
+#: Every catalog name a kernel of some language may take (a --space name outside it is a usage error).
+CATALOG_NAMES = tuple(sorted({name for group in CATALOGS.values() for name in group}))
 
 
 def executor_spec(text: str) -> str:
@@ -202,9 +207,9 @@ def _known(text: str | None, option: str, known: Collection[str], what: str) -> 
 
 def _space(name: str | None) -> str | None:
     """The --space name, refused as a usage error where it names no catalog."""
-    if name is not None and name not in SPACE_CATALOGS:
-        raise UsageError(f"`--space names a catalog` must hold, but got {name!r}{did_you_mean(name, SPACE_CATALOGS)}"
-                         f"; pick one of {sorted(SPACE_CATALOGS)}")
+    if name is not None and name not in CATALOG_NAMES:
+        raise UsageError(f"`--space names a catalog` must hold, but got {name!r}{did_you_mean(name, CATALOG_NAMES)}"
+                         f"; pick one of {list(CATALOG_NAMES)}")
     return name
 
 

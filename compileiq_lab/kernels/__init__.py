@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from compileiq_lab.kernels.choices import (
     CATALOGS,
+    CONTROL_NAMES,
     DEFAULT_ARCH,
     TARGETS,
     active_catalog,
@@ -20,11 +21,14 @@ from compileiq_lab.kernels.choices import (
 from compileiq_lab.kernels.load import ENV_VAR, kernels_root, list_kernels, load_kernel, load_triton_kernel
 from compileiq_lab.kernels.spec import GPU_LANGUAGES, BufferSpec, KernelSpec, eval_expr, refuse_fixed_controls
 from compileiq_lab.kernels.triton_autotune import autotune_choice
+from compileiq_lab.space.catalogs.base import CATEGORIES, one_line
 from compileiq_lab.space.objectives import METRICS, Objective
 from compileiq_lab.toolchain.context import BuildContext
 
 __all__ = [
     "CATALOGS",
+    "CATEGORIES",
+    "CONTROL_NAMES",
     "DEFAULT_ARCH",
     "ENV_VAR",
     "GPU_LANGUAGES",
@@ -53,6 +57,7 @@ __all__ = [
     "minimal_controls",
     "objective_choices",
     "offered_catalog",
+    "one_line",
     "optimisation_controls",
     "parse_triton_ref",
     "refuse_fixed_controls",

@@ -18,8 +18,7 @@ from compileiq_lab.acf.export import effective_params, point_acf
 from compileiq_lab.analysis.machine_code import code_diff
 from compileiq_lab.analysis.occupancy import occupancy
 from compileiq_lab.exceptions import ConfigurationError
-from compileiq_lab.kernels import eval_expr, minimal_controls
-from compileiq_lab.space.catalogs.base import one_line
+from compileiq_lab.kernels import eval_expr, minimal_controls, one_line
 from compileiq_lab.viz.data import param_rows, quantity_text
 
 if TYPE_CHECKING:

@@ -77,12 +77,17 @@ def rounds(allow_off: bool = False) -> Callable[[str], int]:
     return parse
 
 
+def _float(text: str) -> float:
+    """``text`` as a number; NaN where it is none (every range check then fails)."""
+    try:
+        return float(text)
+    except ValueError:
+        return math.nan
+
+
 def fraction(text: str) -> float:
     """An argparse type: a number in [0, 1)."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
+    value = _float(text)
     if not 0 <= value < 1:  # (NaN fails it too)
         raise argparse.ArgumentTypeError(f"`a number in [0, 1)` must hold, but got {text!r}; e.g. 0.01")
     return value
@@ -90,10 +95,7 @@ def fraction(text: str) -> float:
 
 def seconds(text: str) -> float:
     """An argparse type: a finite number of seconds > 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
+    value = _float(text)
     if not (math.isfinite(value) and value > 0):
         raise argparse.ArgumentTypeError(f"`a finite number of seconds > 0` must hold, but got {text!r}; e.g. 120")
     return value
@@ -105,10 +107,7 @@ def duration(text: str) -> float:
     body = text.strip().lower()
     unit = next((u for u in sorted(_UNITS, key=len, reverse=True) if body.endswith(u)), "")
     scale, number = _UNITS.get(unit, 1.0), body[:len(body) - len(unit)].strip()
-    try:
-        value = float(number) * scale if number.strip() else math.nan
-    except ValueError:
-        value = math.nan
+    value = _float(number) * scale if number.strip() else math.nan
     if not (math.isfinite(value) and value > 0):
         raise argparse.ArgumentTypeError(f"`a duration > 0 in seconds, or with a unit s, m or h` must hold, but got "
                                          f"{text!r}; write e.g. 600, 90s, 10m or 1.5h")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from compileiq_lab.kernels import KernelRun, one_line
+from compileiq_lab.kernels import KernelRun, shown_argv
 from compileiq_lab.store import EvalRecord, Results
 
 __all__ = ["print_front"]
@@ -47,10 +47,4 @@ def print_front(results: Results, run: KernelRun) -> None:
 
 
 def _flat_argv(run: KernelRun, rec: EvalRecord) -> list[str]:
-    """A point's arguments as the table shows them: one stage's as they are (ptxas, gcc ...: the -D knobs are plainly
-    the front end's); the front end's and ptxas' together (nvcc, NVRTC) as the one command line that takes both, so
-    that ptxas' ``-O1`` is not read as nvcc's."""
-    argv = run.argv(rec.params)
-    if run.catalog_name in ("nvcc", "nvrtc") and argv.get("backend"):
-        return one_line(run.catalog_name, argv)[1]
-    return [a for v in argv.values() for a in v]
+    return shown_argv(run.catalog_name, run.argv(rec.params))

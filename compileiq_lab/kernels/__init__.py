@@ -21,7 +21,7 @@ from compileiq_lab.kernels.choices import (
 from compileiq_lab.kernels.load import ENV_VAR, kernels_root, list_kernels, load_kernel, load_triton_kernel
 from compileiq_lab.kernels.spec import GPU_LANGUAGES, BufferSpec, KernelSpec, eval_expr, refuse_fixed_controls
 from compileiq_lab.kernels.triton_autotune import autotune_choice
-from compileiq_lab.space.catalogs.base import CATEGORIES, one_line
+from compileiq_lab.space.catalogs.base import CATEGORIES, one_line, shown_argv
 from compileiq_lab.space.objectives import METRICS, Objective
 from compileiq_lab.toolchain.context import BuildContext
 
@@ -61,6 +61,7 @@ __all__ = [
     "optimisation_controls",
     "parse_triton_ref",
     "refuse_fixed_controls",
+    "shown_argv",
     "targets",
 ]
 

@@ -18,7 +18,7 @@ from compileiq_lab.acf.export import effective_params, point_acf
 from compileiq_lab.analysis.machine_code import code_diff
 from compileiq_lab.analysis.occupancy import occupancy
 from compileiq_lab.exceptions import ConfigurationError
-from compileiq_lab.kernels import eval_expr, minimal_controls, one_line
+from compileiq_lab.kernels import eval_expr, minimal_controls, one_line, shown_argv
 from compileiq_lab.viz.data import param_rows, quantity_text
 
 if TYPE_CHECKING:
@@ -57,9 +57,8 @@ def describe(results: Results, eval_id: int, kernel_run: KernelRun | None = None
     parts.append("<div>controls changed from the defaults:</div>" + (f"<table>{rows}</table>" if rows
                                                                      else "<div><i>none (compiler defaults)</i></div>"))
     if kernel_run is not None:
-        argv = kernel_run.argv(rec.params)
-        parts.append("<div>arguments: " + " ".join(f"<code>{html.escape(a)}</code>" for v in argv.values() for a in v)
-                     + "</div>")
+        shown = shown_argv(kernel_run.catalog_name, kernel_run.argv(rec.params))
+        parts.append("<div>arguments: " + " ".join(f"<code>{html.escape(a)}</code>" for a in shown) + "</div>")
     if rec.scores is not None:
         cells = []
         for k, objective in enumerate(results.objectives):

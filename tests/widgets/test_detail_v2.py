@@ -4,6 +4,7 @@ its exact flags to copy, a disabled button where there is no cubin, and a downlo
 from __future__ import annotations
 
 import base64
+import html
 import html.parser
 import json
 import re
@@ -220,3 +221,19 @@ def test_a_python_objective_has_no_flags_and_its_export_downloads(tmp_path, monk
     panel.exported(big)
     assert "compileiq-download" not in panel.message.value and "no download link" in panel.message.value
     assert "wrote <code class='compileiq-export'>big.json</code>" in panel.message.value
+
+
+@needs_nvcc
+def test_an_nvcc_points_arguments_read_as_the_nvcc_line(tmp_path):
+    from compileiq_lab.widgets.detail import describe
+
+    kr = KernelRun("reduction", "nvcc", ["registers"], arch="sm_90", workdir=tmp_path / "work")
+    results = Search.of(kr, store=str(tmp_path / "n.db"), generations=2, pool_size=6, seed=0).start()
+    recs = [r for r in results.records if r.status == "ok" and kr.argv(r.params).get("backend")]
+    assert recs  # points with ptxas controls set
+    for rec in recs:
+        shown = re.search(r"<div>arguments: (.*?)</div>", describe(results, rec.eval_id, kr))
+        assert shown is not None
+        tokens = html.unescape(re.sub(r"</?code>", "", shown.group(1))).split()
+        argv = kr.argv(rec.params)
+        assert tokens == [*argv["frontend"], *(a for t in argv["backend"] for a in ("-Xptxas", t))]

@@ -46,8 +46,17 @@ def one_line(compiler: str, argv: Mapping[str, Sequence[str]], arch: str | None 
     return "nvcc", [*target, *argv.get("frontend", []), *(a for tok in backend for a in ("-Xptxas", tok))]
 
 
+def shown_argv(compiler: str, argv: Mapping[str, Sequence[str]]) -> list[str]:
+    """A point's arguments as a table or a panel shows them: one stage's as they are (ptxas, gcc ...: the -D knobs
+    are plainly the front end's); nvcc's or NVRTC's front end and ptxas together as the ``one_line`` that takes
+    both (without the target), so that ptxas' ``-O1`` is not read as nvcc's."""
+    if compiler in ("nvcc", "nvrtc") and argv.get("backend"):
+        return one_line(compiler, argv)[1]
+    return [a for v in argv.values() for a in v]
+
+
 __all__ = ["CATEGORIES", "CUDA_COMPILERS", "NON_CONTROLS", "STAGES", "TIERS", "Catalog", "Conflict", "Control",
-           "controls_of", "one_line", "run_argv"]
+           "controls_of", "one_line", "run_argv", "shown_argv"]
 
 log = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from compileiq_lab.kernels.run import KernelRun
     from compileiq_lab.store.header import Validation
 
-__all__ = ["DEVICE_FACTS", "Recheck", "certificate", "certify", "noise_floor", "recheck"]
+__all__ = ["DEVICE_FACTS", "Recheck", "certificate", "certify", "check_rounds", "noise_floor", "recheck"]
 
 log = logging.getLogger(__name__)
 
@@ -140,6 +140,13 @@ class Recheck:
     rounds: int
 
 
+def check_rounds(rounds: int) -> None:
+    """Refuse interleaved timing rounds that are not an integer >= MIN_ROUNDS (fewer give no usable interval)."""
+    if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < MIN_ROUNDS:
+        raise ConfigurationError(f"rounds must be an integer >= {MIN_ROUNDS} (interleaved samples per point), but got "
+                                 f"{rounds!r}; use e.g. rounds=40 (--rounds 40)")
+
+
 def recheck(controls: Mapping[str, Any], run: KernelRun, *, recorded: Mapping[str, Any] | None = None,
             recorded_hash: str | None = None, rounds: int = 40, tolerance: float | None = None,
             confidence: float | None = None, method: str | None = None) -> Recheck:
@@ -173,8 +180,7 @@ def recheck(controls: Mapping[str, Any], run: KernelRun, *, recorded: Mapping[st
     if timer is None:
         raise ConfigurationError("validate --acf re-measures the runtime: it needs a kernel run with a runtime "
                                  "objective, on a machine with an NVIDIA GPU for a CUDA kernel")
-    if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < MIN_ROUNDS:
-        raise ConfigurationError(f"rounds must be an integer >= {MIN_ROUNDS}, but got {rounds!r}; use e.g. --rounds 40")
+    check_rounds(rounds)
     base_path, base_hash = run.build(SearchSpace(run.search_space()).baseline() or {})
     point_path, point_hash = run.build(dict(controls))
     defines = controls.get("defines")

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from compileiq_lab.analysis.certify import DEVICE_FACTS, certify, noise_floor
+from compileiq_lab.analysis.certify import DEVICE_FACTS, certify, check_rounds, noise_floor
 from compileiq_lab.exceptions import ConfigurationError
 from compileiq_lab.measure.cpu import cpu_model
 from compileiq_lab.measure.stats import METHODS, MIN_ROUNDS, compare, median_ci
@@ -111,9 +111,7 @@ def _workloads(run: KernelRun, asked: Sequence[str] | None) -> list[str]:
 
 
 def _check_settings(rounds: int, confidence: float, method: str) -> None:
-    if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < MIN_ROUNDS:
-        raise ConfigurationError(f"rounds must be an integer >= {MIN_ROUNDS} (interleaved samples per point), but got "
-                                 f"{rounds!r}; use e.g. rounds=40 (--rounds 40)")
+    check_rounds(rounds)
     if not 0.5 < confidence < 1:
         raise ConfigurationError(f"confidence must lie between 0.5 and 1, but got {confidence!r}; use e.g. 0.95")
     if method not in METHODS:

@@ -52,7 +52,7 @@ __all__ = ["EXECUTORS", "add_catalog_parser", "add_tune_parser", "executor_spec"
 EXECUTORS = ("local", "dask", "dask-cuda")
 _ADDRESS = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://\S+")
 #: Every catalog name a kernel of some language may take (a --space name outside it is a usage error).
-CATALOG_NAMES = tuple(sorted({name for group in CATALOGS.values() for name in group}))
+CATALOG_NAMES = tuple(dict.fromkeys(name for group in CATALOGS.values() for name in group))
 
 
 def executor_spec(text: str) -> str:
@@ -162,7 +162,7 @@ def _add_run_arguments(t: argparse.ArgumentParser) -> None:
 
 def add_catalog_parser(sub: Any) -> None:
     """Register `catalog`."""
-    names = [n for group in CATALOGS.values() for n in group]
+    names = CATALOG_NAMES
     c = sub.add_parser("catalog", help="list the compiler controls active for the installed compiler",
                        description="List a catalog's controls checked against the installed compiler.\n\n"
                                    f"catalogs: {', '.join(names)}\n\nexample: compileiq-lab catalog ptxas",

@@ -205,10 +205,11 @@ def _known(text: str | None, option: str, known: Collection[str], what: str) -> 
     return names
 
 
-def _space(name: str | None) -> str | None:
-    """The --space name, refused as a usage error where it names no catalog."""
+def _space(name: str | None, what: str = "--space") -> str | None:
+    """A catalog's name (``what`` gives it: the --space option, the catalog command's argument), refused as a usage
+    error where it names no catalog."""
     if name is not None and name not in CATALOG_NAMES:
-        raise UsageError(f"`--space names a catalog` must hold, but got {name!r}{did_you_mean(name, CATALOG_NAMES)}"
+        raise UsageError(f"`{what} names a catalog` must hold, but got {name!r}{did_you_mean(name, CATALOG_NAMES)}"
                          f"; pick one of {list(CATALOG_NAMES)}")
     return name
 
@@ -224,7 +225,7 @@ def _check_run_options(args: argparse.Namespace, run: KernelRun) -> None:
 
 def run_catalog(args: argparse.Namespace) -> int:
     """Print a catalog's active controls."""
-    catalog, left_out, note = active_catalog(args.name)
+    catalog, left_out, note = active_catalog(_space(args.name, "NAME"))
     _notes(left_out, note)
     print(f"{'control':32} {'stage':9} {'category':24} {'tier':9} unsafe  domain / doc")
     for c in catalog.controls:

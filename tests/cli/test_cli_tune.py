@@ -85,8 +85,10 @@ def test_catalog_and_user_errors(tmp_path):
     if tool_available("ptxas"):
         out = cli("catalog", "ptxas", cwd=tmp_path)
         assert out.returncode == 0 and "maxrregcount" in out.stdout and "register_allocation" in out.stdout
-    bad = cli("catalog", "fortran", cwd=tmp_path)
-    assert bad.returncode == 1 and "must be one of" in bad.stderr and "Traceback" not in bad.stderr
+    bad = cli("catalog", "fortran", cwd=tmp_path)  # a name no catalog has: the command line is wrong (exit 2)
+    assert bad.returncode == 2 and "names a catalog" in bad.stderr and "Traceback" not in bad.stderr
+    typo = cli("catalog", "ptxs", cwd=tmp_path)
+    assert typo.returncode == 2 and "did you mean 'ptxas'" in typo.stderr, typo.stderr
     missing = cli("tune", "no_such_kernel", cwd=tmp_path)
     assert missing.returncode == 1 and "Traceback" not in missing.stderr and "no_such_kernel" in missing.stderr
 

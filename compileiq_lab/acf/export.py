@@ -14,6 +14,7 @@ from compileiq_lab.exceptions import ConfigurationError
 from compileiq_lab.kernels.headers import changes_since
 from compileiq_lab.measure.entries import REGEX_PREFIX
 from compileiq_lab.measure.evaluator import config_argv
+from compileiq_lab.measure.unitnames import stable_symbol
 from compileiq_lab.store.header import KernelMeta, Validation
 from compileiq_lab.toolchain.nvidia_acf import KEY as NVIDIA_ACF_KEY
 
@@ -72,15 +73,17 @@ def build_section(kernel: KernelSpec, bundled: bool, nvidia_acf: str | None = No
 
 def _recorded_entry(entry: str | None, symbol: Any) -> str | None:
     """The entry an ACF records: the run's, or, for a ``regex:`` entry with characters an ACF keeps out of a kernel
-    name (``^ + ? | { } \\``, which a shell reads), the symbol it found for the point.
+    name (``^ + ? | { } \\``, which a shell reads), the symbol it found for the point, without the parts of it that
+    nvcc makes unique per compile (an anonymous namespace's hashes of the file's path).
 
     Raises:
         ConfigurationError: Such an entry whose symbol an ACF cannot hold either (over 1,024 characters).
     """
     if entry is None or not entry.startswith(REGEX_PREFIX) or ENTRY_NAME.match(entry):
         return entry
-    if isinstance(symbol, str) and ENTRY_NAME.match(symbol):
-        return symbol
+    stable = stable_symbol(symbol) if isinstance(symbol, str) else ""
+    if ENTRY_NAME.match(stable):
+        return stable
     raise ConfigurationError(f"an ACF records the kernel's entry in letters, digits and _$.:<>,()*& ~[]-, but the "
                              f"run's entry {entry!r} holds other characters and its kernel's symbol is too long to "
                              "record; tune with a regex: entry made of those characters and .* (the run lists one), "

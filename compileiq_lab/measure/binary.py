@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from compileiq_lab.exceptions import ConfigurationError
+from compileiq_lab.measure.unitnames import stable_symbol
 
 __all__ = ["SASS_INSTRUCTION_BYTES", "STO_CUDA_ENTRY", "BinaryInfo", "inspect_elf"]
 
@@ -143,6 +144,13 @@ _NOP, _BRA = 0x918, 0x947
 _PER_FUNCTION = re.compile(r"(?:\.text|\.rela\.text|\.nv\.info|\.nv\.shared|\.nv\.constant\d+|\.nv\.local)\.(.+)\Z")
 
 
+def _stable_section(name: str) -> str:
+    """A section's name as hashed: a function's section with its symbol's per-compile parts fixed
+    (``unitnames.stable_symbol``), so that the same code compiled again hashes the same."""
+    owner = _PER_FUNCTION.match(name)
+    return name[:owner.start(1)] + stable_symbol(owner.group(1)) if owner else name
+
+
 def _identity(name: str, flags: int, kind: str) -> bool:
     if kind == "cubin":
         return name.startswith(_CUBIN_IDENTITY)
@@ -192,7 +200,7 @@ def inspect_elf(path: str | Path, kind: str = "cubin", entry: str | None = None)
         if not name or not _identity(name, flags, kind):
             continue
         body = data[off:off + size] if typ != _SHT_NOBITS else b""
-        h.update(name.encode() + b"\0" + struct.pack("<QQ", size, len(body)) + body)
+        h.update(_stable_section(name).encode() + b"\0" + struct.pack("<QQ", size, len(body)) + body)
         sections[name] = size
         if kind == "cubin" and name.startswith(".text."):
             padding += _padding(body)
@@ -237,7 +245,7 @@ def _inspect_entry(data: bytes, path: Path, kind: str, entry: str) -> BinaryInfo
         elif hd.type == _SHT_RELA:
             hashed = _rela(body, data, hd, key)
         size = hd.size if hashed is body else len(hashed)  # rewritten: the raw size counts what was left out
-        h.update(name.encode() + b"\0" + struct.pack("<QQ", size, len(hashed)) + hashed)
+        h.update(_stable_section(name).encode() + b"\0" + struct.pack("<QQ", size, len(hashed)) + hashed)
         sections[name] = hd.size
         if name.startswith(".text."):
             padding += _padding(body)
@@ -256,10 +264,10 @@ def _symbol_keys(symbols: list[_Symbol], headers: list[_Header], kernels: set[st
         s = symbols[index]
         sec = headers[s.shndx].name if 0 < s.shndx < len(headers) else ""
         if s.type == _STT_SECTION:
-            return b"section:" + sec.encode()
+            return b"section:" + _stable_section(sec).encode()
         if s.shndx in kernel_text and s.name not in kernels:
-            return f"{sec}+{s.value:#x}".encode()
-        return s.name.encode()
+            return f"{_stable_section(sec)}+{s.value:#x}".encode()
+        return stable_symbol(s.name).encode()
 
     return key
 

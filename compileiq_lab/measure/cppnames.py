@@ -8,6 +8,7 @@ import re
 from collections.abc import Sequence
 
 from compileiq_lab.measure.templates import top_level
+from compileiq_lab.measure.unitnames import stable_symbol
 
 __all__ = ["LONG_NAME", "REGEX_PREFIX", "entry_pattern", "matching", "spellings", "split_params", "squash",
            "strip_templates"]
@@ -152,7 +153,7 @@ def entry_pattern(kernel: str, kernels: Sequence[str], readable: dict[str, str])
     ``regex:`` with the kernel's name and the shortest template argument (else two neighbouring ones, else a part) of
     its demangled name without qualifiers that no other kernel has (``regex:gemm_device.*tuple<int, C<1> >`` for a
     CuTe GEMM's ``cute::tuple<int, cute::C<1> >``), written without regular-expression operators but ``.*``; else
-    the mangled symbol.
+    the mangled symbol without the parts nvcc makes unique per compile (``unitnames.stable_symbol``).
 
     Args:
         kernel: One of ``kernels`` (mangled).
@@ -175,11 +176,11 @@ def entry_pattern(kernel: str, kernels: Sequence[str], readable: dict[str, str])
     pairs = [a for g in groups[1::2] for a in g if unique(a)]
     part = min(single or pairs, key=len) if single or pairs else _unique_part(name, others)
     if part is None or len(part) > LONG_NAME:  # a part as long as a long name: the symbol reads no worse
-        return kernel
+        return stable_symbol(kernel)
     base = strip_templates(top_level(split_params(name)[0].strip(), " ")[-1])
     candidates = [f"{base}.*{part}", part] if base and base not in part and name.find(part) > name.find(base) >= 0 \
         else [part]
     for text in candidates:
         if matching(re.compile(text), kernels, readable) == [kernel]:
             return REGEX_PREFIX + text
-    return kernel
+    return stable_symbol(kernel)

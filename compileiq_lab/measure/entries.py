@@ -24,6 +24,7 @@ from compileiq_lab.measure.cppnames import (
     strip_templates,
 )
 from compileiq_lab.measure.templates import instantiation_hint, top_level
+from compileiq_lab.measure.unitnames import stable_symbol
 from compileiq_lab.toolchain.tools import find_tool, run_tool
 
 __all__ = ["REGEX_PREFIX", "PtxHeader", "cpp_param_types", "cubin_entries", "demangle", "entry_pattern",
@@ -260,7 +261,10 @@ def _resolve_pattern(name: str, kernels: Sequence[str], who: str) -> str:
 def resolve_entry(name: str, entries: Sequence[str], where: str = "", source: str | Path | None = None) -> str:
     """The mangled entry (one of ``entries``) that a user's kernel name means.
 
-    An exact match (a mangled symbol, or the name of an ``extern "C"`` kernel) wins; else a plain C++ name
+    An exact match (a mangled symbol, or the name of an ``extern "C"`` kernel) wins, then the one kernel whose symbol
+    differs only in the parts nvcc makes unique per compile (``unitnames.stable_symbol``: an anonymous namespace's
+    hashes of the file's path, so a symbol recorded elsewhere or by an earlier compile still names it); else a plain
+    C++ name
     matches the kernels whose Itanium source name it is (``kern`` matches ``_Z4kernPf``, the instantiations
     ``_Z4kernIfEvPT_`` and ``_ZN2ns4kernEPfi``), and a demangled spelling (``ns::kern``, ``reduce6<float, 256>``,
     a full signature) the kernels whose demangled name reads so (whitespace ignored). ``regex:PATTERN`` (Nsight
@@ -283,6 +287,10 @@ def resolve_entry(name: str, entries: Sequence[str], where: str = "", source: st
     kernels = list(dict.fromkeys(entries))
     if name in kernels:
         return name
+    stable = stable_symbol(name)  # a symbol of another compile of the file: nvcc's per-compile parts differ
+    same = [k for k in kernels if stable_symbol(k) == stable]
+    if len(same) == 1:
+        return same[0]
     who = f"{where}: entry" if where else "entry"
     if name.startswith(REGEX_PREFIX):
         return _resolve_pattern(name, kernels, who)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -53,8 +54,9 @@ def _config(node: ast.expr) -> AutotuneConfig | None:
 def autotune_configs(text: str, function: str) -> tuple[list[AutotuneConfig] | None, str] | None:
     """The configs of the ``@triton.autotune`` on the file's top-level ``function`` and the source of its ``configs``
     expression: the configs where they are written out as ``triton.Config`` literals, or a top-level function without
-    arguments returns such a list (the first one it returns, in the order of the file), else None (a comprehension,
-    say). None where the function has no such decorator (or the file does not parse)."""
+    arguments returns such a list (CUDA's where its branches or helpers name a backend, else the first one it
+    returns in the order of the file), else None (a comprehension, say). None where the function has no such
+    decorator (or the file does not parse)."""
     try:
         tree = ast.parse(text)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
@@ -74,16 +76,70 @@ def autotune_configs(text: str, function: str) -> tuple[list[AutotuneConfig] | N
     return None
 
 
+#: Words that mark a branch or a helper as another backend's (``is_hip()``, ``get_hip_autotune_config``,
+#: ``backend == "xpu"``) or as CUDA's: the tuner compiles for an NVIDIA GPU, so CUDA's configs are the ones to read.
+_OTHER_BACKENDS = frozenset({"hip", "rocm", "amd", "amdgpu", "xpu", "intel", "cpu", "mtia", "musa", "npu"})
+_CUDA = frozenset({"cuda", "nvidia"})
+
+
+def _words(node: ast.AST) -> set[str]:
+    """The lower-case words of an expression's names, attributes and strings (split at ``_`` and other
+    non-letters)."""
+    out: set[str] = set()
+    for n in ast.walk(node):
+        text = n.id if isinstance(n, ast.Name) else n.attr if isinstance(n, ast.Attribute) else \
+            n.value if isinstance(n, ast.Constant) and isinstance(n.value, str) else ""
+        out.update(w for w in re.split(r"[^a-z0-9]+", text.lower()) if w)
+    return out
+
+
+def _returns(body: list[ast.stmt], conditions: tuple[tuple[ast.expr, bool], ...] = ()
+             ) -> list[tuple[ast.expr, tuple[tuple[ast.expr, bool], ...]]]:
+    """Each ``return VALUE`` of a function body (nested functions left out) with the ``if`` tests it lies under, each
+    with whether it is under the test's true branch."""
+    out: list[tuple[ast.expr, tuple[tuple[ast.expr, bool], ...]]] = []
+    for stmt in body:
+        if isinstance(stmt, ast.Return) and stmt.value is not None:
+            out.append((stmt.value, conditions))
+        elif isinstance(stmt, ast.If):
+            out += _returns(stmt.body, conditions + ((stmt.test, True),))
+            out += _returns(stmt.orelse, conditions + ((stmt.test, False),))
+        elif isinstance(stmt, (ast.For, ast.While, ast.With, ast.Try)):
+            for part in ("body", "orelse", "finalbody", "handlers"):
+                inner = getattr(stmt, part, [])
+                out += _returns([s for h in inner for s in (h.body if isinstance(h, ast.ExceptHandler) else [h])],
+                                conditions)
+    return out
+
+
+def _backend_rank(value: ast.expr, conditions: tuple[tuple[ast.expr, bool], ...]) -> int:
+    """0 for a return a test marks as CUDA's, 2 for one a test or the helper it calls marks as another backend's
+    (``if is_hip(): return ...``, the ``else`` of ``if is_cuda()``, ``return get_hip_autotune_config()``), else 1."""
+    helper = _words(value.func) if isinstance(value, ast.Call) else set()
+    other = bool(helper & _OTHER_BACKENDS)
+    cuda = bool(helper & _CUDA)
+    for test, taken in conditions:
+        words = _words(test)
+        negated = isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not)
+        if taken != negated:
+            other |= bool(words & _OTHER_BACKENDS)
+            cuda |= bool(words & _CUDA)
+        else:
+            other |= bool(words & _CUDA) and not words & _OTHER_BACKENDS
+    return 2 if other else 0 if cuda else 1
+
+
 def _literal(node: ast.expr, functions: dict[str, ast.FunctionDef], depth: int) -> list[AutotuneConfig] | None:
-    """The configs of a list of ``triton.Config`` literals, or of the first such list a call of a top-level function
-    without arguments returns (``get_cuda_autotune_config()``; through at most ``depth`` calls), else None."""
+    """The configs of a list of ``triton.Config`` literals, or of a list a call of a top-level function without
+    arguments returns (``get_cuda_autotune_config()``; through at most ``depth`` calls): of its returns, CUDA's branch
+    first and another backend's last (``_backend_rank``), each in the order of the file; else None."""
     if isinstance(node, (ast.List, ast.Tuple)):
         configs = [_config(c) for c in node.elts]
         return [c for c in configs if c is not None] if configs and None not in configs else None
     if (depth and isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and not node.args
             and not node.keywords and node.func.id in functions):
-        returns = [r.value for r in ast.walk(functions[node.func.id]) if isinstance(r, ast.Return) and r.value]
-        for value in sorted(returns, key=lambda r: (r.lineno, r.col_offset)):
+        returns = _returns(functions[node.func.id].body)
+        for value, _ in sorted(returns, key=lambda r: (_backend_rank(*r), r[0].lineno, r[0].col_offset)):
             found = _literal(value, functions, depth - 1)
             if found:
                 return found

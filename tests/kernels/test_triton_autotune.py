@@ -61,6 +61,57 @@ def get_autotune_config():
     assert "--define BLOCK_M=256 --define BLOCK_N=128 --num-warps 8 --num-stages 4" in hint
 
 
+OTHER_BACKEND_FIRST = {
+    "a HIP branch first": '''
+def is_hip():
+    return triton.runtime.driver.active.get_current_target().backend == "hip"
+
+
+def get_autotune_config():
+    if is_hip():
+        return [triton.Config({"BLOCK_M": 16, "BLOCK_N": 16}, num_warps=4)]
+    return [triton.Config({"BLOCK_M": 256, "BLOCK_N": 128}, num_warps=8)]
+''',
+    "helpers named after their backend": '''
+def get_hip_autotune_config():
+    return [triton.Config({"BLOCK_M": 16, "BLOCK_N": 16}, num_warps=4)]
+
+
+def get_cuda_autotune_config():
+    return [triton.Config({"BLOCK_M": 256, "BLOCK_N": 128}, num_warps=8)]
+
+
+def get_autotune_config():
+    if torch.version.hip is not None:
+        return get_hip_autotune_config()
+    return get_cuda_autotune_config()
+''',
+    "the branch of not CUDA first": '''
+def get_autotune_config():
+    if not is_cuda():
+        return [triton.Config({"BLOCK_M": 16, "BLOCK_N": 16}, num_warps=4)]
+    else:
+        return [triton.Config({"BLOCK_M": 256, "BLOCK_N": 128}, num_warps=8)]
+''',
+    "an XPU device first": '''
+def get_autotune_config():
+    if DEVICE.type == "xpu":
+        return [triton.Config({"BLOCK_M": 16, "BLOCK_N": 16}, num_warps=4)]
+    return [triton.Config({"BLOCK_M": 256, "BLOCK_N": 128}, num_warps=8)]
+''',
+}
+
+
+@pytest.mark.parametrize("helper", list(OTHER_BACKEND_FIRST.values()), ids=list(OTHER_BACKEND_FIRST))
+def test_cudas_configs_are_read_where_another_backends_come_first_in_the_file(helper):
+    """The tuner compiles for an NVIDIA GPU: a helper's return under a test naming another backend (or calling a
+    helper named after one) is read last, whatever its place in the file."""
+    text = HEAD + helper + '\n\n@triton.autotune(configs=get_autotune_config(), key=["n"])' + KERNEL
+    found, _ = autotune_configs(text, "k")
+    assert [c.values for c in found] == [{"BLOCK_M": 256, "BLOCK_N": 128}]
+    assert found[0].options == {"num_warps": 8}
+
+
 @pytest.mark.parametrize("configs", [
     '[triton.Config({"BLOCK_M": m, "BLOCK_N": 64}) for m in (64, 128)]',  # a comprehension
     '[triton.Config({"BLOCK_M": SIZE, "BLOCK_N": 64})]',  # a value that is a name

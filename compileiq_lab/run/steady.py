@@ -58,8 +58,14 @@ class SteadyEngine:
         self._budget = config.generations * self._pool
         self._limit = config.max_evaluations  # rows in the store at most (the baseline and earlier sessions count)
         self._baseline = baseline_config(space, config)
+        self._pooled: np.ndarray | None = None  # the baseline's genome when the strategy learns its result
         if self._baseline is not None and space.is_point(self._baseline):
-            self._strategy.mark_seen(space.encode(self._baseline)[None, :])
+            genome = space.encode(self._baseline)[None, :]
+            if config.pools_baseline(space, self._baseline) and space.n_genes:
+                self._strategy.open_with(genome)
+                self._pooled = genome
+            else:
+                self._strategy.mark_seen(genome)
         self.stop_reason = ""
         self._done_reason = ""
         self._proposed = 0  # searched candidates proposed so far (stored ones included)
@@ -140,6 +146,7 @@ class SteadyEngine:
         self._order.pop(c.key, None)
         if c.is_baseline:
             self._check_baseline(rec)
+            self._learn_baseline(m)
             return rec
         self._learn([c.genome], [m])
         if not self._out:
@@ -154,6 +161,9 @@ class SteadyEngine:
     # -- internals ---------------------------------------------------------------------------
     def _replay(self) -> None:
         rows = [r for r in self._store.records() if not r.is_baseline]
+        stored = self._store.lookup(config_key(self._baseline)) if self._baseline is not None else None
+        if stored is not None:  # first, as it was learned first
+            self._learn_baseline(stored_measurement(stored))
         genomes, outcomes = [], []
         for r in rows:
             if self._space.is_point(r.params):
@@ -174,6 +184,16 @@ class SteadyEngine:
         elif exhausted:
             self._done_reason = "exhausted"
             log.info("search space exhausted after %d evaluations", len(self._store))
+
+    def _learn_baseline(self, m: Measurement) -> None:
+        """The strategy learns the baseline's result (``baseline_in_pool``): it joins pymoo's initial pool and the
+        screen's history; it is not one of the searched candidates the budget and the generation events count."""
+        if self._pooled is None:
+            return
+        ok = m.ok and m.scores is not None
+        F = np.asarray(m.scores, dtype=float)[None, :] * self._sign if ok else np.zeros((1, len(self.objectives)))
+        learn_conflicts(self.conflicts, list(self._pooled), [m])
+        self._strategy.observe(self._pooled, F, np.array([ok]))
 
     def _learn(self, genomes: list[Any], outcomes: list[Measurement], replayed: bool = False) -> None:
         X = np.asarray(genomes, dtype=np.int64).reshape(len(genomes), self._space.n_genes)

@@ -113,9 +113,11 @@ class SearchConfiguration:
             one-objective tables of bench/tables (catalog spaces, seeds 400-479, paired) that took the mean calls
             to the optimum from 87.1 to 81.6 in sum on the tune half and from 133.5 to 130.1 on the held-out half
             (bench/results/variants_baseline_in_pool*.md).
+            With ``asynchronous=True`` it joins pymoo's initial pool and the screen's history the same way, but
+            the run still proposes ``generations x pool_size`` searched candidates besides it (that budget and
+            its generation events count proposals; before this, an asynchronous run ignored the setting).
             False: the baseline is evaluated besides ``generations x pool_size`` candidates and the search does
-            not learn from it (as with ``asynchronous=True``, which ignores this setting). Runs stored before
-            this setting existed had False and resume with it.
+            not learn from it. Runs stored before this setting existed had False and resume with it.
         objective_names: Optional display names, one per objective.
         warm_start: Configs (dicts) that open the first generation before prior samples fill it,
             e.g. the front of an earlier run of the same kernel (see ``compileiq_lab.analysis.registry``).
@@ -336,10 +338,9 @@ class SearchConfiguration:
         return cls.from_dict({**legacy, **stored, **{k: v for k, v in changes.items() if v is not None}})
 
     def pools_baseline(self, space: SearchSpace, baseline: Mapping[str, Any] | None) -> bool:
-        """Whether ``baseline`` (the run's, None for none) is one of generation 1's candidates: with
-        ``baseline_in_pool``, in a generational run, where it is a point of ``space``."""
-        return (self.baseline_in_pool and not self.asynchronous and baseline is not None
-                and space.is_point(baseline))
+        """Whether ``baseline`` (the run's, None for none) is one of generation 1's candidates (of pymoo's initial
+        pool in an asynchronous run): with ``baseline_in_pool``, where it is a point of ``space``."""
+        return self.baseline_in_pool and baseline is not None and space.is_point(baseline)
 
     def resolve(self, n_genes: int) -> ResolvedConfiguration:
         """Fill the automatic settings for a space with ``n_genes`` genes."""

@@ -211,10 +211,7 @@ class PymooStrategy(Strategy):
         (pymoo's ask with ``n_offsprings=n``); unseen prior samples fill any shortfall, e.g. while the initial
         pool's results are still out."""
         if self._initial is None:
-            pop = self.algorithm.ask()
-            self._initial = [] if pop is None else list(np.asarray(pop.get("X"), dtype=np.int64))
-            self._initial_keys = set(self.space.keys(np.array(self._initial, dtype=np.int64).reshape(
-                len(self._initial), self.space.n_genes)))
+            self._draw_initial()
         rows: list[np.ndarray] = []
         while self._initial and len(rows) < n:
             x = self._initial.pop(0)
@@ -243,6 +240,24 @@ class PymooStrategy(Strategy):
         X = np.array(rows, dtype=np.int64).reshape(len(rows), self.space.n_genes)
         self._out.update(zip(self.space.keys(X), X))
         return X
+
+    def _draw_initial(self) -> None:
+        """pymoo's initial pool (seeds, then prior samples), handed out by ``_propose`` and waited for by ``_observe``."""
+        pop = self.algorithm.ask()
+        self._initial = [] if pop is None else list(np.asarray(pop.get("X"), dtype=np.int64))
+        self._initial_keys = set(self.space.keys(np.array(self._initial, dtype=np.int64).reshape(
+            len(self._initial), self.space.n_genes)))
+
+    def observe(self, X: np.ndarray, F: np.ndarray, feasible: np.ndarray) -> None:
+        """As ``Strategy.observe``; results of genomes the first pool was opened with (``open_with``: the baseline,
+        evaluated before anything is proposed) open pymoo's initial pool first, so that they join it (and are not
+        proposed again) as in a generational run, where other results before any proposal (a resumed run's stored
+        rows) start pymoo from themselves."""
+        X = np.asarray(X, dtype=np.int64).reshape(-1, self.space.n_genes)
+        if self._initial is None and len(X) and self.space.n_genes and len(self.seeds) and \
+                set(self.space.keys(X)) <= set(self.space.keys(self.seeds)):
+            self._draw_initial()  # (before they count as seen: pymoo's duplicate check would leave them out)
+        super().observe(X, F, feasible)
 
     def _pending(self) -> np.ndarray | None:
         """The proposals still without a result (steady state; None when there are none)."""

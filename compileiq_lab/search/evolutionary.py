@@ -242,7 +242,7 @@ class PymooStrategy(Strategy):
         return X
 
     def _draw_initial(self) -> None:
-        """pymoo's initial pool (seeds, then prior samples), handed out by ``_propose`` and waited for by ``_observe``."""
+        """pymoo's initial pool (seeds, then prior samples), handed out by ``_propose``, waited for by ``_observe``."""
         pop = self.algorithm.ask()
         self._initial = [] if pop is None else list(np.asarray(pop.get("X"), dtype=np.int64))
         self._initial_keys = set(self.space.keys(np.array(self._initial, dtype=np.int64).reshape(

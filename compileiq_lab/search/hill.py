@@ -53,6 +53,8 @@ class HillPicks:
     #: paired by seed in bench/bench_variants.py: 0.99 / 1.05 times the calls, 90 % intervals 0.94-1.04 / 1.01-1.09),
     #: 0.8 and 0.9 worse still; lifting it on a stall (off after 10 or 20 calls without a gain, or rising to 0.95
     #: over 30) did 88.8-102.2 / 69.0-71.9: on a plateau of twins the threshold is what keeps the search off it.
+    #: With the additive model (seeds 400-439, paired, bench/results/variants_twin_gamma.md) 0.8 took 1.08 / 1.10 times
+    #: the calls (90 % intervals 1.01-1.15 / 1.04-1.15) and 0.6 1.07 / 1.03 (1.00-1.13 / 0.96-1.10).
     HILL_TWIN = 0.7
     #: Order of the neighbours: what a second moved control, and each ordinal step beyond the next value (up to 3),
     #: cost in log chance. Only a range's or log_sampling's values are ordered: a choice of numbers (a user's

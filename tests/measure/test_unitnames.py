@@ -24,12 +24,15 @@ ANON_ELSEWHERE = "_ZN36_GLOBAL__N__64499d0d_4_n_cu_d589cb604anonEPf"
 TEMPLATE = "_Z4kernIN42_GLOBAL__N__65c53f3d_4_u_cu_d73804bd_170441PEEvPT_"
 TEMPLATE_AGAIN = "_Z4kernIN42_GLOBAL__N__65c53f3d_4_u_cu_d73804bd_170571PEEvPT_"
 RDC = "__nv_static_25__e2ddefa3_4_n_cu_d589cb60__ZN36_GLOBAL__N__e2ddefa3_4_n_cu_d589cb604anonEPf"
+#: A static __device__ function compiled with -G (a function of its own): nvcc's internal-linkage namespace.
+INTERNAL = "_ZN34_INTERNAL_9fd5a029_4_g_cu_0b947eae6helperEf"
 
 
 def test_stable_symbol_fixes_the_per_compile_parts_and_nothing_else():
     assert stable_symbol(ANON) == stable_symbol(ANON_ELSEWHERE) == "_ZN12_GLOBAL__N_14anonEPf"
     assert stable_symbol(TEMPLATE) == stable_symbol(TEMPLATE_AGAIN) == "_Z4kernIN12_GLOBAL__N_11PEEvPT_"
     assert stable_symbol(RDC) == "__nv_static_0__ZN12_GLOBAL__N_14anonEPf"
+    assert stable_symbol(INTERNAL) == "_ZN10_INTERNAL_6helperEf"
     for plain in ("_Z5plainPf", "c_kernel", "_ZN2ns4kernEPfi", "_Z7reduce6IfLj256ELb1EEvPT_PKS0_i"):
         assert stable_symbol(plain) == plain
     # an identifier ending in a digit just before the namespace's length: the length is the one that spans the name

@@ -80,3 +80,42 @@ def test_a_run_stored_before_the_setting_resumes_with_the_baseline_apart(tmp_pat
     res = Search.resume(path, PROBLEM, generations=4)
     whole = Search(PROBLEM, PROBLEM.space(), dataclasses.replace(cfg, generations=4), store=":memory:").start()
     assert [r.params for r in res.records] == [r.params for r in whole.records] and len(res) == 1 + 4 * 6
+
+
+
+@pytest.fixture
+def observed(monkeypatch) -> list[np.ndarray]:
+    """Every genome whose result the GA / NSGA-II strategy is told in steady-state use (``observe``), in order."""
+    from compileiq_lab.search.evolutionary import PymooStrategy
+
+    seen: list[np.ndarray] = []
+    real = PymooStrategy.observe
+
+    def spy(self: PymooStrategy, X: np.ndarray, F: np.ndarray, feasible: np.ndarray) -> None:
+        seen.extend(np.asarray(X, dtype=np.int64).reshape(-1, self.space.n_genes))
+        real(self, X, F, feasible)
+
+    monkeypatch.setattr(PymooStrategy, "observe", spy)
+    return seen
+
+
+@pytest.mark.parametrize("pooled", [True, False])
+def test_an_asynchronous_run_learns_the_baseline_without_asking_it_again(pooled: bool, observed) -> None:
+    """With asynchronous=True the baseline's result joins pymoo's initial pool and the screen's history (learned
+    first, before any proposal), and the run still proposes generations x pool_size searched candidates."""
+    calls, _ = _calls(pool=6, generations=4, asynchronous=True, baseline_in_pool=pooled)
+    assert calls.count({}) == 1 and calls[0] == {} and len(calls) == 1 + 4 * 6
+    base = SearchSpace(PROBLEM.space()).encode({})
+    assert any((x == base).all() for x in observed) is pooled
+    if pooled:
+        assert (observed[0] == base).all()  # learned before any searched result
+
+
+def test_a_resumed_asynchronous_run_learns_its_stored_baseline_again(tmp_path, observed) -> None:
+    path = str(tmp_path / "async.db")
+    cfg = SearchConfiguration(generations=2, pool_size=6, seed=3, asynchronous=True)
+    Search(PROBLEM, PROBLEM.space(), cfg, store=path).start()
+    observed.clear()
+    res = Search.resume(path, PROBLEM, generations=4)
+    assert len(res) == 1 + 4 * 6 and [r.params for r in res.records].count({}) == 1
+    assert (observed[0] == SearchSpace(PROBLEM.space()).encode({})).all()  # first, before the stored rows

@@ -12,7 +12,8 @@ __all__ = ["stable_symbol"]
 #: (``_INTERNAL_<hash>_...``). Both hold hashes of the file's path.
 _UNIT_NAMESPACE = re.compile(r"(\d+)(_GLOBAL__N_|_INTERNAL_)")
 _UNIT_NAME = re.compile(r"(?:_GLOBAL__N_|_INTERNAL_)_?[0-9a-f]{8}_\d+_\w+_[0-9a-f]{8}(?:_\d+)?")
-#: The prefix ``-rdc=true`` gives a static kernel: ``__nv_static_<length>_<its length of file hashes>_`` + symbol.
+#: The prefix ``-rdc=true`` gives a static kernel: ``__nv_static_<n>_``, n characters of the file's hashes, ``_``, and
+#: then the kernel's own symbol.
 _RDC_STATIC = re.compile(r"__nv_static_(\d+)_")
 _STABLE = {"_GLOBAL__N_": "12_GLOBAL__N_1", "_INTERNAL_": "10_INTERNAL_"}
 

@@ -82,7 +82,6 @@ def test_a_run_stored_before_the_setting_resumes_with_the_baseline_apart(tmp_pat
     assert [r.params for r in res.records] == [r.params for r in whole.records] and len(res) == 1 + 4 * 6
 
 
-
 @pytest.fixture
 def observed(monkeypatch) -> list[np.ndarray]:
     """Every genome whose result the GA / NSGA-II strategy is told in steady-state use (``observe``), in order."""

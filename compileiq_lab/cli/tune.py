@@ -33,7 +33,7 @@ from compileiq_lab.cli.progress import ProgressLine, progress_callback
 from compileiq_lab.cli.runs import print_validation
 from compileiq_lab.exceptions import CompileIQLabError, ConfigurationError, did_you_mean
 from compileiq_lab.kernels import (
-    CATALOGS,
+    CATALOG_NAMES,
     CATEGORIES,
     CONTROL_NAMES,
     METRICS,
@@ -51,8 +51,6 @@ __all__ = ["EXECUTORS", "add_catalog_parser", "add_tune_parser", "executor_spec"
 #: takes them).
 EXECUTORS = ("local", "dask", "dask-cuda")
 _ADDRESS = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://\S+")
-#: Every catalog name a kernel of some language may take (a --space name outside it is a usage error).
-CATALOG_NAMES = tuple(dict.fromkeys(name for group in CATALOGS.values() for name in group))
 
 
 def executor_spec(text: str) -> str:

@@ -6,6 +6,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from compileiq_lab.kernels.choices import (
+    CATALOG_NAMES,
     CATALOGS,
     CONTROL_NAMES,
     DEFAULT_ARCH,
@@ -27,6 +28,7 @@ from compileiq_lab.toolchain.context import BuildContext
 
 __all__ = [
     "CATALOGS",
+    "CATALOG_NAMES",
     "CATEGORIES",
     "CONTROL_NAMES",
     "DEFAULT_ARCH",

@@ -25,6 +25,7 @@ from compileiq_lab.toolchain.tools import find_tool
 
 __all__ = [
     "CATALOGS",
+    "CATALOG_NAMES",
     "CONTROL_NAMES",
     "DEFAULT_ARCH",
     "TARGETS",
@@ -52,9 +53,10 @@ log = logging.getLogger(__name__)
 DEFAULT_ARCH = "sm_90"
 #: Catalogs per kernel language; the first is the default.
 CATALOGS = {"cuda": ("nvcc", "ptxas", "nvrtc", "nvcc_frontend"), "ptx": ("ptxas",), "c": ("gcc", "clang")}
+#: Every catalog name a kernel of some language may take (what any kernel's --space may name), in CATALOGS' order.
+CATALOG_NAMES = tuple(dict.fromkeys(name for group in CATALOGS.values() for name in group))
 #: Every control name of every catalog (what any kernel's --controls may name).
-CONTROL_NAMES = frozenset(n for name in sorted({c for group in CATALOGS.values() for c in group})
-                          for n in get_catalog(name).names)
+CONTROL_NAMES = frozenset(n for name in CATALOG_NAMES for n in get_catalog(name).names)
 #: Where a kernel can be measured: on a GPU, on this CPU, or from its build alone.
 TARGETS = ("gpu", "cpu", "static")
 _DEFAULT_OBJECTIVES = {("cuda", "gpu"): ("runtime", "energy"), ("cuda", "static"): ("sass_instructions", "registers"),

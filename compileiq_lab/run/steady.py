@@ -188,25 +188,28 @@ class SteadyEngine:
     def _learn_baseline(self, m: Measurement) -> None:
         """The strategy learns the baseline's result (``baseline_in_pool``): it joins pymoo's initial pool and the
         screen's history; it is not one of the searched candidates the budget and the generation events count."""
-        if self._pooled is None:
-            return
-        ok = m.ok and m.scores is not None
-        F = np.asarray(m.scores, dtype=float)[None, :] * self._sign if ok else np.zeros((1, len(self.objectives)))
-        learn_conflicts(self.conflicts, list(self._pooled), [m])
-        self._strategy.observe(self._pooled, F, np.array([ok]))
+        if self._pooled is not None:
+            self._tell_strategy(self._pooled, [m])
+
+    def _tell_strategy(self, X: np.ndarray, outcomes: list[Measurement]) -> np.ndarray:
+        """Tell the strategy (and the named conflicts) these results as minimisation scores; returns which were
+        feasible."""
+        F = np.zeros((len(outcomes), len(self.objectives)))
+        feasible = np.array([m.ok and m.scores is not None for m in outcomes], dtype=bool)
+        for i in np.flatnonzero(feasible):
+            F[i] = np.asarray(outcomes[i].scores) * self._sign
+        learn_conflicts(self.conflicts, list(X), outcomes)
+        self._strategy.observe(X, F, feasible)
+        return feasible
 
     def _learn(self, genomes: list[Any], outcomes: list[Measurement], replayed: bool = False) -> None:
         X = np.asarray(genomes, dtype=np.int64).reshape(len(genomes), self._space.n_genes)
-        F = np.zeros((len(outcomes), len(self.objectives)))
-        feasible = np.zeros(len(outcomes), dtype=bool)
-        for i, m in enumerate(outcomes):
+        for m in outcomes:
             if m.ok and m.scores is not None:
-                F[i], feasible[i] = np.asarray(m.scores) * self._sign, True
                 first = float(m.scores[0])
                 if self._best is None or (first - self._best) * self._sign[0] < 0:
                     self._best = first
-        learn_conflicts(self.conflicts, list(X), outcomes)
-        self._strategy.observe(X, F, feasible)
+        feasible = self._tell_strategy(X, outcomes)
         for ok in feasible:
             self._told += 1
             self._failed_since += not ok

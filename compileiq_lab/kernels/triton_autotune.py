@@ -105,10 +105,9 @@ def _returns(body: list[ast.stmt], conditions: tuple[tuple[ast.expr, bool], ...]
             out += _returns(stmt.body, conditions + ((stmt.test, True),))
             out += _returns(stmt.orelse, conditions + ((stmt.test, False),))
         elif isinstance(stmt, (ast.For, ast.While, ast.With, ast.Try)):
-            for part in ("body", "orelse", "finalbody", "handlers"):
-                inner = getattr(stmt, part, [])
-                out += _returns([s for h in inner for s in (h.body if isinstance(h, ast.ExceptHandler) else [h])],
-                                conditions)
+            blocks = [getattr(stmt, part, []) for part in ("body", "orelse", "finalbody")]
+            for block in blocks + [h.body for h in getattr(stmt, "handlers", [])]:
+                out += _returns(block, conditions)
     return out
 
 

@@ -17,7 +17,7 @@ from compileiq_lab.exceptions import CompileIQLabError, EnvironmentFaultError, S
 from compileiq_lab.store.checks import check_file, check_readable, check_schema
 from compileiq_lab.store.damage import check_header_values, read_header_values, read_rows, scan_pages
 from compileiq_lab.store.header import HEADER_KEYS, SCHEMA_VERSION, RunHeader
-from compileiq_lab.store.record import COLUMNS, SELECT, EvalRecord
+from compileiq_lab.store.record import COLUMNS, MEMORY_SCHEMA, SCHEMA, SELECT, EvalRecord
 
 try:
     import fcntl
@@ -30,27 +30,6 @@ log = logging.getLogger(__name__)
 
 DEFAULT_DIR = "compileiq_runs"
 MEMORY = ":memory:"
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS evals (
-    eval_id     INTEGER PRIMARY KEY,
-    generation  INTEGER NOT NULL,
-    config_key  TEXT NOT NULL UNIQUE,
-    params      TEXT NOT NULL,
-    status      TEXT NOT NULL,
-    error       TEXT NOT NULL,
-    scores      TEXT,
-    elapsed_s   REAL NOT NULL,
-    started_at  REAL NOT NULL,
-    is_baseline INTEGER NOT NULL,
-    detail      TEXT NOT NULL
-);
-"""
-#: A store in memory has one connection, and ``append`` is its only writer of rows, which refuses a config stored
-#: before from its own index of keys: SQLite's UNIQUE index on the (long) keys would cost a run more per row the
-#: longer it gets (0.005 ms at 1,000 rows, 0.028 ms at 100,000).
-_MEMORY_SCHEMA = _SCHEMA.replace("config_key  TEXT NOT NULL UNIQUE,", "config_key  TEXT NOT NULL,")
 
 
 def new_store_path(directory: str | os.PathLike[str] = DEFAULT_DIR) -> Path:
@@ -127,7 +106,7 @@ class RunStore:
             conn = sqlite3.connect(tmp, isolation_level=None)
             try:
                 conn.execute("PRAGMA journal_mode=WAL")
-                conn.executescript(_SCHEMA)
+                conn.executescript(SCHEMA)
                 conn.executemany("INSERT INTO meta(key, value) VALUES (?, ?)",
                                  [(k, json.dumps(v)) for k, v in header.to_values().items()])
             finally:
@@ -176,9 +155,9 @@ class RunStore:
                 conn.execute("PRAGMA journal_mode=WAL")
                 conn.execute("PRAGMA synchronous=NORMAL")
             if existed:  # never re-create a table a damaged file lost: check it as it is
-                check_file(conn, self.path, _SCHEMA)
+                check_file(conn, self.path, SCHEMA)
             else:
-                conn.executescript(_MEMORY_SCHEMA if self.path == MEMORY else _SCHEMA)
+                conn.executescript(MEMORY_SCHEMA if self.path == MEMORY else SCHEMA)
             check_schema(conn, self.path)
         except sqlite3.DatabaseError as exc:
             conn.close()
@@ -228,7 +207,7 @@ class RunStore:
             raise StoreError(f"{self.path!r} is not a compileiq-lab run store ({exc}); nothing can be read from it. "
                              "Pass the path of a run's .db file") from exc
         conn = sqlite3.connect(MEMORY, check_same_thread=False)
-        conn.executescript(_SCHEMA)
+        conn.executescript(SCHEMA)
         conn.executemany("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", meta)
         rows = [(rowid, *values[1:]) for rowid, values in sorted(wide.items())]
         conn.executemany(f"INSERT OR IGNORE INTO evals({', '.join(COLUMNS)}) VALUES "

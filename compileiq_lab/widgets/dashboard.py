@@ -24,6 +24,7 @@ from compileiq_lab.widgets.bridge import EventBridge
 from compileiq_lab.widgets.detail import DetailPanel, export_point
 from compileiq_lab.widgets.live import LivePlots
 from compileiq_lab.widgets.notes import COMM_LOGGER, NOTES, CommErrors
+from compileiq_lab.widgets.runs import open_stored_run
 from compileiq_lab.widgets.setup import RunForm
 from compileiq_lab.widgets.side import SidePanels
 
@@ -120,7 +121,7 @@ class Dashboard:
         Raises:
             ConfigurationError: A Python-objective run opened without its objective.
         """
-        return cls(*_open_run(path, objective, generations, workers))
+        return cls(*open_stored_run(path, objective, generations, workers))
 
     def reopen(self, path: str) -> None:
         """Show the stored run ``path`` here instead (the runs tab's Open): its points at once; Start continues a
@@ -133,7 +134,7 @@ class Dashboard:
 
             run, kernel_run = replay_run(path), None
         else:
-            run, kernel_run = _open_run(path)  # opened first: a run that cannot open leaves this one as it was
+            run, kernel_run = open_stored_run(path)  # opened first: a run that cannot open leaves this one as it was
         self._release_evaluator()
         self.kernel_run = kernel_run
         self._attach(run)
@@ -385,17 +386,3 @@ class Dashboard:
             return
         self.detail.exported(out)
 
-
-def _open_run(path: str, objective: Any = None, generations: int | None = None,
-              workers: int | None = None) -> tuple[Run, KernelRun | None]:
-    """A stored run to continue: rebuilt from its header (kernel runs), or with ``objective`` given again."""
-    header = load_results(path).header
-    if header.kernel is None:
-        if objective is None:
-            raise ConfigurationError(f"run {path!r} was made with a Python objective ({header.objective}); "
-                                     "pass it again: Dashboard.open(path, objective=fn)")
-        return Run.open(path, objective, workers=workers or 1, generations=generations), None
-    kernel_run = KernelRun.from_header(header)
-    run = Run.open(path, kernel_run, workers=workers or kernel_run.workers, generations=generations,
-                   constraint=kernel_run.constraint)
-    return run, kernel_run

@@ -1,4 +1,5 @@
-"""RunsList: the run stores in a folder, newest first, with their facts; overlay their fronts or open one."""
+"""RunsList: the run stores in a folder, newest first, with their facts; overlay their fronts or open one (to
+continue it: ``open_stored_run``)."""
 
 from __future__ import annotations
 
@@ -14,10 +15,13 @@ from typing import Any
 
 import ipywidgets as w
 
+from compileiq_lab.exceptions import ConfigurationError
+from compileiq_lab.kernels import KernelRun
+from compileiq_lab.run import Run
 from compileiq_lab.store import DEFAULT_DIR, Results, load_results
 from compileiq_lab.viz.overlay import overlay_fronts_figure
 
-__all__ = ["RunEntry", "RunsList"]
+__all__ = ["RunEntry", "RunsList", "open_stored_run"]
 
 log = logging.getLogger(__name__)
 
@@ -279,3 +283,18 @@ class RunsList:
             return
         self.on_open(picked[0].path)
         self._say(f"opened {Path(picked[0].path).name}")
+
+
+def open_stored_run(path: str, objective: Any = None, generations: int | None = None,
+                    workers: int | None = None) -> tuple[Run, KernelRun | None]:
+    """A stored run to continue: rebuilt from its header (kernel runs), or with ``objective`` given again."""
+    header = load_results(path).header
+    if header.kernel is None:
+        if objective is None:
+            raise ConfigurationError(f"run {path!r} was made with a Python objective ({header.objective}); "
+                                     "pass it again: Dashboard.open(path, objective=fn)")
+        return Run.open(path, objective, workers=workers or 1, generations=generations), None
+    kernel_run = KernelRun.from_header(header)
+    run = Run.open(path, kernel_run, workers=workers or kernel_run.workers, generations=generations,
+                   constraint=kernel_run.constraint)
+    return run, kernel_run

@@ -131,13 +131,18 @@ def _backend_rank(value: ast.expr, conditions: tuple[tuple[ast.expr, bool], ...]
 def _literal(node: ast.expr, functions: dict[str, ast.FunctionDef], depth: int) -> list[AutotuneConfig] | None:
     """The configs of a list of ``triton.Config`` literals, or of a list a call of a top-level function without
     arguments returns (``get_cuda_autotune_config()``; through at most ``depth`` calls): of its returns, CUDA's branch
-    first and another backend's last (``_backend_rank``), each in the order of the file; else None."""
+    first and another backend's last (``_backend_rank``), each in the order of the file, those under a test naming
+    no backend left out where it has a return under no test; else None."""
     if isinstance(node, (ast.List, ast.Tuple)):
         configs = [_config(c) for c in node.elts]
         return [c for c in configs if c is not None] if configs and None not in configs else None
     if (depth and isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and not node.args
             and not node.keywords and node.func.id in functions):
         returns = _returns(functions[node.func.id].body)
+        if any(not conditions for _, conditions in returns):
+            # a return under a test that names no backend (``if AUTOTUNE_DISABLED: return [one config]``) is a
+            # special case of the function's own return, not CUDA's list
+            returns = [r for r in returns if not r[1] or _backend_rank(*r) != 1]
         for value, _ in sorted(returns, key=lambda r: (_backend_rank(*r), r[0].lineno, r[0].col_offset)):
             found = _literal(value, functions, depth - 1)
             if found:

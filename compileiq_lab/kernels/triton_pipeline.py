@@ -3,6 +3,8 @@ stages run up to and including PTX (no driver, no cache, no cubin)."""
 
 from __future__ import annotations
 
+import ast
+import builtins
 import hashlib
 import importlib
 import importlib.metadata
@@ -10,6 +12,7 @@ import importlib.util
 import inspect
 import logging
 import os
+import re
 import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -20,10 +23,10 @@ from typing import Any
 from compileiq_lab.exceptions import ConfigurationError, OptionalDependencyError
 from compileiq_lab.kernels.rules import fail, need, one_line, raised_in
 from compileiq_lab.kernels.triton_autotune import autotune_hint
-from compileiq_lab.kernels.triton_reduce import blank_lines, jit_only
+from compileiq_lab.kernels.triton_reduce import blank_lines, bound_names, jit_only
 
-__all__ = ["TRITON_MISSING", "Attrs", "Triton", "compile_error", "constexprs_of", "environment", "jit_function",
-           "load_module", "to_ptx"]
+__all__ = ["MISSING", "TRITON_MISSING", "Attrs", "Triton", "compile_error", "constexprs_of", "environment",
+           "jit_function", "load_module", "to_ptx"]
 
 log = logging.getLogger(__name__)
 
@@ -47,79 +50,166 @@ class Triton:
         self.version = str(self.triton.__version__)
 
 
+def _package_of(path: Path) -> tuple[str, Path] | None:
+    """The dotted name of the package a file lies in (its folders with an ``__init__.py``, innermost last) and the
+    folder above that package's top, or None for a file outside any package."""
+    parts: list[str] = []
+    folder = path.parent
+    while (folder / "__init__.py").is_file() and folder.name.isidentifier() and folder.parent != folder:
+        parts.insert(0, folder.name)
+        folder = folder.parent
+    return (".".join(parts), folder) if parts else None
+
+
 @contextmanager
-def _importable_beside(folder: Path) -> Iterator[None]:
-    """The file's own folder first on ``sys.path`` while it executes (as ``python file.py`` has it), so that it
-    can import the modules beside it; removed afterwards."""
-    entry = str(folder)
-    added = entry not in sys.path
-    if added:
+def _importable_beside(path: Path) -> Iterator[str | None]:
+    """While the file ``path`` executes: its own folder first on ``sys.path`` (as ``python file.py`` has it), so that
+    it can import the modules beside it; and, for a file in a package, the folder above the package's top on
+    ``sys.path`` with the package's modules standing in ``sys.modules`` (their folders, never their
+    ``__init__.py``, which often imports the host framework), so that its relative imports (``from .utils import
+    f``) and the package-qualified ones work. Yields the package's dotted name (None outside one); everything added
+    is removed afterwards, the modules imported under the stand-ins included."""
+    package = _package_of(path)
+    entries = [str(path.parent)] + ([str(package[1])] if package else [])
+    added = [e for e in dict.fromkeys(entries) if e not in sys.path]
+    for entry in reversed(added):
         sys.path.insert(0, entry)
+    stand_ins: list[str] = []
+    if package:
+        names = package[0].split(".")
+        for depth in range(1, len(names) + 1):
+            name = ".".join(names[:depth])
+            if name not in sys.modules:
+                stub = ModuleType(name)
+                stub.__path__ = [str(package[1].joinpath(*names[:depth]))]
+                stub.__package__ = name
+                sys.modules[name] = stub
+                stand_ins.append(name)
+    before = set(sys.modules)
     try:
-        yield
+        yield package[0] if package else None
     finally:
-        if added and entry in sys.path:
-            sys.path.remove(entry)
+        for entry in added:
+            if entry in sys.path:
+                sys.path.remove(entry)
+        for name in set(sys.modules) - before:
+            if any(name == s or name.startswith(f"{s}.") for s in stand_ins):
+                sys.modules.pop(name, None)
+        for name in stand_ins:
+            sys.modules.pop(name, None)
 
 
-def load_module(path: Path, who: str) -> ModuleType:
+#: The module attribute where ``load_module`` records, for each top-level name the JIT functions read that is not
+#: defined here, why not (the import it comes from failed here): ``compile_error`` says it.
+MISSING = "__compileiq_missing__"
+
+
+def load_module(path: Path, who: str, function: str | None = None) -> ModuleType:
     """The user's module with its @triton.jit functions: first only what they need (``triton_reduce.jit_only``: the
-    file's tests, benchmarks and device queries do not run; an import that fails is left out), else the whole file
-    imported as Python does."""
+    file's tests, benchmarks and device queries do not run; an import that fails is left out), else (it raises, it
+    leaves a name they read undefined, or ``function`` is not among them) the whole file imported as Python does.
+    Where only the first defines the functions, the names it leaves undefined, with the failed import behind each,
+    are recorded in the module's ``MISSING``."""
     try:
         text = path.read_text(errors="replace")
     except OSError as exc:
         raise fail(who, "the file can be read", str(path), f"Fix the path ({exc.strerror}).") from None
     reduced = jit_only(text)
+    partial: ModuleType | None = None
     if reduced is not None:
         try:
-            module = _jit_module(path, *reduced)
-            log.info("%s: defined its @triton.jit functions and what they use; the rest of %s does not run", who,
-                     path.name)
-            return module
+            module, dropped = _jit_module(path, reduced.text, reduced.imports)
         except Exception as exc:  # noqa: BLE001 - the user's code: anything; the whole file is imported instead
             log.info("%s: the @triton.jit functions of %s alone do not define (%s); importing the whole file", who,
                      path.name, raised_in(path, exc))
-    name = f"_compileiq_triton_{hashlib.sha1(str(path).encode()).hexdigest()[:10]}"
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise fail(who, "the file is a Python module", str(path), "Name a .py file.")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # only while it executes (dataclasses and pickle look it up)
+        else:
+            missing = sorted(n for n in reduced.needed if n not in vars(module) and not hasattr(builtins, n))
+            if not missing and (function is None or hasattr(module, function)):
+                log.info("%s: defined its @triton.jit functions and what they use; the rest of %s does not run",
+                         who, path.name)
+                return module
+            partial = module
+            setattr(module, MISSING, {n: _why_missing(n, text, dropped) for n in missing})
+            log.info("%s: the @triton.jit functions of %s alone leave %s undefined; importing the whole file", who,
+                     path.name, ", ".join(missing) or function)
     try:
-        with _importable_beside(path.parent):
+        return _import_whole(path, who)
+    except ConfigurationError as exc:
+        if partial is None or (function is not None and not hasattr(partial, function)):
+            raise
+        log.info("%s", exc)
+        for name, why in getattr(partial, MISSING).items():
+            if not why:
+                getattr(partial, MISSING)[name] = f"the whole file does not import here either ({exc})"
+        return partial
+
+
+def _why_missing(name: str, text: str, dropped: Mapping[tuple[int, int], str], depth: int = 3) -> str:
+    """Why the reduced module leaves ``name`` undefined: the dropped import that binds it (and, where that failed on
+    a name another dropped import binds, that one's too), or ""."""
+    lines = text.splitlines()
+    for (first, last), why in dropped.items():
+        try:
+            nodes = ast.parse("\n".join(lines[first - 1:last])).body  # (a top-level statement: no indent)
+        except SyntaxError:
+            continue
+        if any(name in bound_names(node) for node in nodes):
+            shown = " ".join(lines[first - 1].split())
+            said = f"it comes from line {first} (`{shown}`), which failed here: {why}"
+            behind = re.fullmatch(r"name '(\w+)' is not defined", why)
+            more = _why_missing(behind.group(1), text, dropped, depth - 1) if behind and depth else ""
+            return f"{said}; {behind.group(1)}: {more}" if more else said
+    return ""
+
+
+def _import_whole(path: Path, who: str) -> ModuleType:
+    """The whole file imported as Python imports a module (as part of its package, where it lies in one)."""
+    with _importable_beside(path) as package:
+        stem = f"_compileiq_triton_{hashlib.sha1(str(path).encode()).hexdigest()[:10]}"
+        name = f"{package}.{stem}" if package else stem
+        spec = importlib.util.spec_from_file_location(name, path)
+        if spec is None or spec.loader is None:
+            raise fail(who, "the file is a Python module", str(path), "Name a .py file.")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module  # only while it executes (dataclasses and pickle look it up)
+        try:
             spec.loader.exec_module(module)
-    except KeyboardInterrupt:
-        raise
-    except BaseException as exc:  # noqa: BLE001 - SystemExit too: the user's file must not end this process
-        raise ConfigurationError(f"{who}: `{path} imports without raising` must hold, but importing it raised "
-                                 f"{raised_in(path, exc)}. Fix the file: importing it must neither raise nor exit "
-                                 "(keep test code under `if __name__ == \"__main__\":`).") from None
-    finally:
-        sys.modules.pop(name, None)
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:  # noqa: BLE001 - SystemExit too: the user's file must not end this process
+            raise ConfigurationError(f"{who}: `{path} imports without raising` must hold, but importing it raised "
+                                     f"{raised_in(path, exc)}. Fix the file: importing it must neither raise nor "
+                                     "exit (keep test code under `if __name__ == \"__main__\":`).") from None
+        finally:
+            sys.modules.pop(name, None)
     return module
 
 
-def _jit_module(path: Path, text: str, imports: list[tuple[int, int]]) -> ModuleType:
+def _jit_module(path: Path, text: str, imports: list[tuple[int, int]]
+                ) -> tuple[ModuleType, dict[tuple[int, int], str]]:
     """Execute the reduced text of ``path`` as its module (compiled under the file's own name, so Triton reads each
-    function's source from the file, at the same lines). An import that fails is left out and the text run again:
+    function's source from the file, at the same lines), with the imports it dropped and why. An import that fails
+    (or a statement around one that reads a name such an import left undefined) is left out and the text run again:
     the JIT functions rarely need what the file's host code imports (torch)."""
     name = f"_compileiq_triton_jit_{hashlib.sha1(str(path).encode()).hexdigest()[:10]}"
     left = list(imports)
+    dropped: dict[tuple[int, int], str] = {}
     while True:
         module = ModuleType(name)
         module.__file__ = str(path)
         sys.modules[name] = module  # only while it executes (dataclasses and pickle look it up)
         try:
-            with _importable_beside(path.parent):
+            with _importable_beside(path) as package:
+                module.__package__ = package
                 exec(compile(text, str(path), "exec"), module.__dict__)  # the user's file, as an import runs it
-            return module
-        except ImportError as exc:
-            line = _line_in(path, exc)
+            return module, dropped
+        except (ImportError, NameError) as exc:  # (a NameError: a kept `if` choosing an import tests a name whose
+            line = _line_in(path, exc)            # own import was dropped)
             span = next((s for s in left if line is not None and s[0] <= line <= s[1]), None)
             if span is None:
                 raise
             left.remove(span)
+            dropped[span] = one_line(exc)
             text = blank_lines(text, [span])
         finally:
             sys.modules.pop(name, None)
@@ -166,6 +256,8 @@ def constexprs_of(fn: Any, given: Mapping[str, Any], who: str) -> dict[str, int 
     for p in fn.params:
         if p.is_constexpr and p.name not in out:
             default = defaults.get(p.name, inspect.Parameter.empty)
+            if type(default).__name__ == "constexpr" and hasattr(default, "value"):  # = tl.constexpr(3)
+                default = default.value
             if isinstance(default, (bool, int, float, str)):
                 out[p.name] = default
             else:
@@ -225,9 +317,15 @@ def compile_error(t: Triton, exc: BaseException, fn: Any, who: str, arch: str) -
     lines = [line.strip() for line in text.splitlines() if line.strip()][:_ERROR_LINES]
     said = " ".join(" / ".join(lines).split())
     said = (said if len(said) <= 300 else said[:300] + "...") or type(exc).__name__
+    missing = getattr(getattr(fn, "fn", None), "__globals__", {}).get(MISSING) or {}
+    why = [f"{name} is not defined here: {reason}" for name, reason in missing.items()
+           if reason and re.search(rf"\b{re.escape(name)}\b", said)]
+    fix = (f"Make that import work here (install what it needs, or import {'them' if len(why) > 1 else 'it'} "
+           "from a module that does)" if why else
+           "Fix the kernel, its signature or constants, or choose another --arch")
     return ConfigurationError(f"{who}: `it compiles for {arch}` must hold, but Triton {t.version} stopped with "
-                              f"{type(exc).__name__}{where}: {said}. Fix the kernel, its signature or constants, "
-                              f"or choose another --arch.")
+                              f"{type(exc).__name__}{where}: {said}{' (' + '; '.join(why) + ')' if why else ''}. "
+                              f"{fix}.")
 
 
 Attrs = dict[tuple[int, ...], list[list[Any]]]

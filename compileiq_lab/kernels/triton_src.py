@@ -265,7 +265,7 @@ def triton_ptx(module: Path, function: str, signature: Mapping[str, str] | str, 
     isa = _ptx_isa(ptx_version, target)
     _check_launch(who, num_warps, num_stages)
     t = Triton()
-    fn = jit_function(t, load_module(module, who), function, who)
+    fn = jit_function(t, load_module(module, who, function), function, who)
     values = constexprs_of(fn, constexprs, who)
     runtime = [p.name for p in fn.params if not p.is_constexpr and p.name not in values]
     types = parse_signature(signature, runtime) if isinstance(signature, str) else parse_signature(

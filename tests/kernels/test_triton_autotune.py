@@ -187,3 +187,32 @@ def test_autotune_config_is_refused_for_a_kernel_that_is_not_triton(tmp_path, mo
     monkeypatch.chdir(tmp_path)
     assert main(["tune", "reduction", "--autotune-config", "1", "--generations", "1"]) != 0
     assert "--autotune-config is a Triton kernel's option, but got kernel 'reduction'" in capsys.readouterr().err
+
+
+def test_a_return_under_a_switch_naming_no_backend_is_not_taken_for_the_list():
+    """Liger-Kernel's MoE helper returns one config when an environment switch turns autotuning off and builds its
+    list in loops otherwise: the list is not written out, so there is none to offer, not the switch's one config.
+    A backend's branch is still read as before."""
+    text = HEAD + '''import os
+AUTOTUNE_OFF = os.environ.get("AUTOTUNE_OFF") == "1"
+
+
+def configs():
+    if AUTOTUNE_OFF:
+        return [triton.Config({"BLOCK_M": 64, "BLOCK_N": 32}, num_warps=8)]
+    out = []
+    for m in (64, 128):
+        out.append(triton.Config({"BLOCK_M": m, "BLOCK_N": 32}, num_warps=4))
+    return out
+
+
+def hip_first():
+    if is_hip():
+        return [triton.Config({"BLOCK_M": 16, "BLOCK_N": 16})]
+    return [triton.Config({"BLOCK_M": 128, "BLOCK_N": 64})]
+
+
+@triton.autotune(configs=configs(), key=["n"])''' + KERNEL
+    assert autotune_configs(text, "k") == (None, "configs()")
+    hip = text.replace("configs=configs()", "configs=hip_first()")
+    assert [c.values for c in autotune_configs(hip, "k")[0]] == [{"BLOCK_M": 128, "BLOCK_N": 64}]

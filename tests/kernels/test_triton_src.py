@@ -337,3 +337,14 @@ def test_helpers_beside_the_file_import_and_wrappers_are_unwrapped(triton, tmp_p
     got = triton_ptx(tmp_path / "pkg" / "kern.py", "scale", "*fp32,i32", {"BLOCK": 64}, "sm_90a", tmp_path)
     assert sys.path == before
     assert got.entry == "scale" and got.constexprs == {"BLOCK": 64, "ODD": 3}  # the default filled in
+
+
+def test_a_constexpr_whose_default_is_a_module_constant_takes_its_value(triton, tmp_path):
+    """Liger-Kernel's kl_div: ``reduction: tl.constexpr = _REDUCTION_MODE_BATCHMEAN``, a ``tl.constexpr(3)``."""
+    (tmp_path / "kern.py").write_text(
+        "import triton\nimport triton.language as tl\n\n_MODE_SUM = tl.constexpr(2)\n\n\n@triton.jit\n"
+        "def k(x_ptr, n, BLOCK: tl.constexpr, MODE: tl.constexpr = _MODE_SUM):\n"
+        "    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)\n"
+        "    tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * MODE, mask=offs < n)\n")
+    got = triton_ptx(tmp_path / "kern.py", "k", "*fp32,i32", {"BLOCK": 64}, "sm_90a", tmp_path / "out")
+    assert got.constexprs == {"BLOCK": 64, "MODE": 2}

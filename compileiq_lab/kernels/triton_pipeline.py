@@ -157,7 +157,9 @@ def _why_missing(name: str, text: str, dropped: Mapping[tuple[int, int], str], d
             shown = " ".join(lines[first - 1].split())
             said = f"it comes from line {first} (`{shown}`), which failed here: {why}"
             behind = re.fullmatch(r"name '(\w+)' is not defined", why)
-            more = _why_missing(behind.group(1), text, dropped, depth - 1) if behind and depth else ""
+            if behind is None or not depth:
+                return said
+            more = _why_missing(behind.group(1), text, dropped, depth - 1)
             return f"{said}; {behind.group(1)}: {more}" if more else said
     return ""
 

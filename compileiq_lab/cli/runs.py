@@ -143,7 +143,7 @@ def _show(args: argparse.Namespace) -> int:
         print("\nfailures by status:")
         for status, n in sorted(failed.items()):
             first = next(r for r in res.records if r.status == status)
-            why = first.error.splitlines()[0][:120] if first.error else ""
+            why = first.error_line[:120]
             print(f"  {status}: {n} (e.g. eval {first.eval_id}: {why})")
     return 0
 

@@ -66,7 +66,7 @@ def baseline_stop_reason(kernel: KernelSpec, catalog: Catalog, record: EvalRecor
         return None
     detail = record.detail if isinstance(record.detail, Mapping) else {}
     stage = str(detail.get("failed_stage", ""))
-    first = next((line.strip() for line in record.error.splitlines() if line.strip()), record.status)
+    first = record.error_line or record.status
     searched = {c.stage for c in catalog.controls}
     if kernel.defines:
         searched.add(catalog.stages[0])  # -D knobs go to the first stage

@@ -21,7 +21,7 @@ from compileiq_lab.measure.runner import Runner
 from compileiq_lab.space import params as ss
 from compileiq_lab.space.catalogs.base import Catalog, controls_of, run_argv
 from compileiq_lab.toolchain.nvidia_acf import KEY as NVIDIA_ACF_KEY
-from compileiq_lab.toolchain.tools import keep_ends
+from compileiq_lab.toolchain.tools import keep_lines
 
 __all__ = ["MESSAGE_CHARS", "Built", "KernelEvaluator", "config_argv", "config_conflict", "finish_built",
            "kernel_space"]
@@ -224,7 +224,7 @@ class KernelEvaluator:
         with self._lock:
             self.stats["compiles"] += 1
         if not outcome.ok or outcome.path is None:
-            return Measurement(outcome.status, error=keep_ends(outcome.error, MESSAGE_CHARS),
+            return Measurement(outcome.status, error=keep_lines(outcome.error, MESSAGE_CHARS),
                                detail={"argv": argv, "failed_stage": outcome.stage})
         info = inspect_elf(outcome.path, kind=self.backend.binary_kind, entry=outcome.symbol)
         metrics = dict(outcome.metrics)

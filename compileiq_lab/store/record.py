@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,6 +39,12 @@ CREATE TABLE IF NOT EXISTS evals (
 MEMORY_SCHEMA = SCHEMA.replace("config_key  TEXT NOT NULL UNIQUE,", "config_key  TEXT NOT NULL,")
 
 
+#: A line that says why something failed: it names an error, a fatal one, or an exception.
+_SAYS_ERROR = re.compile(r"(?i)\b(fatal|error|exception)\b|[A-Za-z]+Error\b")
+#: An error line that only sums up those before it ("Ptx assembly aborted due to errors", "2 errors detected").
+_SUMMARY = re.compile(r"(?i)aborted due to errors|\berrors? detected\b|compilation terminated")
+
+
 @dataclass
 class EvalRecord:
     """One stored evaluation (one objective call)."""
@@ -53,6 +60,17 @@ class EvalRecord:
     started_at: float
     is_baseline: bool = False
     detail: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def error_line(self) -> str:
+        """The line of ``error`` that says why: the first that names an error or a fatal one and does not only sum up
+        the others (a compiler's info and warning lines before it skipped: "ptxas info : Overriding maximum register
+        limit ..." precedes the fatal "Insufficient registers", and "Ptx assembly aborted due to errors" follows
+        it), else its first line, else ""."""
+        lines = [line.strip() for line in self.error.splitlines() if line.strip()]
+        errors = [line for line in lines if _SAYS_ERROR.search(line)]
+        return next((line for line in errors if not _SUMMARY.search(line)), errors[0] if errors else
+                    lines[0] if lines else "")
 
     def to_row(self) -> tuple[Any, ...]:
         return (self.eval_id, self.generation, self.config_key, json.dumps(self.params, sort_keys=True),

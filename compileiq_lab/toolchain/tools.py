@@ -18,7 +18,7 @@ from typing import Any
 from compileiq_lab.exceptions import ConfigurationError
 
 __all__ = ["PROBE_TIMEOUT_S", "ToolResult", "cuda_include_dirs", "find_tool", "first_line", "keep_ends",
-           "kill_process_group", "probe_tool", "run_tool", "tool_version"]
+           "keep_lines", "kill_process_group", "probe_tool", "run_tool", "tool_version"]
 
 _TAIL = 2000
 #: Limit for a question to a compiler (``--version``, ``--help``, ``--list-gpu-arch``): a working one answers in
@@ -120,8 +120,8 @@ class ToolResult:
 
     def tail(self) -> str:
         """The compiler's output for an error row: whole up to ``_TAIL`` characters, else its start (the first error)
-        and its end (the last one, the summary), the cut marked (``keep_ends``)."""
-        return keep_ends((self.stderr + ("\n" + self.stdout if self.stdout.strip() else "")).strip(), _TAIL)
+        and its end (the last one, the summary), the cut marked, each line cut first (``keep_lines``)."""
+        return keep_lines((self.stderr + ("\n" + self.stdout if self.stdout.strip() else "")).strip(), _TAIL)
 
 
 def keep_ends(text: str, limit: int) -> str:
@@ -130,6 +130,16 @@ def keep_ends(text: str, limit: int) -> str:
         return text
     head = limit * 2 // 3
     return f"{text[:head]} [... {len(text) - limit} characters ...] {text[-(limit - head):]}"
+
+
+def keep_lines(text: str, limit: int, line_limit: int = 300) -> str:
+    """``text`` cut to about ``limit`` characters as ``keep_ends`` cuts it, each line first cut to ``line_limit``
+    (keeping its ends): a compiler names a C++ kernel by a symbol of thousands of characters, once per line, and the
+    line that says why (``Insufficient registers ... Try ... 42 or higher``) is then kept, not cut out in the middle
+    of the text."""
+    if len(text) <= limit:
+        return text
+    return keep_ends("\n".join(keep_ends(line, line_limit) for line in text.splitlines()), limit)
 
 
 def run_tool(argv: Sequence[str], timeout_s: float, cwd: str | Path | None = None) -> ToolResult:

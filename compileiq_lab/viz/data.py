@@ -93,10 +93,6 @@ def _ok_baseline(results: Results) -> EvalRecord | None:
     return None
 
 
-def _first_line(text: str) -> str:
-    return text.strip().splitlines()[0] if text.strip() else ""
-
-
 def hover_text(r: EvalRecord, objectives: Sequence[Objective]) -> str:
     """Hover text of one evaluation: id, generation, scores with their units and params (HTML-escaped)."""
     head = f"eval {r.eval_id} (generation {r.generation}){' baseline' if r.is_baseline else ''}"
@@ -163,14 +159,14 @@ def _failed_points(results: Results) -> dict[str, list[Any]]:
     bad = [r for r in results.records if not (r.status == "ok" and r.scores is not None)]
     return {
         "eval_id": [r.eval_id for r in bad], "generation": [r.generation for r in bad],
-        "status": [r.status for r in bad], "error": [_first_line(r.error) for r in bad],
+        "status": [r.status for r in bad], "error": [r.error_line for r in bad],
         "text": [failure_text(r) for r in bad]}
 
 
 def failure_text(r: EvalRecord) -> str:
     """Hover text of a failed evaluation: id, generation, status, the error's first line and params (HTML-escaped)."""
     return (f"eval {r.eval_id} (generation {r.generation}): {html.escape(r.status)}<br>"
-            f"{html.escape(_first_line(r.error))}<br>{params_text(r.params)}")
+            f"{html.escape(r.error_line)}<br>{params_text(r.params)}")
 
 
 # -- convergence -----------------------------------------------------------------------------
@@ -291,7 +287,7 @@ def failure_summary(results: Results) -> list[dict[str, Any]]:
         if r.status != "ok":
             groups.setdefault(r.status, []).append(r)
     rows: list[dict[str, Any]] = [{"status": status, "count": len(recs),
-             "examples": [{"eval_id": r.eval_id, "error": _first_line(r.error)} for r in recs[:_MAX_EXAMPLES]]}
+             "examples": [{"eval_id": r.eval_id, "error": r.error_line} for r in recs[:_MAX_EXAMPLES]]}
             for status, recs in groups.items()]
     rows.sort(key=lambda row: (-row["count"], row["status"]))
     return rows

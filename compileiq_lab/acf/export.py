@@ -38,11 +38,13 @@ def _relative(path: Path, root: Path) -> str | None:
     return text if _rel_path_ok(text) else None
 
 
-def build_section(kernel: KernelSpec, bundled: bool, nvidia_acf: str | None = None) -> dict[str, Any]:
-    """The ACF's build section of a kernel: its source relative to the working folder (None for a bundled kernel
-    or one too far away: verify then needs --kernel), its entry, include directories relative to the source's
-    folder, fixed defines and extra arguments; with ``nvidia_acf`` (a label), that NVIDIA control file relative to
-    the working folder with its sha256.
+def build_section(kernel: KernelSpec, bundled: bool, nvidia_acf: str | None = None,
+                  acf_folder: Path | None = None) -> dict[str, Any]:
+    """The ACF's build section of a kernel: its source relative to the folder the ACF is written to (``acf_folder``,
+    default the working folder; None for a bundled kernel or one too far away: verify then needs --kernel), its
+    entry, include directories relative to the source's folder, fixed defines and extra arguments; with
+    ``nvidia_acf`` (a label), that NVIDIA control file relative to the ACF's folder with its sha256. Relative to the
+    ACF's folder, an ACF finds its kernel from any working folder while the two keep their places.
 
     Raises:
         ConfigurationError: An include directory more than 8 levels above the kernel source's folder.
@@ -56,16 +58,17 @@ def build_section(kernel: KernelSpec, bundled: bool, nvidia_acf: str | None = No
                                      f"(at most 8 levels up, printable names), but {d} is not; keep the headers in "
                                      "the kernel's project")
         dirs.append(rel)
+    base = Path.cwd() if acf_folder is None else Path(acf_folder).resolve()
     ref = kernel.source_path if kernel.spec_file is None else kernel.folder
-    out = {**NO_BUILD, "source": None if bundled else _relative(ref, Path.cwd()), "entry": kernel.entry,
+    out = {**NO_BUILD, "source": None if bundled else _relative(ref, base), "entry": kernel.entry,
            "include_dirs": dirs, "defines": dict(kernel.build.defines), "args": list(kernel.build.args)}
     if nvidia_acf is not None:
         files = {}
         for acf in [kernel.nvidia_acfs[nvidia_acf]]:
-            rel = _relative(acf.path, Path.cwd())
+            rel = _relative(acf.path, base)
             if rel is None:
-                raise ConfigurationError(f"an ACF records NVIDIA control files relative to the working folder (at most "
-                                         f"8 levels up), but {acf.path} is not; export from a folder nearer to it")
+                raise ConfigurationError(f"an ACF records NVIDIA control files relative to its own folder (at most 8 "
+                                         f"levels up), but {acf.path} is not; write the ACF nearer to it")
             files[acf.label] = {"file": rel, "sha256": acf.sha256}
         out["nvidia_acfs"] = files
     return out
@@ -116,7 +119,7 @@ def _summary(validation: Validation, row: dict[str, Any], gpu: str | None, code_
 def point_acf(results: Results, rec: EvalRecord, kernel: KernelSpec, catalog: Catalog,
               meta: KernelMeta | Mapping[str, Any] | None = None, validation: Validation | None = None,
               controls: Mapping[str, Any] | None = None, dropped: Mapping[str, str] | None = None,
-              acf_name: str = "this.acf") -> ACF:
+              acf_name: str = "this.acf", acf_folder: Path | None = None) -> ACF:
     """The ACF of one evaluated point of a kernel run, with its re-measured speedup where the run has one.
 
     Args:
@@ -130,6 +133,7 @@ def point_acf(results: Results, rec: EvalRecord, kernel: KernelSpec, catalog: Ca
             minimal set (``compileiq_lab.kernels.minimal_controls``) with ``dropped`` saying what was left out.
         dropped: {control: why} of controls left out.
         acf_name: The file name the ACF is written to (the certificate's re-check command names it).
+        acf_folder: The folder it is written to (default: the working folder), which its paths are relative to.
 
     Raises:
         ConfigurationError: The run records no kernel facts, or the point breaks a rule of the format.
@@ -158,7 +162,7 @@ def point_acf(results: Results, rec: EvalRecord, kernel: KernelSpec, catalog: Ca
         ci = {"runtime": row["runtime_ci"], "speedup": [row["low"], row["high"]]}
         summary = _summary(validation, row, gpu, rec.detail.get("code_hash"), acf_name)
     own = results.baseline_scores_of(rec)  # the baseline its own GPU measured, on a cluster of several
-    build = build_section(kernel, "kernel_path" not in facts.extra, controls.get(NVIDIA_ACF_KEY))
+    build = build_section(kernel, "kernel_path" not in facts.extra, controls.get(NVIDIA_ACF_KEY), acf_folder)
     build["entry"] = _recorded_entry(kernel.entry, rec.detail.get("entry_symbol"))
     if facts.extra.get("headers_sha256"):
         build["headers_sha256"] = facts.extra["headers_sha256"]

@@ -64,12 +64,15 @@ class ACF:
         ci: Objective name -> [low, high] confidence interval, or [] where none ("speedup": the
             interval of the speedup over the baseline, from an interleaved re-measurement).
         code_hash: Hash of the machine code the point produced, or None.
+        folder: The folder of the file the ACF was read from or written to (None for one made in memory or read
+            from text), the base of its relative paths; not part of the document.
         run: Where it came from: {"store", "run_id", "eval_id", "seed"}.
         created: ISO-8601 creation time.
         host: {"platform": ..., "gpu": ...}.
         format: ACF_FORMAT when written; a read document keeps its version (ACF_FORMATS).
-        build: The fixed build context (version 2): source (the kernel file relative to the folder the ACF was
-            exported from, or null for a bundled kernel), entry (the tuned kernel of a multi-kernel file, or
+        build: The fixed build context (version 2): source (the kernel file relative to the ACF's own folder;
+            relative to the folder it was exported from in ACFs written before 2026-12; null for a bundled
+            kernel), entry (the tuned kernel of a multi-kernel file, or
             null), include_dirs (relative to the kernel source's folder), defines {NAME: VALUE} and extra
             args; none of it searched. Read from version 1: no context.
         dropped: Controls of the tuned point left out of ``controls`` because they had no effect (the compiler
@@ -99,6 +102,9 @@ class ACF:
     validation: dict[str, Any] | None = None
     build: dict[str, Any] = dataclasses.field(default_factory=lambda: json.loads(json.dumps(NO_BUILD)))
     dropped: dict[str, str] = dataclasses.field(default_factory=dict)
+    #: The folder of the file it was read from or written to (None for one made or read from text here): the base of
+    #: its relative paths (``build.source``). Not part of the document.
+    folder: Path | None = dataclasses.field(default=None, compare=False, repr=False)
 
     @classmethod
     def from_choice(cls, *, compiler: str, controls: Mapping[str, Any], argv: Mapping[str, Any],
@@ -129,6 +135,7 @@ class ACF:
     def to_dict(self) -> dict[str, Any]:
         """The document as plain JSON data (a deep copy; a version-1 document keeps its version-1 keys)."""
         doc = dataclasses.asdict(self)
+        doc.pop("folder")
         if self.format == ACF_FORMATS[0]:
             for key in _V2:
                 doc.pop(key)
@@ -157,6 +164,7 @@ class ACF:
         """Write the document to ``path`` (UTF-8) and return the path."""
         out = Path(path)
         out.write_text(self.to_json(), encoding="utf-8")
+        self.folder = out.resolve().parent
         return out
 
     def _need_cuda(self, what: str) -> None:
@@ -233,7 +241,9 @@ def load_acf(path_or_text: str | os.PathLike[str] | Mapping[str, Any]) -> ACF:
     if not isinstance(path_or_text, (str, os.PathLike)):
         raise _fail("input", "it is a path, JSON text or a dict", type(path_or_text).__name__,
                     "Pass the .acf file path.")
-    return _validate(_parse(_read_bounded(path_or_text), str(path_or_text)))
+    acf = _validate(_parse(_read_bounded(path_or_text), str(path_or_text)))
+    acf.folder = Path(path_or_text).resolve().parent
+    return acf
 
 
 def _refuse_kind(path: str | os.PathLike[str], mode: int) -> None:

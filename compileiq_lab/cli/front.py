@@ -8,14 +8,16 @@ from compileiq_lab.store import EvalRecord, Results
 __all__ = ["print_front"]
 
 
-def print_front(results: Results, run: KernelRun) -> None:
-    """The end of a tune run: its counts, the baseline, the Pareto front beside it and what the compiler taught."""
+def print_front(results: Results, run: KernelRun, before: int = 0) -> None:
+    """The end of a tune run: its counts (the compiles of this session, after ``before`` evaluations stored by
+    earlier ones), the baseline, the Pareto front beside it and what the compiler taught."""
     base = results.baseline_record
     names = results.objective_names
     sign = results.objectives[0].sign
     print(f"\n{len(results)} evaluations, statuses {results.status_counts()}, run {results.status}")
     st = run.evaluator.stats
-    print(f"compiles {st['compiles']}, conflicts skipped {st['conflicts']}, distinct machine code "
+    print(f"{f'this session ({len(results) - before} evaluations): ' if before else ''}"
+          f"compiles {st['compiles']}, conflicts skipped {st['conflicts']}, distinct machine code "
           f"{len(run.evaluator.code_hashes)} of {st['compiles']} compiled configs"
           + (f", runs saved by code-hash dedup {st['runs_saved']}" if st["runs"] else ""))
     print("objectives: " + "; ".join(o.label for o in results.objectives))

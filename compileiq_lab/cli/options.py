@@ -14,6 +14,7 @@ from compileiq_lab.acf.export import effective_params, point_acf
 from compileiq_lab.analysis.validation import MIN_ROUNDS
 from compileiq_lab.exceptions import ConfigurationError, did_you_mean
 from compileiq_lab.kernels import (
+    BLOCK_RULE,
     TRITON_PREFIX,
     BuildContext,
     KernelRun,
@@ -22,10 +23,12 @@ from compileiq_lab.kernels import (
     minimal_controls,
     optimisation_controls,
     refuse_fixed_controls,
+    triton_usage_error,
+    valid_block,
 )
 from compileiq_lab.store import EvalRecord, Results, Validation
 from compileiq_lab.store.pick import PICK_RULES, default_pick, pick_point
-from compileiq_lab.toolchain.context import parse_define
+from compileiq_lab.toolchain.context import check_extra_arg, parse_define
 
 __all__ = ["UsageError", "add_build_arguments", "add_pick_arguments", "add_triton_arguments", "build_options",
            "check_output_file", "check_pick", "duration", "export_point", "fraction", "int_at_least", "kernel_argument",
@@ -119,7 +122,8 @@ def add_build_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-I", "--include-dir", action="append", default=[], metavar="DIR",
                         help="a folder searched for headers (repeatable; fixed, not searched)")
     parser.add_argument("--define", action="append", default=[], metavar="NAME=VALUE",
-                        help="a fixed -D define (repeatable; not searched)")
+                        help="a fixed -D define (repeatable; not searched; NAME alone is NAME=1, as -DNAME is; a "
+                             "Triton kernel's constexpr takes NAME=VALUE)")
     parser.add_argument("--entry", default=None, help="the kernel of a multi-kernel .cu file to tune: its plain C++ "
                                                       "name, mangled name, template instantiation, or regex:PATTERN "
                                                       "found in one kernel's name (the kernels found are listed when "
@@ -165,8 +169,28 @@ def check_pick(rule: str | None, objectives: list[str]) -> None:
                          "those")
 
 
+def _check_defines(defines: list[str], triton: bool) -> None:
+    """Refuse defines that are wrong whatever the kernel (UsageError): a name given twice, and for a Triton kernel a
+    constexpr without a value."""
+    for d in defines:
+        try:
+            parse_define(d, "--define")
+        except ConfigurationError as exc:
+            raise UsageError(str(exc)) from None
+    names = [str(d).partition("=")[0] for d in defines]
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise UsageError(f"`--define names each define once` must hold, but got {', '.join(repeated)} more than once; "
+                         "keep the one value to use")
+    bare = [d for d in defines if triton and "=" not in str(d)]
+    if bare:
+        raise UsageError(f"`a Triton constexpr's --define gives its value (NAME=VALUE)` must hold, but got "
+                         f"--define {bare[0]}; write e.g. --define {bare[0]}=128")
+
+
 def kernel_argument(args: argparse.Namespace, out_dir: Path) -> str | KernelSpec:
     """The kernel a command names: a Triton reference compiled to PTX (into ``out_dir``), else the name as given."""
+    _check_defines(list(args.define or []), args.kernel.startswith(TRITON_PREFIX))
     if not args.kernel.startswith(TRITON_PREFIX):
         given = [flag for flag, value in (("--signature", args.signature), ("--num-warps", args.num_warps),
                                           ("--num-stages", args.num_stages),
@@ -179,6 +203,9 @@ def kernel_argument(args: argparse.Namespace, out_dir: Path) -> str | KernelSpec
         raise UsageError("a Triton kernel takes --signature, --define NAME=VALUE (its constexprs), "
                          "--num-warps, --num-stages and --autotune-config; -I, --block, --entry and arguments "
                          "after -- do not apply")
+    said = triton_usage_error(args.kernel, args.signature, args.num_warps)
+    if said:
+        raise UsageError(said)
     constexprs = dict(parse_define(d, "--define") for d in args.define)
     return load_triton_kernel(args.kernel, args.signature or "", constexprs, args.arch, out_dir,
                               num_warps=args.num_warps, num_stages=args.num_stages,
@@ -191,13 +218,16 @@ def build_options(args: argparse.Namespace) -> dict[str, Any]:
     if args.kernel.startswith(TRITON_PREFIX):
         return {}
     extra = list(getattr(args, "extra", []) or [])
-    try:
-        context = BuildContext.make(args.include_dir, args.define, extra, where="command line")
-    except ConfigurationError:
-        # not on the allow-list: where it is a CUDA compiler control (--use_fast_math, --fmad=false), say that
-        if Path(args.kernel).suffix != ".c":
-            refuse_fixed_controls(extra, "command line args")
-        raise
+    for tok in extra:
+        try:
+            check_extra_arg(tok, "command line args")
+        except ConfigurationError as exc:
+            # a ptxas control or an output choice is said as one (exit 1: a CUDA build's rule); anything else off
+            # the allow-list is wrong for any kernel (exit 2)
+            if Path(args.kernel).suffix != ".c":
+                refuse_fixed_controls([tok], "command line args")
+            raise UsageError(str(exc)) from None
+    context = BuildContext.make(args.include_dir, args.define, extra, where="command line")
     block = None
     if args.block:
         try:
@@ -205,6 +235,9 @@ def build_options(args: argparse.Namespace) -> dict[str, Any]:
         except ValueError:
             raise UsageError(f"--block must be X[,Y[,Z]] ints, but got {args.block!r}; write e.g. "
                              "--block 256") from None
+        if not valid_block(block):
+            raise UsageError(f"--block: `{BLOCK_RULE}` must hold, but got {args.block!r}; write e.g. --block 256 "
+                             "or --block 16,16")
     return {"entry": args.entry, "build": context or None, "block": block}
 
 
@@ -240,7 +273,7 @@ def export_point(args: argparse.Namespace, path: str, results: Results, run: Ker
         except ConfigurationError as exc:  # e.g. no compiler here: the point is written as it was
             print(f"note: the controls are not minimised ({str(exc)[:300]})", file=sys.stderr)
     acf = point_acf(results, rec, run.kernel, run.catalog, validation=validation, controls=controls, dropped=dropped,
-                    acf_name=Path(path).name)
+                    acf_name=Path(path).name, acf_folder=Path(path).resolve().parent)
     acf.write(path)
     print(f"exported eval {rec.eval_id} ({why}{', the default pick' if default else ''}) to {path}"
           + (f"; dropped as having no effect: {', '.join(sorted(acf.dropped))}" if acf.dropped else ""),

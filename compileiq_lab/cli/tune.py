@@ -273,6 +273,7 @@ def _tune(args: argparse.Namespace, run: KernelRun) -> int:
     if canary_s:
         count_run_time(search.store, canary_s)  # the budget is the whole command's, the canary's builds included
     _say_what_runs(args, search, run, len(warm), sources)
+    before = len(search.results.records)
     line = ProgressLine()
     handlers = logging.getLogger().handlers
     for h in handlers:
@@ -284,7 +285,7 @@ def _tune(args: argparse.Namespace, run: KernelRun) -> int:
         line.end()
         for h in handlers:
             h.removeFilter(line)
-    print_front(results, run)
+    print_front(results, run, before)
     validation = None
     n_rounds = 40 if args.validate is None else args.validate
     if run.timer is not None and n_rounds > 0 and results.status != "interrupted" and results.pareto_front():
@@ -315,7 +316,11 @@ def _canary(args: argparse.Namespace, run: KernelRun) -> float:
 def _say_what_runs(args: argparse.Namespace, search: Search, run: KernelRun, n_warm: int, sources: list[str]) -> None:
     """On stderr, before the run: a store that already holds more generations than asked, the warm start, and what
     is tuned over which controls for which objectives."""
-    done = max((r.generation for r in search.results.records), default=0)
+    stored = search.results.records
+    done = max((r.generation for r in stored), default=0)
+    if stored and done <= args.generations:
+        print(f"continuing the run in {search.store_path}: {len(stored)} evaluations of {done} generation(s) stored, "
+              f"up to generation {args.generations}", file=sys.stderr)
     if done > args.generations:
         print(f"note: {search.store_path} already holds {done} generations, more than --generations "
               f"{args.generations} asks for, so nothing new is evaluated; pass --generations {done + 1} or more to "

@@ -19,7 +19,15 @@ from compileiq_lab.kernels.choices import (
     offered_catalog,
     targets,
 )
-from compileiq_lab.kernels.load import ENV_VAR, kernels_root, list_kernels, load_kernel, load_triton_kernel
+from compileiq_lab.kernels.load import (
+    BLOCK_RULE,
+    ENV_VAR,
+    kernels_root,
+    list_kernels,
+    load_kernel,
+    load_triton_kernel,
+    valid_block,
+)
 from compileiq_lab.kernels.spec import GPU_LANGUAGES, BufferSpec, KernelSpec, eval_expr, refuse_fixed_controls
 from compileiq_lab.kernels.triton_autotune import autotune_choice
 from compileiq_lab.space.catalogs.base import CATEGORIES, one_line, shown_argv
@@ -27,6 +35,7 @@ from compileiq_lab.space.objectives import METRICS, Objective
 from compileiq_lab.toolchain.context import BuildContext
 
 __all__ = [
+    "BLOCK_RULE",
     "CATALOGS",
     "CATALOG_NAMES",
     "CATEGORIES",
@@ -65,13 +74,15 @@ __all__ = [
     "refuse_fixed_controls",
     "shown_argv",
     "targets",
+    "triton_usage_error",
+    "valid_block",
 ]
 
 if TYPE_CHECKING:
     from compileiq_lab.kernels.canary import CanaryResult, canary, check_canary, optimisation_controls
     from compileiq_lab.kernels.minimal import Minimal, minimal_controls
     from compileiq_lab.kernels.run import KernelRun
-    from compileiq_lab.kernels.triton_src import TRITON_PREFIX, parse_triton_ref
+    from compileiq_lab.kernels.triton_src import TRITON_PREFIX, parse_triton_ref, triton_usage_error
 
 
 def __getattr__(name: str) -> Any:
@@ -79,7 +90,8 @@ def __getattr__(name: str) -> Any:
     # unpickles a KernelSpec never needs them)
     if name == "KernelRun":
         return importlib.import_module("compileiq_lab.kernels.run").KernelRun
-    if name in ("TRITON_PREFIX", "parse_triton_ref"):  # with the Triton module, which the others never need
+    if name in ("TRITON_PREFIX", "parse_triton_ref", "triton_usage_error"):  # with the Triton module (the others
+        # never need it)
         return getattr(importlib.import_module("compileiq_lab.kernels.triton_src"), name)
     if name in ("Minimal", "minimal_controls"):
         return getattr(importlib.import_module("compileiq_lab.kernels.minimal"), name)

@@ -19,6 +19,7 @@ from compileiq_lab.measure.backends.cuda import CudaFull, CudaTwoStage, PtxModul
 from compileiq_lab.measure.cpu import CPU_METRICS
 from compileiq_lab.measure.gpu import GPU_METRICS, gpu_target, gpu_unavailable_reason
 from compileiq_lab.space.catalogs import Catalog, active, get_catalog
+from compileiq_lab.space.catalogs.cuda import fixed_controls
 from compileiq_lab.space.objectives import METRICS
 from compileiq_lab.toolchain.nvidia_acf import apply_controls_problem
 from compileiq_lab.toolchain.tools import find_tool
@@ -193,8 +194,9 @@ def check_limits(timeout_s: object, workers: object) -> None:
 
 def run_catalog(language: str, catalog: str | Catalog | None, name: str | None, controls: Sequence[str] | None,
              categories: Sequence[str] | None, tiers: Sequence[str] | None,
-             unsafe_math: bool) -> tuple[str, Catalog, tuple[tuple[str, str], ...], str]:
-    """(header name, the catalog searched, controls left out with why, a note) of a kernel run."""
+             unsafe_math: bool, fixed: Sequence[str] = ()) -> tuple[str, Catalog, tuple[tuple[str, str], ...], str]:
+    """(header name, the catalog searched, controls left out with why, a note) of a kernel run; a front-end control
+    the kernel's ``fixed`` arguments set (``--use_fast_math``) is left out of the search, as the build has it."""
     if catalog is None:
         catalog = CATALOGS[language][0]
     left_out: tuple[tuple[str, str], ...] = ()
@@ -207,6 +209,7 @@ def run_catalog(language: str, catalog: str | Catalog | None, name: str | None, 
         subset = controls is not None or categories is not None or tiers is not None
         chosen = catalog.select(names=controls, categories=categories, tiers=tiers,
                                 include_unsafe=unsafe_math) if subset else catalog
+    chosen, left_out = _without_fixed(chosen, language, controls, fixed, left_out)
     fits = {"frontend", "backend"} if language in GPU_LANGUAGES else {"c"}
     stages = {c.stage for c in chosen.controls} | set(chosen.stages)
     front = sorted(c.name for c in chosen.controls if c.stage == "frontend")
@@ -220,6 +223,33 @@ def run_catalog(language: str, catalog: str | Catalog | None, name: str | None, 
             f"catalog {chosen.compiler!r} controls stages {sorted(stages)}, but a {language} kernel takes "
             f"{sorted(fits)}; use {'nvcc, ptxas or nvrtc' if language == 'cuda' else 'gcc or clang'}")
     return name, chosen, left_out, note
+
+
+def _without_fixed(chosen: Catalog, language: str, controls: Sequence[str] | None, fixed: Sequence[str],
+                   left_out: tuple[tuple[str, str], ...]) -> tuple[Catalog, tuple[tuple[str, str], ...]]:
+    """``chosen`` less the controls the CUDA build's ``fixed`` arguments set, which join ``left_out``.
+
+    Raises:
+        ConfigurationError: A control named in ``controls`` is fixed too, or the fixed arguments leave nothing to
+            search.
+    """
+    fixed_by = fixed_controls(fixed) if language == "cuda" else {}
+    both = [c for c in controls or () if c in fixed_by]
+    if both:
+        raise ConfigurationError(f"`a control is searched or fixed, not both` must hold, but got {both[0]} in "
+                                 f"--controls and {fixed_by[both[0]]} among the build's fixed arguments; drop one of "
+                                 "the two")
+    drop = [c.name for c in chosen.controls if c.name in fixed_by]
+    if not drop:
+        return chosen, left_out
+    keep = [c.name for c in chosen.controls if c.name not in fixed_by]
+    if not keep:
+        raise ConfigurationError(f"`the search has a control the build does not fix` must hold, but every control of "
+                                 f"the space ({', '.join(drop)}) is set by the build's fixed arguments "
+                                 f"({', '.join(dict.fromkeys(fixed_by[n] for n in drop))}); search another space "
+                                 "(--space ptxas), or drop the fixed argument to search it")
+    why = tuple((n, f"the build fixes it ({fixed_by[n]})") for n in drop)
+    return chosen.select(names=keep), left_out + why
 
 
 def run_backend(k: KernelSpec, catalog: Catalog, arch: str, workdir: Path, timeout_s: float, *, two_stage: bool,

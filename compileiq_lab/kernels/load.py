@@ -18,8 +18,8 @@ from compileiq_lab.kernels.toml import SpecParser
 from compileiq_lab.toolchain.context import BuildContext
 from compileiq_lab.toolchain.nvidia_acf import load_nvidia_acfs
 
-__all__ = ["ENV_VAR", "MAX_SPEC_BYTES", "acf_kernel_ref", "acf_nvidia_file", "adapt_kernel", "kernel_ref",
-           "kernels_root", "list_kernels", "load_kernel", "load_triton_kernel"]
+__all__ = ["BLOCK_RULE", "ENV_VAR", "MAX_SPEC_BYTES", "acf_kernel_ref", "acf_nvidia_file", "adapt_kernel", "kernel_ref",
+           "kernels_root", "list_kernels", "load_kernel", "load_triton_kernel", "valid_block"]
 
 log = logging.getLogger(__name__)
 
@@ -99,13 +99,21 @@ def adapt_kernel(spec: KernelSpec, *, entry: str | None = None, build: BuildCont
     if block is not None:
         need(spec.spec_file is None, f"kernel {spec.name!r}", "--block is for bare source files", list(block),
              f"A kernel folder's block comes from [launch] in {spec.spec_file}.")
-        need(1 <= len(block) <= 3 and all(type(b) is int and 1 <= b <= 1024 for b in block)
-             and math.prod(block) <= 1024 and (len(block) < 3 or block[2] <= 64),
-             f"kernel {spec.name!r}", "the block is 1 to 3 ints between 1 and 1024 (z at most 64) whose product, "
-             "the threads per block, is at most 1024, as CUDA allows", list(block),
+        need(valid_block(block), f"kernel {spec.name!r}", BLOCK_RULE, list(block),
              "Pass e.g. --block 256 or --block 16,16.")
         changes["block"] = tuple(block)
     return dataclasses.replace(spec, **changes) if changes else spec  # type: ignore[arg-type]
+
+
+#: What a launch block given for a bare file must be (``valid_block``).
+BLOCK_RULE = ("the block is 1 to 3 ints between 1 and 1024 (z at most 64) whose product, the threads per block, is "
+              "at most 1024, as CUDA allows")
+
+
+def valid_block(block: Sequence[int]) -> bool:
+    """Whether ``block`` is a launch block CUDA allows (``BLOCK_RULE``)."""
+    return (1 <= len(block) <= 3 and all(type(b) is int and 1 <= b <= 1024 for b in block)
+            and math.prod(block) <= 1024 and (len(block) < 3 or block[2] <= 64))
 
 
 def _load(name_or_path: str | os.PathLike[str]) -> KernelSpec:
@@ -125,6 +133,13 @@ def _load(name_or_path: str | os.PathLike[str]) -> KernelSpec:
         name = (re.sub(r"[^A-Za-z0-9_.-]", "_", path.stem).lstrip(".-") or "kernel")[:128]
         return KernelSpec(name=name, language=language, source=path.name, entry=None, folder=path.parent,
                           source_path=path, description=f"static-only {language} file {path.name}")
+    if language and not path.exists():  # a file named by its path: say what is missing, not what a name may be
+        here = path.parent
+        near = sorted(p.name for p in here.glob(f"*{path.suffix}")) if here.is_dir() else []
+        raise ConfigurationError(f"load_kernel: `the kernel file exists` must hold, but got {text!r}: "
+                                 + (f"{here} has no {path.name}{did_you_mean(path.name, near)}" if here.is_dir()
+                                    else f"the folder {here} does not exist")
+                                 + ". Fix the path (a relative one starts at the working folder).")
     raise ConfigurationError(f"load_kernel: `the kernel is a bundled name, a folder with {SPEC_FILE} or a "
                              f".cu/.cuh/.ptx/.c file` must hold, but got {text!r}"
                              f"{did_you_mean(text, list_kernels())}. Use one of {list_kernels()} or fix the path.")
@@ -150,15 +165,16 @@ def _load_folder(folder: Path) -> KernelSpec:
 
 
 def acf_kernel_ref(name: str, source: str | None, acf_folder: Path | None) -> str:
-    """Where an ACF's kernel is: its recorded source relative to the working folder, else to the ACF's folder; a
-    bundled kernel (no source recorded) by its name. A recorded source found nowhere is an error, never the bundled
+    """Where an ACF's kernel is: its recorded source relative to the ACF's folder, else to the working folder (where
+    ACFs written before the ACF's folder was the base recorded it from); a bundled kernel (no source recorded) by
+    its name. A recorded source found nowhere is an error, never the bundled
     kernel of the same name (a user's ``softmax.cu`` is not the bundled ``softmax``)."""
     if source:
         found = _recorded(source, acf_folder, Path.exists)
         if found is not None:
             return str(found)
-        raise ConfigurationError(f"the ACF's kernel {source!r} (relative to the folder it was exported from) "
-                                 f"must be found, but it is not under {_places(Path.cwd(), acf_folder)}; "
+        raise ConfigurationError(f"the ACF's kernel {source!r} (relative to the ACF's folder) must be found, but it "
+                                 f"is not under {_places(acf_folder, Path.cwd())}; "
                                  "pass --kernel PATH (verify, validate --acf) or kernel= to name the kernel")
     return name
 
@@ -183,16 +199,17 @@ def kernel_ref(kernel: KernelSpec) -> str:
 
 
 def _recorded(relative: str, acf_folder: Path | None, found: Callable[[Path], bool]) -> Path | None:
-    """A path an ACF records (relative to the folder it was exported from): under the working folder, else under the
-    ACF's own folder, the first that ``found`` accepts."""
-    for base in (Path.cwd(), acf_folder):
+    """A path an ACF records (relative to its own folder; to the working folder it was exported from, in ACFs
+    written before): under the ACF's folder, else under the working folder, the first that ``found`` accepts."""
+    for base in (acf_folder, Path.cwd()):
         if base is not None and found(base / relative):
             return base / relative
     return None
 
 
 def acf_nvidia_file(label: str, entry: Mapping[str, str], acf_folder: Path | None) -> Path:
-    """An ACF's NVIDIA control file, found relative to the working folder or the ACF's, with the recorded content."""
+    """An ACF's NVIDIA control file, found relative to the ACF's folder or the working folder, with the recorded
+    content."""
     path = _recorded(entry["file"], acf_folder, Path.is_file)
     if path is not None:
         if hashlib.sha256(path.read_bytes()).hexdigest() != entry["sha256"]:
@@ -201,7 +218,7 @@ def acf_nvidia_file(label: str, entry: Mapping[str, str], acf_folder: Path | Non
                                      "the point was tuned with")
         return path
     raise ConfigurationError(f"the ACF's NVIDIA control file {entry['file']!r} ({label}) must be found relative to "
-                             f"{Path.cwd()} or {acf_folder}, but it is in neither; copy it there")
+                             f"{acf_folder} or {Path.cwd()}, but it is in neither; copy it there")
 
 
 def load_triton_kernel(ref: str, signature: str, constexprs: Mapping[str, Any], arch: str | None, out_dir: Path, *,

@@ -120,7 +120,7 @@ class KernelRun(ClusterStages):
         self.kernel = adapt_kernel(spec, entry=entry, build=build, block=block, nvidia_acfs=nvidia_acfs)
         language = self.kernel.language
         self.catalog_name, self.catalog, self.left_out, self.catalog_note = run_catalog(
-            language, catalog, catalog_name, controls, categories, tiers, unsafe_math)
+            language, catalog, catalog_name, controls, categories, tiers, unsafe_math, self.kernel.build.args)
         if language in GPU_LANGUAGES and "maxntid" in self.catalog.names and not self.kernel.block_threads():
             self.catalog_note = "; ".join(filter(None, [self.catalog_note, (
                 "--maxntid is searched without the kernel's launch block: a value below the threads per block it is "
@@ -199,8 +199,8 @@ class KernelRun(ClusterStages):
         Args:
             acf: The ACF.
             kernel: Another kernel name or path to load instead of the one the ACF names.
-            acf_folder: The ACF file's folder: ``build.source`` is looked up there when it is not found relative to
-                the working folder.
+            acf_folder: The ACF file's folder (default: the folder of the file the ACF was read from or written
+                to): ``build.source`` is looked up there first, then relative to the working folder.
             **options: Other KernelRun arguments (workdir, timeout_s, two_stage, ``objectives`` instead of the ACF's,
                 ``measure=True`` to measure, ...).
 
@@ -209,7 +209,8 @@ class KernelRun(ClusterStages):
                 says to pass ``kernel``).
         """
         names = options.pop("objectives", None)
-        args, kwargs = acf_arguments(acf, kernel, acf_folder, names)
+        folder = acf_folder if acf_folder is not None else getattr(acf, "folder", None)
+        args, kwargs = acf_arguments(acf, kernel, folder, names)
         return cls(*args, **{**kwargs, **options})
 
     # -- what a search needs (the Problem protocol of ``compileiq_lab.run``) ----------------------

@@ -33,7 +33,8 @@ from compileiq_lab.measure.build import write_atomic
 from compileiq_lab.measure.entries import ptx_entries, ptx_header
 
 __all__ = ["TRITON_DEFAULT_ARCH", "TRITON_MISSING", "TRITON_PREFIX", "TRITON_TYPES", "TritonPtx",
-           "installed_triton_version", "parse_signature", "parse_triton_ref", "triton_arch", "triton_ptx"]
+           "check_signature_text", "installed_triton_version", "parse_signature", "parse_triton_ref", "triton_arch",
+           "triton_ptx", "triton_ref_parts", "triton_usage_error"]
 
 log = logging.getLogger(__name__)
 
@@ -108,6 +109,17 @@ def installed_triton_version() -> str | None:
 def parse_triton_ref(ref: str) -> tuple[Path, str]:
     """``'triton:path/to/mod.py:func'`` -> (the file's resolved path, ``'func'``); the path is relative to the
     current folder unless absolute."""
+    path_text, function = triton_ref_parts(ref)
+    path = Path(path_text).expanduser()
+    resolved = path.resolve()
+    need(resolved.is_file(), "Triton kernel", "the file exists", str(resolved),
+         "Check the path (relative paths start at the current folder).")
+    return resolved, function
+
+
+def triton_ref_parts(ref: str) -> tuple[str, str]:
+    """The file and the function a ``'triton:path/to/mod.py:func'`` reference names, checked for its form only
+    (whatever the files here: a wrong form is wrong anywhere)."""
     who = "Triton kernel"
     form = f"a Triton kernel is named '{TRITON_PREFIX}path/to/file.py:function'"
     example = f"e.g. {TRITON_PREFIX}my_kernels.py:matmul_kernel"
@@ -118,13 +130,9 @@ def parse_triton_ref(ref: str) -> tuple[Path, str]:
     need(_IDENT.match(function) and not keyword.iskeyword(function), who,
          "the name after the last ':' is a Python function name", function,
          f"Name the @triton.jit function defined in {path_text}, {example}.")
-    path = Path(path_text).expanduser()
-    need(path.suffix == ".py", who, "the file is a Python file (.py)", path_text,
+    need(Path(path_text).suffix == ".py", who, "the file is a Python file (.py)", path_text,
          f"Name the .py file that defines {function}, {example}.")
-    resolved = path.resolve()
-    need(resolved.is_file(), who, "the file exists", str(resolved),
-         "Check the path (relative paths start at the current folder).")
-    return resolved, function
+    return path_text, function
 
 
 def _type_error(text: str, params: Sequence[str], why: str) -> ConfigurationError:
@@ -145,6 +153,51 @@ def _check_type(name: str, ty: str, text: str, params: Sequence[str]) -> str:
     return ty
 
 
+def _signature_items(text: str, params: Sequence[str] | None) -> tuple[list[str], list[str]]:
+    """A signature's items and those of them given as name=type, with every type checked (``params``: the function's
+    runtime parameters where known, for the messages)."""
+    listed = ", ".join(params) if params else "none" if params is not None else "its runtime parameters"
+    need(isinstance(text, str), "signature", "the signature is a text such as '*fp32,*fp32,i32'", text,
+         f"Give one type per runtime parameter ({listed}).")
+    items = [part.strip() for part in text.split(",")] if text.strip() else []
+    named = [item for item in items if "=" in item]
+    if named and len(named) != len(items):
+        raise fail("signature", "all types are given in order or all as name=type", text,
+                   f"Name every one or none; the function's runtime parameters are ({listed}).")
+    if params is None:  # (with the parameters known, parse_signature checks each type under its name)
+        for item in items:
+            name, _, ty = (part.strip() for part in item.rpartition("=")) if "=" in item else ("", "", item)
+            _check_type(name or "a parameter", ty, text, ["..."])
+    return items, named
+
+
+def check_signature_text(text: str) -> None:
+    """Refuse a signature that no kernel could take (an empty item, a type Triton does not have, names given for
+    some types only), whatever its function's parameters.
+
+    Raises:
+        ConfigurationError: Naming the rule, the value and the fix.
+    """
+    items, _ = _signature_items(text, None)
+    need(items and all(items), "signature", "one type per runtime parameter, comma-separated, none empty", text,
+         "Give the types, e.g. '*fp32:16,*fp32:16,i32' (leave --signature out for a kernel without runtime "
+         "parameters).")
+
+
+def triton_usage_error(ref: str, signature: str | None, num_warps: int | None) -> str | None:
+    """What makes a Triton kernel's command line wrong whatever its file (a reference without its function, a
+    signature no kernel takes, a ``num_warps`` Triton cannot launch with), or None."""
+    try:
+        triton_ref_parts(ref)
+        if signature is not None:
+            check_signature_text(signature)
+        if num_warps is not None:
+            _check_launch("--num-warps", num_warps, 1)
+    except ConfigurationError as exc:
+        return str(exc)
+    return None
+
+
 def parse_signature(text: str, function_params: Sequence[str]) -> dict[str, str]:
     """The types of a kernel's runtime parameters: ``'*fp32,*fp32,*fp32,i32'`` (one per parameter, in order) or
     ``'x_ptr=*fp32,n=i32'`` -> ``{param: type}`` in ``function_params`` order.
@@ -155,13 +208,7 @@ def parse_signature(text: str, function_params: Sequence[str]) -> dict[str, str]
     """
     params = list(function_params)
     listed = ", ".join(params) or "none"
-    need(isinstance(text, str), "signature", "the signature is a text such as '*fp32,*fp32,i32'", text,
-         f"Give one type per runtime parameter ({listed}).")
-    items = [part.strip() for part in text.split(",")] if text.strip() else []
-    named = [item for item in items if "=" in item]
-    if named and len(named) != len(items):
-        raise fail("signature", "all types are given in order or all as name=type", text,
-                   f"Name every one or none; the function's runtime parameters are ({listed}).")
+    items, named = _signature_items(text, params)
     if not named:
         need(len(items) == len(params), "signature",
              f"one type per runtime parameter of the function ({listed}), in order", text,

@@ -14,11 +14,16 @@ from compileiq_lab.exceptions import ConfigurationError
 __all__ = ["EXTRA_ARG_PREFIXES", "BuildContext", "check_extra_arg", "parse_define"]
 
 #: Extra fixed arguments a build context may carry: language dialect, warnings and front-end switches that change
-#: how the source is read, never where outputs go or which other files or tools are used.
+#: how the source is read or compiled (a C compiler's -f and -m, CUDA's math and vectorisation switches such as
+#: --use_fast_math, which a CUDA run then leaves out of its search), never where outputs go or which other files or
+#: tools are used.
 EXTRA_ARG_PREFIXES = ("-std=", "--std=", "--expt-relaxed-constexpr", "--expt-extended-lambda", "--extended-lambda",
                       "-U", "-w", "--disable-warnings", "-W", "--diag-suppress=", "-diag-suppress=",
                       "--diag-warn=", "--diag-error=", "--default-stream=", "-f", "-m", "--Werror=",
-                      "-Wno-deprecated-gpu-targets", "-fpermissive")
+                      "-Wno-deprecated-gpu-targets", "-fpermissive", "--use_fast_math", "-use_fast_math", "--ftz=",
+                      "--prec-div=", "-prec-div=", "--prec-sqrt=", "-prec-sqrt=", "--fmad=",
+                      "--extra-device-vectorization", "-extra-device-vectorization", "--restrict", "-restrict",
+                      "--jump-table-density=", "-jump-table-density=")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _VALUE = re.compile(r"[A-Za-z0-9_.+-]*\Z")
 _ARG = re.compile(r"[A-Za-z0-9_.+=,:-]+\Z")
@@ -45,7 +50,7 @@ def check_extra_arg(tok: str, where: str = "build args") -> str:
         raise _fail(where, "include directories and defines go in their own fields", tok,
                     "Use -I/--include-dir and --define NAME=VALUE (kernel.toml: [build] include_dirs, defines).")
     if tok.startswith(_REFUSED) or not tok.startswith(EXTRA_ARG_PREFIXES):
-        raise _fail(where, f"an extra argument starts with one of {list(EXTRA_ARG_PREFIXES)}", tok,
+        raise _fail(where, f"an extra argument starts with one of {' '.join(EXTRA_ARG_PREFIXES)}", tok,
                     "Use a dialect, warning or front-end switch (e.g. -std=c++17, --expt-relaxed-constexpr); "
                     "searched controls belong in the search space, outputs and paths are chosen by the tool.")
     return tok

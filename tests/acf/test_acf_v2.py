@@ -42,7 +42,7 @@ def test_a_moved_kernel_is_never_taken_for_the_bundled_one_of_its_name(tmp_path:
     assert acf_kernel_ref("softmax", None, tmp_path) == "softmax"  # an ACF of the bundled kernel records no source
     with pytest.raises(ConfigurationError, match="'softmax.cu' .* must be found, but it is not under") as err:
         acf_kernel_ref("softmax", "softmax.cu", tmp_path / "acfs")  # a user's softmax.cu, moved away
-    assert "--kernel PATH" in str(err.value) and f"{tmp_path.resolve()} nor under {(tmp_path / 'acfs').resolve()}" \
+    assert "--kernel PATH" in str(err.value) and f"{(tmp_path / 'acfs').resolve()} nor under {tmp_path.resolve()}" \
         in str(err.value)
     with pytest.raises(ConfigurationError) as once:  # the ACF in the working folder: the folder said once
         acf_kernel_ref("softmax", "softmax.cu", tmp_path)
@@ -81,3 +81,35 @@ def test_bad_build_sections_are_refused(field: str, value: Any, match: str) -> N
     doc["build"][field] = value
     with pytest.raises(ConfigurationError, match=match):
         load_acf(doc)
+
+
+def test_an_acf_written_elsewhere_finds_its_kernel_from_its_own_folder(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """Exported from the kernel's folder into another one (``--export ../../best.acf``), the ACF records the source
+    relative to itself: verify finds it from the ACF's folder or any other, as long as the two stay where they are."""
+    from compileiq_lab.acf.export import build_section
+    from compileiq_lab.kernels import load_kernel
+    from compileiq_lab.kernels.load import acf_kernel_ref
+
+    project, acfs, elsewhere = tmp_path / "repo" / "lecture_12", tmp_path / "acfs", tmp_path / "elsewhere"
+    for folder in (project, acfs, elsewhere):
+        folder.mkdir(parents=True)
+    (project / "flash.cu").write_text("__global__ void k(float* x) { x[threadIdx.x] *= 2.f; }\n")
+    monkeypatch.chdir(project)  # exported from the kernel's folder
+    section = build_section(load_kernel("flash.cu"), False, acf_folder=acfs)
+    assert section["source"] == "../repo/lecture_12/flash.cu"
+    for cwd in (acfs, elsewhere, project):
+        monkeypatch.chdir(cwd)
+        assert Path(acf_kernel_ref("flash", section["source"], acfs)).resolve() == (project / "flash.cu").resolve()
+    monkeypatch.chdir(project)
+    assert build_section(load_kernel("flash.cu"), False)["source"] == "flash.cu"  # no folder given: the working one
+
+
+def test_an_acf_knows_the_folder_it_was_read_from_or_written_to(tmp_path: Path) -> None:
+    acf = _acf(build=BUILD)
+    assert acf.folder is None and "folder" not in acf.to_dict()
+    (tmp_path / "out").mkdir()
+    acf.write(tmp_path / "out" / "a.acf")
+    assert acf.folder == (tmp_path / "out").resolve()
+    again = load_acf(tmp_path / "out" / "a.acf")
+    assert again.folder == (tmp_path / "out").resolve() and again == acf and "folder" not in again.to_json()

@@ -325,14 +325,37 @@ def test_tune_show_export_and_the_report_pick_one_representative(tmp_path):
 
 
 @needs_cuda
-@pytest.mark.parametrize("arg, control", [("--use_fast_math", "use_fast_math"), ("--fmad=false", "fmad"),
-                                          ("-ftz=true", "ftz")])
-def test_a_compiler_control_after_the_double_dash_is_named(tmp_path, arg, control):
-    """Whatever its spelling (off the allow-list or on it), a fixed argument that is a control is said to be one."""
-    (tmp_path / "k.cu").write_text("__global__ void k(float *x) { x[threadIdx.x] *= 2; }\n")
-    out = cli("tune", "k.cu", "--generations", "1", "--", arg, cwd=tmp_path)
-    assert out.returncode == 1 and "Traceback" not in out.stderr
-    assert f"It sets the compiler control {control!r}" in out.stderr and "--controls NAME" in out.stderr, out.stderr
+def test_a_front_end_control_after_the_double_dash_is_the_builds_and_left_out_of_the_search(tmp_path):
+    """A repository's build with --use_fast_math (cuda_hgemm's release build) is tuned as it is built: the switch
+    reaches every compile and the search leaves it and the controls it implies alone; searching one of them as well
+    is refused, and a ptxas control given fixed still is (it would never reach ptxas)."""
+    (tmp_path / "k.cu").write_text("__global__ void k(float *x) { x[threadIdx.x] = sqrtf(x[threadIdx.x]) / 3.f; }\n")
+    out = cli("tune", "k.cu", "--space", "nvcc", "--unsafe-math", "--generations", "1", "--store", "r.db", "--",
+              "--use_fast_math", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    for control in ("use_fast_math", "ftz", "prec_div", "prec_sqrt", "fmad"):
+        assert f"note: {control} left out: the build fixes it (--use_fast_math)" in out.stderr
+    res = load_results(tmp_path / "r.db")
+    assert res.header.metadata["build"]["args"] == ["--use_fast_math"]
+    assert not {"use_fast_math", "ftz", "fmad"} & {k for r in res.records for k in r.params}
+    both = cli("tune", "k.cu", "--space", "nvcc", "--controls", "ftz", "--store", "b.db", "--", "-ftz=true",
+               cwd=tmp_path)
+    assert both.returncode == 1 and "`a control is searched or fixed, not both` must hold" in both.stderr
+    ptxas = cli("tune", "k.cu", "--store", "p.db", "--", "-maxrregcount=32", cwd=tmp_path)
+    assert ptxas.returncode == 1 and "It sets the ptxas control 'maxrregcount'" in ptxas.stderr, ptxas.stderr
+
+
+@needs_cuda
+def test_the_front_end_switch_reaches_the_code_measured(tmp_path):
+    (tmp_path / "k.cu").write_text("__global__ void k(float *x) { x[threadIdx.x] = sqrtf(x[threadIdx.x]) / 3.f; }\n")
+    sass = []
+    for extra in ([], ["--", "--use_fast_math"]):
+        out = cli("tune", "k.cu", "--space", "ptxas", "--objectives", "sass_instructions", "--generations", "1",
+                  "--store", f"r{len(extra)}.db", *extra, cwd=tmp_path)
+        assert out.returncode == 0, out.stderr
+        base = load_results(tmp_path / f"r{len(extra)}.db").baseline_record
+        sass.append(base.scores[0])
+    assert sass[1] < sass[0]  # approximate sqrt and division: fewer instructions than IEEE-rounded ones
 
 
 @needs_cuda

@@ -130,6 +130,14 @@ def test_a_name_no_run_has_is_a_usage_error(tmp_path, option, value, said):
     (["tune", "stencil_c", "--num-warps", "4"], "--num-warps is a Triton kernel's option"),
     (["validate", "run.db", "--rounds", "9"], "argument --rounds: `an integer >= 10` must hold"),
     (["validate", "--acf", "best.acf", "--tolerance", "nan"], "argument --tolerance: `a number in [0, 1)` must hold"),
+    (["tune", "stencil_c", "--define", "N=64", "--define", "N=128"], "`--define names each define once` must hold"),
+    # a Triton kernel's command line wrong whatever its file (none exists here): the form, the types, the options
+    (["tune", "triton:k.py"], "a Triton kernel is named 'triton:path/to/file.py:function'"),
+    (["tune", "triton:k.py:"], "the name after the last ':' is a Python function name"),
+    (["tune", "triton:k.py:k", "--signature", ""], "comma-separated, none empty` must hold, but got ''"),
+    (["tune", "triton:k.py:k", "--signature", "*half,i32"], "every type is a Triton type"),
+    (["tune", "triton:k.py:k", "--num-warps", "3"], "`num_warps is a power of 2 from 1 to 32` must hold, but got 3"),
+    (["tune", "triton:k.py:k", "--define", "BLOCK"], "gives its value (NAME=VALUE)` must hold, but got --define BLOCK"),
 ])
 def test_options_that_do_not_fit_together_are_usage_errors(tmp_path, args, said):
     out = cli(*args, cwd=tmp_path)
@@ -154,3 +162,16 @@ def test_arch_for_a_c_kernel_is_refused_not_ignored(tmp_path):
     assert out.returncode == 1, out.stderr
     assert "--arch 'sm_90'" in out.stderr and "C kernel" in out.stderr and "drop --arch" in out.stderr
     assert "checking that the controls" not in out.stderr and not (tmp_path / "x.db").exists()
+
+
+@needs_gcc
+def test_a_continued_run_says_so_and_counts_this_sessions_compiles_apart(tmp_path):
+    assert cli("tune", "stencil_c", "--objectives", "text_bytes", "--generations", "1", "--store", "s.db",
+               cwd=tmp_path).returncode == 0
+    more = cli("tune", "stencil_c", "--objectives", "text_bytes", "--generations", "2", "--store", "s.db", cwd=tmp_path)
+    assert more.returncode == 0, more.stderr
+    stored = len(load_results(str(tmp_path / "s.db")).records)
+    first = stored - int(more.stdout.split("this session (")[1].split(" evaluations")[0])
+    assert f"continuing the run in s.db: {first} evaluations of 1 generation(s) stored, up to generation 2" \
+        in more.stderr
+    assert f"{stored} evaluations, statuses" in more.stdout and "this session (" in more.stdout

@@ -355,6 +355,11 @@ def test_bare_cuda_file_loads_as_static_only(tmp_path: Path) -> None:
 def test_unknown_names_and_suffixes_are_rejected(tmp_path: Path) -> None:
     with pytest.raises(ConfigurationError, match=r"bundled name.*'nope'.*Use one of \['attention'"):
         load_kernel("nope")
+    (tmp_path / "k6.ptx").write_text("//\n")  # a source file named by a path that misses: what is missing is said
+    with pytest.raises(ConfigurationError, match=r"kernel file exists.*has no k6\.cu\.ptx \(did you mean 'k6\.ptx'"):
+        load_kernel(tmp_path / "k6.cu.ptx")
+    with pytest.raises(ConfigurationError, match=r"the folder .*gone does not exist"):
+        load_kernel(tmp_path / "gone" / "k.cu")
     (tmp_path / "k.f90").write_text("end\n")
     with pytest.raises(ConfigurationError, match="must hold"):
         load_kernel(tmp_path / "k.f90")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
 import shlex
 import subprocess
 from pathlib import Path
@@ -98,7 +99,8 @@ def test_public_cu_file_tunes_exports_reapplies_and_verifies(case: tuple, monkey
     acf = load_acf(acf_path)
     assert acf.format == "compileiq-lab-acf/2"
     assert acf.build["entry"] == entry and acf.build["include_dirs"] == includes
-    assert acf.build["source"] == source.name  # relative to where it was exported from, never absolute
+    # relative to the ACF's own folder (here far from the kernel's), never absolute
+    assert acf.build["source"] == Path(os.path.relpath(source, acf_path.resolve().parent)).as_posix()
     res = load_results(str(store))
     ok = [r for r in res.records if r.status == "ok"]
     assert ok and all(r.detail.get("entry_symbol") == symbol for r in ok)

@@ -483,8 +483,8 @@ def test_a_bare_file_takes_its_fixed_defines_and_arguments_from_the_form(tmp_pat
     form = RunForm()
     form.path.value = "k.cu"
     assert form.defines.layout.display == "" and form.args.layout.display == ""
-    form.args.value = "--use_fast_math"
-    assert "--use_fast_math" in form.note.value and "searched" in form.note.value  # a control, refused as the CLI does
+    form.args.value = "-maxrregcount=32"
+    assert "-maxrregcount=32" in form.note.value and "ptxas control" in form.note.value  # refused as the CLI does
     form.args.value = "-std=c++17 '--expt-relaxed"
     assert "fixed args: must split as a shell would" in form.note.value
     form.args.value = "-std=c++17 --expt-relaxed-constexpr"

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from typing import Any
 
 from compileiq_lab import space as ss
 from compileiq_lab.space.catalogs.base import Catalog, Conflict, Control
 
-__all__ = ["NVCC", "NVCC_FRONTEND", "NVRTC", "PTXAS", "fixed_arg_problem"]
+__all__ = ["NVCC", "NVCC_FRONTEND", "NVRTC", "PTXAS", "fixed_arg_problem", "fixed_controls"]
 
 _BOOL = [True, False]
 
@@ -189,30 +190,43 @@ def _control_spellings() -> dict[str, Control]:
 
 
 #: The rule a CUDA build's fixed arguments keep (see ``fixed_arg_problem``).
-FIXED_ARG_RULE = ("a fixed argument of a CUDA build (after --, or [build] args) is neither a searched compiler "
-                  "control nor an output choice")
+FIXED_ARG_RULE = ("a fixed argument of a CUDA build (after --, or [build] args) is neither a ptxas control nor an "
+                  "output choice")
+#: Front-end controls a fixed one sets too (nvcc's --use_fast_math is --ftz=true --prec-div=false
+#: --prec-sqrt=false --fmad=true).
+_IMPLIED = {"use_fast_math": ("ftz", "prec_div", "prec_sqrt", "fmad")}
 
 
 def fixed_arg_fix(problem: str) -> str:
     """What a message about a refused fixed argument says: why (``fixed_arg_problem``'s answer), then the fix."""
     return (f"{problem[:1].upper()}{problem[1:]}. Drop it: search the control instead (--controls NAME; "
             "`compileiq-lab catalog` lists each control's values), or keep only dialect, warning and front-end "
-            "switches such as -std=c++17.")
+            "switches such as -std=c++17 or --use_fast_math.")
 
 
 def fixed_arg_problem(arg: str) -> str | None:
     """Why a fixed argument may not go in a CUDA build, or None. Fixed arguments reach only the front end (``nvcc
     -ptx``, NVRTC) while ptxas builds each candidate, so a ptxas control given as one (``-maxrregcount=16``) would be
-    missing from the code measured though a real build has it; a front-end control (``-ftz=true``) is the search's to
-    set per candidate; an option that picks the output (``-fatbin``) is the tool's to choose."""
+    missing from the code measured though a real build has it; an option that picks the output (``-fatbin``) is the
+    tool's to choose. A front-end control (``--use_fast_math``, ``-ftz=true``) is the build's as the user has it:
+    it is left out of the search (``fixed_controls``)."""
     name = _option_name(arg)
     if name in _OUTPUT_OPTIONS:
         return "it chooses what nvcc writes, which the tool chooses"
     control = _control_spellings().get(name)
-    if control is None:
+    if control is None or control.stage != "backend":
         return None
-    if control.stage == "backend":
-        return (f"it sets the ptxas control {control.name!r}: fixed arguments reach only the front end (nvcc -ptx, "
-                "NVRTC), so the code measured would lack it while a real build has it")
-    return (f"it sets the compiler control {control.name!r}, which the search sets per candidate (and the baseline "
-            "leaves at the compiler's default)")
+    return (f"it sets the ptxas control {control.name!r}: fixed arguments reach only the front end (nvcc -ptx, "
+            "NVRTC), so the code measured would lack it while a real build has it")
+
+
+def fixed_controls(args: Sequence[str]) -> dict[str, str]:
+    """The front-end controls a CUDA build's fixed arguments set (those they imply included), each with the argument
+    that sets it: the search leaves them as the build has them."""
+    out: dict[str, str] = {}
+    for arg in args:
+        control = _control_spellings().get(_option_name(arg))
+        if control is not None and control.stage != "backend":
+            for name in (control.name, *_IMPLIED.get(control.name, ())):
+                out.setdefault(name, arg)
+    return out

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -26,6 +27,8 @@ if TYPE_CHECKING:
 
 __all__ = ["build_section", "effective_params", "full_controls", "point_acf"]
 
+log = logging.getLogger(__name__)
+
 
 def effective_params(rec: EvalRecord) -> dict[str, Any]:
     """A point's controls without those the compiler said it ignored (what the point really was)."""
@@ -41,7 +44,8 @@ def _relative(path: Path, root: Path) -> str | None:
 def build_section(kernel: KernelSpec, bundled: bool, nvidia_acf: str | None = None,
                   acf_folder: Path | None = None) -> dict[str, Any]:
     """The ACF's build section of a kernel: its source relative to the folder the ACF is written to (``acf_folder``,
-    default the working folder; None for a bundled kernel or one too far away: verify then needs --kernel), its
+    default the working folder; relative to the working folder where the ACF's is too far from it; None for a
+    bundled kernel or one too far from both, with a warning: verify then needs --kernel), its
     entry, include directories relative to the source's folder, fixed defines and extra arguments; with
     ``nvidia_acf`` (a label), that NVIDIA control file relative to the ACF's folder with its sha256. Relative to the
     ACF's folder, an ACF finds its kernel from any working folder while the two keep their places.
@@ -58,14 +62,18 @@ def build_section(kernel: KernelSpec, bundled: bool, nvidia_acf: str | None = No
                                      f"(at most 8 levels up, printable names), but {d} is not; keep the headers in "
                                      "the kernel's project")
         dirs.append(rel)
-    base = Path.cwd() if acf_folder is None else Path(acf_folder).resolve()
+    bases = [Path.cwd()] if acf_folder is None else [Path(acf_folder).resolve(), Path.cwd()]
     ref = kernel.source_path if kernel.spec_file is None else kernel.folder
-    out = {**NO_BUILD, "source": None if bundled else _relative(ref, base), "entry": kernel.entry,
+    source = None if bundled else next((r for r in (_relative(ref, b) for b in bases) if r is not None), None)
+    if source is None and not bundled:
+        log.warning("the ACF records no kernel source: %s is more than 8 folders from the ACF's folder and from the "
+                    "working folder, so verify and validate --acf need --kernel %s", ref, ref)
+    out = {**NO_BUILD, "source": source, "entry": kernel.entry,
            "include_dirs": dirs, "defines": dict(kernel.build.defines), "args": list(kernel.build.args)}
     if nvidia_acf is not None:
         files = {}
         for acf in [kernel.nvidia_acfs[nvidia_acf]]:
-            rel = _relative(acf.path, base)
+            rel = next((r for r in (_relative(acf.path, b) for b in bases) if r is not None), None)
             if rel is None:
                 raise ConfigurationError(f"an ACF records NVIDIA control files relative to its own folder (at most 8 "
                                          f"levels up), but {acf.path} is not; write the ACF nearer to it")

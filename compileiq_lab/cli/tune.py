@@ -40,6 +40,7 @@ from compileiq_lab.kernels import (
     KernelRun,
     active_catalog,
     check_canary,
+    fixed_controls,
 )
 from compileiq_lab.run import Search
 from compileiq_lab.run.start import count_run_time
@@ -244,10 +245,15 @@ def run_tune(args: argparse.Namespace) -> int:
     if args.export:
         check_output_file(args.export, "--export")
     objectives = _objectives(args.objectives)  # before a Triton kernel is compiled
+    controls = _known(args.controls, "--controls", CONTROL_NAMES, "controls of a catalog")
+    fixed = fixed_controls(list(getattr(args, "extra", None) or []))
+    both = [c for c in controls or [] if c in fixed]
+    if both:
+        raise UsageError(f"`a control is searched or fixed, not both` must hold, but got {both[0]} in --controls and "
+                         f"{fixed[both[0]]} after --; drop one of the two")
     remote = args.executor != "local"  # the workers build and measure; nothing is measured in this process
     run = KernelRun(kernel_argument(args, (Path(args.store).parent if args.store else Path(DEFAULT_DIR)) / "triton"),
-                    _space(args.space), objectives, arch=args.arch,
-                    controls=_known(args.controls, "--controls", CONTROL_NAMES, "controls of a catalog"),
+                    _space(args.space), objectives, arch=args.arch, controls=controls,
                     categories=_known(args.categories, "--categories", CATEGORIES, "control categories"),
                     unsafe_math=args.unsafe_math, two_stage=not args.full_nvcc,
                     timeout_s=args.timeout, workdir=args.workdir, workers=args.workers, nvidia_acfs=args.nvidia_acf,
@@ -318,13 +324,15 @@ def _say_what_runs(args: argparse.Namespace, search: Search, run: KernelRun, n_w
     is tuned over which controls for which objectives."""
     stored = search.results.records
     done = max((r.generation for r in stored), default=0)
-    if stored and done <= args.generations:
+    ended = search.results.header.stop_reason == "generations" and done >= args.generations
+    if done > args.generations or (stored and ended):
+        print(f"note: {search.store_path} already holds {done} generations, "
+              f"{'more than' if done > args.generations else 'as many as'} --generations {args.generations} asks "
+              f"for, so nothing new is evaluated; pass --generations {done + 1} or more to continue it",
+              file=sys.stderr)
+    elif stored:
         print(f"continuing the run in {search.store_path}: {len(stored)} evaluations of {done} generation(s) stored, "
               f"up to generation {args.generations}", file=sys.stderr)
-    if done > args.generations:
-        print(f"note: {search.store_path} already holds {done} generations, more than --generations "
-              f"{args.generations} asks for, so nothing new is evaluated; pass --generations {done + 1} or more to "
-              "continue it", file=sys.stderr)
     if sources:
         print(f"warm start: {n_warm} configs from the fronts of {len(sources)} earlier run(s) "
               f"({', '.join(sources[:3])}{' ...' if len(sources) > 3 else ''})", file=sys.stderr)

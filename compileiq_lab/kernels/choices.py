@@ -35,6 +35,7 @@ __all__ = [
     "check_limits",
     "check_objectives",
     "default_objectives",
+    "fixed_controls",
     "gpu_arch",
     "gpu_reason",
     "objective_choices",

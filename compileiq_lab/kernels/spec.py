@@ -26,7 +26,7 @@ from compileiq_lab.kernels.rules import (
     show_int,
 )
 from compileiq_lab.space.catalogs.cuda import FIXED_ARG_RULE, fixed_arg_fix, fixed_arg_problem
-from compileiq_lab.toolchain.context import BuildContext
+from compileiq_lab.toolchain.context import CUDA_ARG_PREFIXES, BuildContext
 from compileiq_lab.toolchain.nvidia_acf import NvidiaAcf
 
 __all__ = ["MAX_BUFFER_BYTES", "MAX_DIMS", "MAX_EXPR_CHARS", "BufferSpec", "KernelSpec", "derive_params", "eval_expr",
@@ -156,6 +156,10 @@ class KernelSpec:
     def __post_init__(self) -> None:
         if self.language == "cuda":
             refuse_fixed_controls(self.build.args, f"kernel {self.name!r}")
+        cuda_only = [a for a in self.build.args if self.language == "c" and a.startswith(CUDA_ARG_PREFIXES)]
+        need(not cuda_only, f"kernel {self.name!r}", "a C kernel's fixed arguments are ones its compiler takes",
+             cuda_only[:1], "That is a CUDA compiler's switch, which gcc and clang refuse: drop it (theirs are "
+             "-ffast-math, -fno-math-errno ...).")
 
     @property
     def int_params(self) -> dict[str, int]:

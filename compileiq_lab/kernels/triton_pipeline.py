@@ -67,18 +67,28 @@ def _importable_beside(path: Path) -> Iterator[str | None]:
     it can import the modules beside it; and, for a file in a package, the folder above the package's top on
     ``sys.path`` with the package's modules standing in ``sys.modules`` (their folders, never their
     ``__init__.py``, which often imports the host framework), so that its relative imports (``from .utils import
-    f``) and the package-qualified ones work. Yields the package's dotted name (None outside one); everything added
-    is removed afterwards, the modules imported under the stand-ins included."""
+    f``) and the package-qualified ones work (where another package already has the name, a folder called
+    ``triton/``, the relative ones resolve under a private name). Yields the package's dotted name (None outside
+    one); everything added is removed afterwards, the modules imported under the stand-ins included."""
     package = _package_of(path)
     entries = [str(path.parent)] + ([str(package[1])] if package else [])
     added = [e for e in dict.fromkeys(entries) if e not in sys.path]
     for entry in reversed(added):
         sys.path.insert(0, entry)
     stand_ins: list[str] = []
+    dotted: list[str] = []
     if package:
         names = package[0].split(".")
+        top = package[1] / names[0]
+        taken = sys.modules.get(names[0])
+        if taken is not None and str(top.resolve()) not in {str(Path(p).resolve()) for p in
+                                                             getattr(taken, "__path__", [])}:
+            # another package has the name (a folder called triton/): relative imports resolve under a private one
+            dotted = [f"_compileiq_pkg_{hashlib.sha1(str(top).encode()).hexdigest()[:10]}", *names[1:]]
+        else:
+            dotted = names
         for depth in range(1, len(names) + 1):
-            name = ".".join(names[:depth])
+            name = ".".join(dotted[:depth])
             if name not in sys.modules:
                 stub = ModuleType(name)
                 stub.__path__ = [str(package[1].joinpath(*names[:depth]))]
@@ -87,7 +97,7 @@ def _importable_beside(path: Path) -> Iterator[str | None]:
                 stand_ins.append(name)
     before = set(sys.modules)
     try:
-        yield package[0] if package else None
+        yield ".".join(dotted) if package else None
     finally:
         for entry in added:
             if entry in sys.path:
@@ -133,14 +143,20 @@ def load_module(path: Path, who: str, function: str | None = None) -> ModuleType
             log.info("%s: the @triton.jit functions of %s alone leave %s undefined; importing the whole file", who,
                      path.name, ", ".join(missing) or function)
     try:
-        return _import_whole(path, who)
-    except ConfigurationError as exc:
+        return _import_whole(path)
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # noqa: BLE001 - SystemExit too: the user's file must not end this process
+        said = raised_in(path, exc)
         if partial is None or (function is not None and not hasattr(partial, function)):
-            raise
-        log.info("%s", exc)
+            raise ConfigurationError(f"{who}: `{path} imports without raising` must hold, but importing it raised "
+                                     f"{said}. Fix the file: importing it must neither raise nor exit (keep test "
+                                     "code under `if __name__ == \"__main__\":`).") from None
+        log.info("%s: importing the whole of %s raised %s; its @triton.jit functions alone are compiled", who,
+                 path.name, said)
         for name, why in getattr(partial, MISSING).items():
             if not why:
-                getattr(partial, MISSING)[name] = f"the whole file does not import here either ({exc})"
+                getattr(partial, MISSING)[name] = f"the whole file does not import here either: {said}"
         return partial
 
 
@@ -164,24 +180,19 @@ def _why_missing(name: str, text: str, dropped: Mapping[tuple[int, int], str], d
     return ""
 
 
-def _import_whole(path: Path, who: str) -> ModuleType:
-    """The whole file imported as Python imports a module (as part of its package, where it lies in one)."""
+def _import_whole(path: Path) -> ModuleType:
+    """The whole file imported as Python imports a module (as part of its package, where it lies in one); whatever
+    the file raises is raised."""
     with _importable_beside(path) as package:
         stem = f"_compileiq_triton_{hashlib.sha1(str(path).encode()).hexdigest()[:10]}"
         name = f"{package}.{stem}" if package else stem
         spec = importlib.util.spec_from_file_location(name, path)
         if spec is None or spec.loader is None:
-            raise fail(who, "the file is a Python module", str(path), "Name a .py file.")
+            raise ImportError(f"{path} is not a Python module")
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module  # only while it executes (dataclasses and pickle look it up)
         try:
             spec.loader.exec_module(module)
-        except KeyboardInterrupt:
-            raise
-        except BaseException as exc:  # noqa: BLE001 - SystemExit too: the user's file must not end this process
-            raise ConfigurationError(f"{who}: `{path} imports without raising` must hold, but importing it raised "
-                                     f"{raised_in(path, exc)}. Fix the file: importing it must neither raise nor "
-                                     "exit (keep test code under `if __name__ == \"__main__\":`).") from None
         finally:
             sys.modules.pop(name, None)
     return module
@@ -321,7 +332,7 @@ def compile_error(t: Triton, exc: BaseException, fn: Any, who: str, arch: str) -
     said = (said if len(said) <= 300 else said[:300] + "...") or type(exc).__name__
     missing = getattr(getattr(fn, "fn", None), "__globals__", {}).get(MISSING) or {}
     why = [f"{name} is not defined here: {reason}" for name, reason in missing.items()
-           if reason and re.search(rf"\b{re.escape(name)}\b", said)]
+           if reason and re.search(rf"\b{re.escape(name)}'? is not defined", said)]
     fix = (f"Make that import work here (install what it needs, or import {'them' if len(why) > 1 else 'it'} "
            "from a module that does)" if why else
            "Fix the kernel, its signature or constants, or choose another --arch")

@@ -4,6 +4,8 @@ a device query at import), with every line where it was."""
 from __future__ import annotations
 
 import ast
+import copy
+import symtable
 from collections.abc import Iterable
 from typing import NamedTuple
 
@@ -61,23 +63,24 @@ def bound_names(node: ast.stmt) -> set[str]:
 
 
 def _names(nodes: Iterable[ast.stmt]) -> set[str]:
-    """The names the statements read from the module: a function's, less its parameters and the names it assigns
+    """The top-level names the statements read, as Python scopes them: a function's parameters and the names it
+    binds, a comprehension's or a lambda's variables and a class body's own names are not read from the module
     (``x = tl.load(...)`` in a kernel does not need a top-level ``x``)."""
     out: set[str] = set()
     for node in nodes:
-        parts: list[ast.AST] = [node]
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(map(_is_jit, node.decorator_list)):
             # a JIT function keeps its JIT decorator alone: what the others name (autotune's configs) is not needed
-            parts = [node.args, *node.body, *(d for d in node.decorator_list if _is_jit(d))]
-            parts += [node.returns] if node.returns else []
-        read = {n.id for part in parts for n in ast.walk(part) if isinstance(n, ast.Name)
-                and isinstance(n.ctx, ast.Load)}
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            args = node.args
-            own = {a.arg for a in [*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg] if a}
-            own |= {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)}
-            read -= own
-        out |= read
+            node = copy.copy(node)
+            node.decorator_list = [d for d in node.decorator_list if _is_jit(d)]
+        out |= _module_reads(symtable.symtable(ast.unparse(node), "<statement>", "exec"), top=True)
+    return out
+
+
+def _module_reads(table: symtable.SymbolTable, top: bool) -> set[str]:
+    """The names a statement's symbol table (and its nested scopes') reads from the module."""
+    out = {sym.get_name() for sym in table.get_symbols() if sym.is_referenced() and (top or sym.is_global())}
+    for child in table.get_children():
+        out |= _module_reads(child, top=False)
     return out
 
 

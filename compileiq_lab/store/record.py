@@ -41,6 +41,8 @@ MEMORY_SCHEMA = SCHEMA.replace("config_key  TEXT NOT NULL UNIQUE,", "config_key 
 
 #: A line that says why something failed: it names an error, a fatal one, or an exception.
 _SAYS_ERROR = re.compile(r"(?i)\b(fatal|error|exception)\b|[A-Za-z]+Error\b")
+#: A line labelled as something else (``warning #177-D: variable "error" ...``, ``ptxas info    : ...``).
+_NOT_ERROR = re.compile(r"(?i)\b(warning|info|note|remark)\s*(#[\w-]+)?\s*:")
 #: An error line that only sums up those before it ("Ptx assembly aborted due to errors", "2 errors detected").
 _SUMMARY = re.compile(r"(?i)aborted due to errors|\berrors? detected\b|compilation terminated")
 
@@ -68,7 +70,7 @@ class EvalRecord:
         limit ..." precedes the fatal "Insufficient registers", and "Ptx assembly aborted due to errors" follows
         it), else its first line, else ""."""
         lines = [line.strip() for line in self.error.splitlines() if line.strip()]
-        errors = [line for line in lines if _SAYS_ERROR.search(line)]
+        errors = [line for line in lines if _SAYS_ERROR.search(line) and not _NOT_ERROR.search(line)]
         return next((line for line in errors if not _SUMMARY.search(line)), errors[0] if errors else
                     lines[0] if lines else "")
 

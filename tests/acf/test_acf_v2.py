@@ -103,6 +103,8 @@ def test_an_acf_written_elsewhere_finds_its_kernel_from_its_own_folder(tmp_path:
         assert Path(acf_kernel_ref("flash", section["source"], acfs)).resolve() == (project / "flash.cu").resolve()
     monkeypatch.chdir(project)
     assert build_section(load_kernel("flash.cu"), False)["source"] == "flash.cu"  # no folder given: the working one
+    deep = tmp_path.joinpath(*(f"d{i}" for i in range(10)))  # too far above the kernel: the working folder's path
+    assert build_section(load_kernel("flash.cu"), False, acf_folder=deep)["source"] == "flash.cu"
 
 
 def test_an_acf_knows_the_folder_it_was_read_from_or_written_to(tmp_path: Path) -> None:

@@ -340,7 +340,7 @@ def test_a_front_end_control_after_the_double_dash_is_the_builds_and_left_out_of
     assert not {"use_fast_math", "ftz", "fmad"} & {k for r in res.records for k in r.params}
     both = cli("tune", "k.cu", "--space", "nvcc", "--controls", "ftz", "--store", "b.db", "--", "-ftz=true",
                cwd=tmp_path)
-    assert both.returncode == 1 and "`a control is searched or fixed, not both` must hold" in both.stderr
+    assert both.returncode == 2 and "`a control is searched or fixed, not both` must hold" in both.stderr
     ptxas = cli("tune", "k.cu", "--store", "p.db", "--", "-maxrregcount=32", cwd=tmp_path)
     assert ptxas.returncode == 1 and "It sets the ptxas control 'maxrregcount'" in ptxas.stderr, ptxas.stderr
 

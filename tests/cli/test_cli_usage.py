@@ -175,3 +175,7 @@ def test_a_continued_run_says_so_and_counts_this_sessions_compiles_apart(tmp_pat
     assert f"continuing the run in s.db: {first} evaluations of 1 generation(s) stored, up to generation 2" \
         in more.stderr
     assert f"{stored} evaluations, statuses" in more.stdout and "this session (" in more.stdout
+    again = cli("tune", "stencil_c", "--objectives", "text_bytes", "--generations", "2", "--store", "s.db",
+                cwd=tmp_path)
+    assert "as many as --generations 2 asks for, so nothing new is evaluated" in again.stderr
+    assert "continuing the run" not in again.stderr and len(load_results(str(tmp_path / "s.db")).records) == stored

@@ -61,6 +61,8 @@ def test_a_cuda_builds_fixed_arguments_are_never_ptxas_controls_or_outputs(tmp_p
     c = tmp_path / "lib.c"
     c.write_text("int f(int x) { return x + 1; }\nint main(void) { return f(0); }\n")
     assert load_kernel(c, build=BuildContext.make(args=["-fno-strict-aliasing"])).build.args  # a C compiler's -f
+    with pytest.raises(ConfigurationError, match="a C kernel's fixed arguments are ones its compiler takes"):
+        load_kernel(c, build=BuildContext.make(args=["--use_fast_math"]))  # a CUDA switch gcc would refuse each time
 
 
 def test_entry_and_block_are_for_bare_files(tmp_path: Path) -> None:

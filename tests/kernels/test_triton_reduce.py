@@ -153,14 +153,21 @@ def test_relative_and_package_imports_work_without_running_the_packages_init(tmp
             "def k(x_ptr, n, BLOCK: tl.constexpr):\n"
             "    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)\n"
             "    tl.store(x_ptr + offs, twice(tl.load(x_ptr + offs, mask=offs < n)), mask=offs < n)\n")
+    named_triton = pkg / "triton"  # a subpackage named as the installed Triton is: relative imports still work
+    named_triton.mkdir()
+    (named_triton / "__init__.py").write_text("")
+    (named_triton / "helpers.py").write_text((pkg / "helpers.py").read_text())
     before_modules, before_path = set(sys.modules), list(sys.path)
-    for name, imp in (("rel", "from .helpers import twice"), ("abs", "from mykernels.ops.helpers import twice"),
-                      ("whole", "from .helpers import twice\nprint(twice)")):  # (whole: the host code runs)
-        (pkg / f"{name}.py").write_text(body.format(imp=imp))
-        got = triton_ptx(pkg / f"{name}.py", "k", "*fp32,i32", {"BLOCK": 64}, "sm_90a", tmp_path / "out")
+    # (whole: the reduced file leaves `twice` undefined, so the whole file is imported, as part of its package)
+    for folder, name, imp in ((pkg, "rel", "from .helpers import twice"),
+                              (pkg, "abs", "from mykernels.ops.helpers import twice"),
+                              (pkg, "whole", "from . import helpers\nglobals()['twice'] = helpers.twice"),
+                              (named_triton, "clash", "from .helpers import twice")):
+        (folder / f"{name}.py").write_text(body.format(imp=imp))
+        got = triton_ptx(folder / f"{name}.py", "k", "*fp32,i32", {"BLOCK": 64}, "sm_90a", tmp_path / "out")
         assert got.entry == "k"
     assert not {m for m in set(sys.modules) - before_modules if m.startswith(("mykernels", "_compileiq"))}
-    assert sys.path == before_path
+    assert sys.path == before_path and sys.modules["triton"].__file__ != str(named_triton / "__init__.py")
 
 
 def test_a_name_whose_import_failed_here_is_said_with_the_import_and_why(tmp_path):
@@ -175,3 +182,15 @@ def test_a_name_whose_import_failed_here_is_said_with_the_import_and_why(tmp_pat
     said = str(err.value)
     assert "helper is not defined here: it comes from line 3 (`from a_module_not_installed_here import helper`)" \
         in said and "No module named 'a_module_not_installed_here'" in said and "Make that import work" in said
+
+
+def test_names_a_comprehension_a_lambda_or_a_class_binds_are_not_read_from_the_module():
+    """Scoped as Python scopes them: otherwise ``s`` and ``RELU`` look undefined and the whole file is run."""
+    text = ("import triton\nimport triton.language as tl\n\nSIZES = [s * 2 for s in (16, 32)]\n"
+            "BLOCK = tl.constexpr(SIZES[0])\n\n\nclass Act:\n    RELU = tl.constexpr(0)\n"
+            "    GELU = tl.constexpr(RELU.value + 1)\n\n    def pick(self, x):\n        return self.RELU + x\n\n\n"
+            "SCALE = (lambda v: v * 2)(3)\n\n\n@triton.jit\ndef k(x_ptr):\n"
+            "    offs = tl.arange(0, BLOCK)\n    tl.store(x_ptr + offs, tl.load(x_ptr + offs) * SCALE * Act.GELU)\n")
+    _, _, needed = jit_only(text)
+    assert {"tl", "BLOCK", "SIZES", "SCALE", "Act", "triton"} <= needed
+    assert not {"s", "RELU", "self", "v", "x", "offs"} & needed

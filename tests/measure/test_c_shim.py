@@ -14,6 +14,7 @@ from compileiq_lab.kernels import KernelRun, load_kernel
 from compileiq_lab.kernels.baseline import baseline_stop_reason
 from compileiq_lab.measure.c_shim import param_text
 from compileiq_lab.space.catalogs import GCC
+from compileiq_lab.store import EvalRecord
 
 needs_gcc = pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc not installed")
 
@@ -86,10 +87,8 @@ def _baseline_stop_reason(kernel, tmp_path):
         ev.close()
     assert not m.ok and m.status == "compile_error"
 
-    class Record:  # what baseline_stop_reason reads of the stored row
-        status, error, detail = m.status, m.error, m.detail
-
-    return baseline_stop_reason(kernel, GCC, Record())  # type: ignore[arg-type]
+    row = EvalRecord(0, 0, "baseline", {}, m.status, m.error, None, 0.0, 0.0, is_baseline=True, detail=m.detail)
+    return baseline_stop_reason(kernel, GCC, row)
 
 
 def test_a_float_param_reaches_the_harness_as_its_doubles_bits():

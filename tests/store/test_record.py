@@ -15,7 +15,7 @@ PTXAS = ("ptxas info    : Overriding maximum register limit 256 for 'k' with  47
 @pytest.mark.parametrize(("error", "line"), [
     (PTXAS, "ptxas fatal   : (C7602) Insufficient registers (47) to compile instruction at line 1025 in function k. "
             "Try to compile with register target of 58 or higher."),
-    ("k.cu(3): warning #177-D: variable \"x\" was declared but never referenced\n\n"
+    ("k.cu(3): warning #177-D: variable \"error\" was declared but never referenced\n\n"
      "k.cu(9): error: identifier \"y\" is undefined", "k.cu(9): error: identifier \"y\" is undefined"),
     ("Traceback (most recent call last):\n  File \"x.py\", line 1\nZeroDivisionError: division by zero",
      "ZeroDivisionError: division by zero"),

@@ -13,17 +13,17 @@ from compileiq_lab.exceptions import ConfigurationError
 
 __all__ = ["CUDA_ARG_PREFIXES", "EXTRA_ARG_PREFIXES", "BuildContext", "check_extra_arg", "parse_define"]
 
-#: Extra fixed arguments a build context may carry: language dialect, warnings and front-end switches that change
-#: how the source is read or compiled (a C compiler's -f and -m, CUDA's math and vectorisation switches such as
-#: --use_fast_math, which a CUDA run then leaves out of its search), never where outputs go or which other files or
-#: tools are used.
-#: The CUDA compilers' own switches among them (a C kernel's compiler does not take them).
+#: The CUDA compilers' own switches among the extra arguments below (a C kernel's compiler does not take them).
 CUDA_ARG_PREFIXES = ("--expt-relaxed-constexpr", "--expt-extended-lambda", "--extended-lambda", "--disable-warnings",
                      "--diag-suppress=", "-diag-suppress=", "--diag-warn=", "--diag-error=", "--default-stream=",
                      "--use_fast_math", "-use_fast_math", "--ftz=", "--prec-div=",
                      "-prec-div=", "--prec-sqrt=", "-prec-sqrt=", "--fmad=", "--extra-device-vectorization",
                      "-extra-device-vectorization", "--restrict", "-restrict", "--jump-table-density=",
                      "-jump-table-density=")
+#: Extra fixed arguments a build context may carry: language dialect, warnings and front-end switches that change
+#: how the source is read or compiled (a C compiler's -f and -m, CUDA's math and vectorisation switches such as
+#: --use_fast_math, which a CUDA run then leaves out of its search), never where outputs go or which other files or
+#: tools are used.
 EXTRA_ARG_PREFIXES = ("-std=", "--std=", "-U", "-w", "-W", "-f", "-m", "--Werror=", "-fpermissive",
                       "-Wno-deprecated-gpu-targets", *CUDA_ARG_PREFIXES)
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")

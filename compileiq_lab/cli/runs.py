@@ -248,7 +248,9 @@ def _flags(args: argparse.Namespace) -> int:
                            else "nvcc")
     argv = acf.args(stage)
     build = _build_argv(acf)
-    if build and args.with_build:
+    if build and args.with_build and stage == "c":  # as the tuned builds had it: the dialect, the build, the point
+        argv = [*argv[:1], *build, *argv[1:]]  # (a -std= of the build's comes after -std=c11, and wins)
+    elif build and args.with_build:
         argv = [*build, *argv] if stage != "ptxas" else argv
     elif build:
         print(f"note: the point was tuned with the fixed build context {shlex.join(build)} (include folders relative "

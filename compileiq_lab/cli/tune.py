@@ -40,9 +40,10 @@ from compileiq_lab.kernels import (
     KernelRun,
     active_catalog,
     check_canary,
-    fixed_controls,
+    controls_fixed_by,
 )
 from compileiq_lab.run import Search
+from compileiq_lab.run.build import encode_all
 from compileiq_lab.run.start import count_run_time
 from compileiq_lab.store import DEFAULT_DIR, KernelMeta, Results, Validation, load_results
 
@@ -246,7 +247,7 @@ def run_tune(args: argparse.Namespace) -> int:
         check_output_file(args.export, "--export")
     objectives = _objectives(args.objectives)  # before a Triton kernel is compiled
     controls = _known(args.controls, "--controls", CONTROL_NAMES, "controls of a catalog")
-    fixed = fixed_controls(list(getattr(args, "extra", None) or []))
+    fixed = controls_fixed_by(list(getattr(args, "extra", None) or []), "c" if args.kernel.endswith(".c") else "cuda")
     both = [c for c in controls or [] if c in fixed]
     if both:
         raise UsageError(f"`a control is searched or fixed, not both` must hold, but got {both[0]} in --controls and "
@@ -278,7 +279,7 @@ def _tune(args: argparse.Namespace, run: KernelRun) -> int:
                        executor=args.executor if remote else None)
     if canary_s:
         count_run_time(search.store, canary_s)  # the budget is the whole command's, the canary's builds included
-    _say_what_runs(args, search, run, len(warm), sources)
+    _say_what_runs(args, search, run, len(encode_all(search.space, warm, say=False)), sources)
     before = len(search.results.records)
     line = ProgressLine()
     handlers = logging.getLogger().handlers
@@ -333,7 +334,7 @@ def _say_what_runs(args: argparse.Namespace, search: Search, run: KernelRun, n_w
     elif stored:
         print(f"continuing the run in {search.store_path}: {len(stored)} evaluations of {done} generation(s) stored, "
               f"up to generation {args.generations}", file=sys.stderr)
-    if sources:
+    if sources and n_warm:
         print(f"warm start: {n_warm} configs from the fronts of {len(sources)} earlier run(s) "
               f"({', '.join(sources[:3])}{' ...' if len(sources) > 3 else ''})", file=sys.stderr)
     kernel = run.kernel

@@ -48,6 +48,9 @@ _STAGE_NAMES = {"frontend": "the front end (nvcc -ptx)", "backend": "ptxas", "c"
 #: ptxas on a device function the file declares and another file defines: every build here is whole-program (no
 #: relocatable device code, no device link, searched or fixed), so no control resolves it.
 _UNRESOLVED = re.compile(r"Unresolved extern function '([^']+)'")
+#: The linker's words for a C kernel's functions that its build lacks or has twice (ld and lld spell them so).
+_C_UNDEFINED = re.compile(r"undefined (?:reference to|symbol:) [`']?(?P<name>[A-Za-z_]\w*)'?")
+_C_TWICE = re.compile(r"(?:multiple definition of|duplicate symbol:?) [`']?(?P<name>[A-Za-z_]\w*)'?")
 
 
 def baseline_stop_reason(kernel: KernelSpec, catalog: Catalog, record: EvalRecord,
@@ -100,9 +103,44 @@ def baseline_stop_reason(kernel: KernelSpec, catalog: Catalog, record: EvalRecor
     call = SHIM_ERROR.search(record.error) if stage == "c" and calls_own_function(kernel) else None
     if call:
         return _c_call_reason(kernel, call, record.error)
+    if stage == "c":
+        linked = _c_link_reason(kernel, record.error)
+        if linked:
+            return linked
     if stage == "c" and not kernel.defines:
         return _c_syntax_error(kernel, record.error)
     return None
+
+
+def _c_link_reason(kernel: KernelSpec, error: str) -> str | None:
+    """Why a C kernel that does not link cannot get anywhere: a function its build defines twice (a main of the
+    user's own beside the harness'), or functions it calls that no file of its build defines (its source has no
+    body for them; the build is the kernel's file and the harness alone, no other file or library); else None."""
+    twice = _C_TWICE.search(error)
+    if twice:
+        name = twice.group("name")
+        return (f"the kernel does not link: {name} is defined twice ({_line_of(error, twice)}); the harness brings "
+                f"its own main and cil_kernel, so a file of yours that defines {name} (a wrapper that includes the "
+                f"kernel's file, say) cannot be linked with it: leave it out, or rename it with --define "
+                f"{name}=user_{name}")
+    names = sorted(set(_C_UNDEFINED.findall(error)))
+    try:
+        text = kernel.source_path.read_text(errors="replace")
+    except OSError:
+        return None
+    lacking = [n for n in names if not re.search(rf"\b{re.escape(n)}\s*\([^;{{}}]*\)\s*\{{", text)]
+    if not names or lacking != names:
+        return None
+    return (f"the kernel does not link: it calls {', '.join(lacking)}, which no file of its build defines (the build "
+            f"compiles {kernel.source_path.name} with the timing harness alone, no other file or library); no searched "
+            "control changes that: put their definitions in the file or in a header it includes")
+
+
+def _line_of(text: str, match: re.Match[str]) -> str:
+    """The line of ``text`` a match lies in, stripped."""
+    start = text.rfind("\n", 0, match.start()) + 1
+    end = text.find("\n", match.end())
+    return text[start:end if end >= 0 else len(text)].strip()
 
 
 def _missing_file_reason(missing: str, compiler: str, cuda_version: str | None) -> str:

@@ -34,8 +34,8 @@ __all__ = [
     "active_catalog",
     "check_limits",
     "check_objectives",
+    "controls_fixed_by",
     "default_objectives",
-    "fixed_controls",
     "gpu_arch",
     "gpu_reason",
     "objective_choices",
@@ -226,15 +226,26 @@ def run_catalog(language: str, catalog: str | Catalog | None, name: str | None, 
     return name, chosen, left_out, note
 
 
+def controls_fixed_by(args: Sequence[str], language: str, catalog: Catalog | None = None) -> dict[str, str]:
+    """The controls a ``language`` kernel's fixed build arguments set, each with the argument that sets it: a CUDA
+    front-end switch and what it implies, or a C compiler's control of ``catalog`` (default gcc's)."""
+    if language == "cuda":
+        return fixed_controls(args)
+    if language == "c":
+        return (catalog if catalog is not None else get_catalog("gcc")).fixed_by(args)
+    return {}
+
+
 def _without_fixed(chosen: Catalog, language: str, controls: Sequence[str] | None, fixed: Sequence[str],
                    left_out: tuple[tuple[str, str], ...]) -> tuple[Catalog, tuple[tuple[str, str], ...]]:
-    """``chosen`` less the controls the CUDA build's ``fixed`` arguments set, which join ``left_out``.
+    """``chosen`` less the controls the build's ``fixed`` arguments set (a CUDA front-end switch and what it
+    implies, a C compiler's ``-funroll-loops`` or ``-march=native``), which join ``left_out``.
 
     Raises:
         ConfigurationError: A control named in ``controls`` is fixed too, or the fixed arguments leave nothing to
             search.
     """
-    fixed_by = fixed_controls(fixed) if language == "cuda" else {}
+    fixed_by = controls_fixed_by(fixed, language, chosen)
     both = [c for c in controls or () if c in fixed_by]
     if both:
         raise ConfigurationError(f"`a control is searched or fixed, not both` must hold, but got {both[0]} in "

@@ -99,6 +99,8 @@ def adapt_kernel(spec: KernelSpec, *, entry: str | None = None, build: BuildCont
     if block is not None:
         need(spec.spec_file is None, f"kernel {spec.name!r}", "--block is for bare source files", list(block),
              f"A kernel folder's block comes from [launch] in {spec.spec_file}.")
+        need(spec.language in GPU_LANGUAGES, f"kernel {spec.name!r}", "--block is for CUDA and PTX files",
+             list(block), "A C kernel is called, not launched; drop --block.")
         need(valid_block(block), f"kernel {spec.name!r}", BLOCK_RULE, list(block),
              "Pass e.g. --block 256 or --block 16,16.")
         changes["block"] = tuple(block)

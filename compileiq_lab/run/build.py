@@ -86,12 +86,13 @@ def learn_conflicts(conflicts: NamedConflicts | None, genomes: Sequence[np.ndarr
                       [t[1] for t in taught])
 
 
-def encode_all(space: SearchSpace, configs: Sequence[dict[str, Any]]) -> np.ndarray:
-    """Genomes of the configs that are points of the space (others are left out, with a log line)."""
+def encode_all(space: SearchSpace, configs: Sequence[dict[str, Any]], say: bool = True) -> np.ndarray:
+    """Genomes of the configs that are points of the space (others are left out, with a log line where ``say``)."""
     rows = []
     for c in configs:
         try:
             rows.append(space.encode(c))
         except (ValueError, KeyError) as exc:
-            log.warning("warm-start config %r left out: it is not a point of this space (%s)", c, exc)
+            if say:
+                log.warning("warm-start config %r left out: it is not a point of this space (%s)", c, exc)
     return np.array(rows, dtype=np.int64).reshape(len(rows), space.n_genes)

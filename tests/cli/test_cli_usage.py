@@ -179,3 +179,29 @@ def test_a_continued_run_says_so_and_counts_this_sessions_compiles_apart(tmp_pat
                 cwd=tmp_path)
     assert "as many as --generations 2 asks for, so nothing new is evaluated" in again.stderr
     assert "continuing the run" not in again.stderr and len(load_results(str(tmp_path / "s.db")).records) == stored
+
+
+@needs_gcc
+def test_flags_with_build_rebuilds_a_c_point_with_the_dialect_it_was_tuned_with(tmp_path):
+    """A build's own -std= came after the tool's -std=c11 in every tuned compile; pasted in front of it, it lost
+    (M_PI is a GNU extension, undeclared under -std=c11)."""
+    (tmp_path / "mpi.c").write_text('#include <math.h>\ndouble area(double r) { return M_PI * r * r; }\n')
+    tuned = cli("tune", "mpi.c", "--objectives", "text_bytes", "--generations", "1", "--store", "m.db",
+                "--export", "m.acf", "--", "-std=gnu11", cwd=tmp_path)
+    assert tuned.returncode == 0, tuned.stderr
+    flags = cli("flags", "m.acf", "--with-build", cwd=tmp_path)
+    argv = flags.stdout.split()
+    assert argv.index("-std=gnu11") > argv.index("-std=c11"), flags.stdout
+    built = subprocess.run(["gcc", *argv, "-c", "mpi.c", "-o", "mpi.o"], cwd=tmp_path, capture_output=True, text=True)
+    assert built.returncode == 0, built.stderr
+
+
+@needs_gcc
+def test_the_warm_start_counts_only_the_configs_this_space_takes(tmp_path):
+    common = ("tune", "stencil_c", "--objectives", "text_bytes", "--generations", "1")
+    assert cli(*common, "--controls", "opt_level", "--store", "a.db", cwd=tmp_path).returncode == 0
+    other = cli(*common, "--controls", "unroll_loops", "--store", "b.db", cwd=tmp_path)
+    assert other.returncode == 0 and "it is not a point of this space" in other.stderr
+    assert "warm start:" not in other.stderr  # it said "2 configs" after leaving both out
+    same = cli(*common, "--controls", "opt_level", "--store", "c.db", cwd=tmp_path)
+    assert "warm start: " in same.stderr and "a.db" in same.stderr

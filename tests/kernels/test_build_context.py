@@ -78,6 +78,19 @@ def test_entry_and_block_are_for_bare_files(tmp_path: Path) -> None:
         with pytest.raises(ConfigurationError, match="at most 1024, as CUDA allows"):
             load_kernel(src, block=too_many)
     assert load_kernel(src, block=[16, 16]).block_threads() == 256
+    c = tmp_path / "lib.c"
+    c.write_text("int f(int x) { return x + 1; }\n")
+    with pytest.raises(ConfigurationError, match="--block is for CUDA and PTX files"):  # a C kernel is called
+        load_kernel(c, block=[256])
+
+
+def test_a_selection_that_leaves_no_control_says_which(tmp_path: Path) -> None:
+    c = tmp_path / "lib.c"
+    c.write_text("int f(int x) { return x + 1; }\n")
+    with pytest.raises(ConfigurationError, match=r"searches at least one control.*catalog 'gcc' with controls "
+                                                 r"\['unroll_loops'\], categories \['math_precision'\] leaves none"):
+        KernelRun(c, "gcc", ["text_bytes"], controls=["unroll_loops"], categories=["math_precision"],
+                  workdir=tmp_path / "w")
 
 
 @needs_nvcc
@@ -137,3 +150,21 @@ def test_cli_define_and_extra_arguments_reach_the_compiler(tmp_path: Path, monke
     assert "needs c++17" in capsys.readouterr().err
     assert main([*base, "--store", "c.db", "--", "-o", "x"]) == 2  # refused for any kernel: a usage error
     assert "must hold" in capsys.readouterr().err
+
+
+def test_controls_a_build_fixes_are_left_out_of_the_search() -> None:
+    """A C build's -funroll-loops, -fno-tree-vectorize or -march=native, as a CUDA build's --use_fast_math, is the
+    build's: the search leaves those controls alone (each named), and naming one in --controls as well is refused."""
+    from compileiq_lab.kernels.choices import run_catalog
+
+    _, chosen, left_out, _ = run_catalog("c", "gcc", None, None, None, None, False,
+                                         ["-funroll-loops", "-fno-tree-vectorize", "-march=native", "-std=gnu11"])
+    assert dict(left_out) == {"unroll_loops": "the build fixes it (-funroll-loops)",
+                              "tree_vectorize": "the build fixes it (-fno-tree-vectorize)",
+                              "march": "the build fixes it (-march=native)"}
+    assert not {"unroll_loops", "tree_vectorize", "march"} & set(chosen.names) and "opt_level" in chosen.names
+    _, cuda, cuda_out, _ = run_catalog("cuda", "nvcc", None, None, None, None, True, ["--use_fast_math"])
+    assert {n for n, _ in cuda_out} == {"use_fast_math", "ftz", "prec_div", "prec_sqrt", "fmad"}
+    assert "cicc_opt" in cuda.names and "ftz" not in cuda.names
+    with pytest.raises(ConfigurationError, match="a control is searched or fixed, not both"):
+        run_catalog("c", "gcc", None, ["unroll_loops"], None, None, False, ["-funroll-loops"])

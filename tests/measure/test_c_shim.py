@@ -177,3 +177,29 @@ def test_polybench_gemm_as_it_is_tunes_checks_exports_and_verifies(tmp_path, mon
     assert res.status_counts() == {"ok": len(res)}  # every config computed alpha * A @ B, as the reference says
     assert load_acf(tmp_path / "g.acf").build["entry"] == "kernel_gemm"
     assert main(["verify", "g.acf"]) == 0
+
+
+@needs_gcc
+def test_a_function_no_file_of_the_build_defines_stops_the_run_after_the_baseline(tmp_path):
+    """jtfell/c-fft's shape: the entry calls a function of another file (complex.c), which the build never links;
+    every candidate failed to link, each compiled in vain."""
+    folder = _folder(tmp_path)
+    source = (folder / "saxpy.c").read_text()
+    (folder / "saxpy.c").write_text(source.replace("static float half_of(float v) { return 0.5f * v; }",
+                                                   "extern float half_of(float v);"))
+    why = _baseline_stop_reason(load_kernel(folder), tmp_path)
+    assert why is not None and why.startswith("the kernel does not link: it calls half_of, which no file of its "
+                                              "build defines"), why
+    assert "put their definitions in the file or in a header it includes" in why
+
+
+def test_a_main_defined_twice_is_said_with_the_fix(tmp_path):
+    from compileiq_lab.kernels.baseline import _c_link_reason
+
+    kernel = load_kernel(_folder(tmp_path))
+    ld = ("/usr/bin/ld: /tmp/ccX.o: in function `main':\nwrap.c:(.text+0x0): multiple definition of `main'; "
+          "/tmp/ccY.o:harness.c:(.text+0x0): first defined here\ncollect2: error: ld returned 1 exit status")
+    why = _c_link_reason(kernel, ld)
+    assert why is not None and why.startswith("the kernel does not link: main is defined twice (wrap.c:(.text+0x0)")
+    assert "--define main=user_main" in why
+    assert _c_link_reason(kernel, "undefined reference to `saxpy'") is None  # the file defines it: not this rule

@@ -56,7 +56,7 @@ def shown_argv(compiler: str, argv: Mapping[str, Sequence[str]]) -> list[str]:
 
 
 __all__ = ["CATEGORIES", "CUDA_COMPILERS", "NON_CONTROLS", "STAGES", "TIERS", "Catalog", "Conflict", "Control",
-           "controls_of", "one_line", "run_argv", "shown_argv"]
+           "controls_of", "one_line", "option_name", "run_argv", "shown_argv"]
 
 log = logging.getLogger(__name__)
 
@@ -130,6 +130,11 @@ class Conflict:
         return holds(self.when) and not holds(self.then)
 
 
+def option_name(text: str) -> str:
+    """An option without its dashes and ``=value``, in lower case (``-maxrregcount=16`` -> ``maxrregcount``)."""
+    return text.strip().lstrip("-").split("=", 1)[0].lower()
+
+
 @dataclass(frozen=True)
 class Catalog:
     """The curated controls of one compiler.
@@ -172,6 +177,29 @@ class Catalog:
     def names(self) -> list[str]:
         """Control names in order."""
         return [c.name for c in self.controls]
+
+    def spellings(self) -> dict[str, Control]:
+        """Each spelling of a control's option (its ``--help`` name, its template's option, a flag value that is an
+        option: ``-funroll-loops``, ``-fno-tree-vectorize``) as ``option_name`` has it, to the control."""
+        names: dict[str, Control] = {}
+        for c in self.controls:
+            spelled = [c.option, c.template.split()[0]] + [v for v in c.param.values if isinstance(v, str)]
+            for text in spelled:
+                if text.startswith("-") and "{" not in option_name(text) and not text.startswith("-X"):
+                    names.setdefault(option_name(text), c)
+        return names
+
+    def fixed_by(self, args: Iterable[str]) -> dict[str, str]:
+        """The controls a build's fixed arguments set (``-march=native``, ``-fno-unroll-loops``), each with the
+        argument that sets it."""
+        spelled = self.spellings()
+        out: dict[str, str] = {}
+        for arg in args:
+            name = option_name(arg)
+            control = spelled.get(name) or (spelled.get(f"f{name[4:]}") if name.startswith("fno-") else None)
+            if control is not None:
+                out.setdefault(control.name, arg)
+        return out
 
     def select(self, names: Iterable[str] | None = None, categories: Iterable[str] | None = None,
                tiers: Iterable[str] | None = None, include_unsafe: bool = False) -> Catalog:

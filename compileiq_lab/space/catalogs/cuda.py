@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from compileiq_lab import space as ss
-from compileiq_lab.space.catalogs.base import Catalog, Conflict, Control
+from compileiq_lab.space.catalogs.base import Catalog, Conflict, Control, option_name
 
 __all__ = ["NVCC", "NVCC_FRONTEND", "NVRTC", "PTXAS", "fixed_arg_problem", "fixed_controls"]
 
@@ -171,22 +171,10 @@ _OUTPUT_OPTIONS = frozenset({"fatbin", "cubin", "ptx", "fdevice-time-trace", "fd
                              "link", "run"})
 
 
-def _option_name(text: str) -> str:
-    """An option without its dashes and ``=value``, in lower case (``-maxrregcount=16`` -> ``maxrregcount``)."""
-    return text.strip().lstrip("-").split("=", 1)[0].lower()
-
-
 @functools.cache
 def _control_spellings() -> dict[str, Control]:
-    """Each spelling of a CUDA control's option (its ``--help`` name, its template's option, a flag value that is an
-    option) without dashes, to the control."""
-    names: dict[str, Control] = {}
-    for c in NVCC.controls:
-        spelled = [c.option, c.template.split()[0]] + [v for v in c.param.values if isinstance(v, str)]
-        for text in spelled:
-            if text.startswith("-") and "{" not in _option_name(text) and not text.startswith("-X"):
-                names.setdefault(_option_name(text), c)
-    return names
+    """Each spelling of a CUDA control's option, without dashes, to the control (``Catalog.spellings`` of nvcc's)."""
+    return NVCC.spellings()
 
 
 #: The rule a CUDA build's fixed arguments keep (see ``fixed_arg_problem``).
@@ -210,7 +198,7 @@ def fixed_arg_problem(arg: str) -> str | None:
     missing from the code measured though a real build has it; an option that picks the output (``-fatbin``) is the
     tool's to choose. A front-end control (``--use_fast_math``, ``-ftz=true``) is the build's as the user has it:
     it is left out of the search (``fixed_controls``)."""
-    name = _option_name(arg)
+    name = option_name(arg)
     if name in _OUTPUT_OPTIONS:
         return "it chooses what nvcc writes, which the tool chooses"
     control = _control_spellings().get(name)
@@ -225,7 +213,7 @@ def fixed_controls(args: Sequence[str]) -> dict[str, str]:
     that sets it: the search leaves them as the build has them."""
     out: dict[str, str] = {}
     for arg in args:
-        control = _control_spellings().get(_option_name(arg))
+        control = _control_spellings().get(option_name(arg))
         if control is not None and control.stage != "backend":
             for name in (control.name, *_IMPLIED.get(control.name, ())):
                 out.setdefault(name, arg)

@@ -321,8 +321,9 @@ def _canary(args: argparse.Namespace, run: KernelRun) -> float:
 
 
 def _say_what_runs(args: argparse.Namespace, search: Search, run: KernelRun, n_warm: int, sources: list[str]) -> None:
-    """On stderr, before the run: a store that already holds more generations than asked, the warm start, and what
-    is tuned over which controls for which objectives."""
+    """On stderr, before the run: a store that already holds the generations asked for (nothing new is evaluated) or
+    a run it continues, the warm start (the configs this space takes), and what is tuned over which controls for
+    which objectives."""
     stored = search.results.records
     done = max((r.generation for r in stored), default=0)
     ended = search.results.header.stop_reason == "generations" and done >= args.generations

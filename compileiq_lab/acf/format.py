@@ -71,7 +71,7 @@ class ACF:
         host: {"platform": ..., "gpu": ...}.
         format: ACF_FORMAT when written; a read document keeps its version (ACF_FORMATS).
         build: The fixed build context (version 2): source (the kernel file relative to the ACF's own folder;
-            relative to the folder it was exported from in ACFs of earlier versions; null for a bundled
+            relative to the folder it was exported from in ACFs an earlier compileiq-lab wrote; null for a bundled
             kernel), entry (the tuned kernel of a multi-kernel file, or
             null), include_dirs (relative to the kernel source's folder), defines {NAME: VALUE} and extra
             args; none of it searched. Read from version 1: no context.

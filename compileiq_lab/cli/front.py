@@ -21,6 +21,8 @@ def print_front(results: Results, run: KernelRun, before: int = 0) -> None:
           f"{len(run.evaluator.code_hashes)} of {st['compiles']} compiled configs"
           + (f", runs saved by code-hash dedup {st['runs_saved']}" if st["runs"] else ""))
     print("objectives: " + "; ".join(o.label for o in results.objectives))
+    if run.kernel.build.args:
+        print(f"every compile, the baseline included, also had the build's fixed {' '.join(run.kernel.build.args)}")
     if not any(r.status == "ok" for r in results.records):  # nothing to tabulate: tune's error says why
         print(f"\nstored in {results.store_path}")
         return

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 import shlex
 import sys
 from collections.abc import Callable
@@ -226,7 +227,9 @@ def build_options(args: argparse.Namespace) -> dict[str, Any]:
             # the allow-list is wrong for any kernel (exit 2)
             if Path(args.kernel).suffix != ".c":
                 refuse_fixed_controls([tok], "command line args")
-            raise UsageError(str(exc)) from None
+            level = " It sets the optimisation level, which the search sets (-O is control opt_level)." \
+                if re.fullmatch(r"-O(\d|s|z|g|fast)?", tok) else ""
+            raise UsageError(f"{exc}{level}") from None
     context = BuildContext.make(args.include_dir, args.define, extra, where="command line")
     block = None
     if args.block:

@@ -92,7 +92,9 @@ def adapt_kernel(spec: KernelSpec, *, entry: str | None = None, build: BuildCont
         need(spec.spec_file is None, f"kernel {spec.name!r}", "--entry names the kernel of a bare source file; a "
              "kernel folder names its entry in kernel.toml", entry, f"Drop --entry, or edit entry in {spec.spec_file}.")
         need(spec.language in GPU_LANGUAGES, f"kernel {spec.name!r}", "--entry is for CUDA and PTX files", entry,
-             "C kernels are built whole; drop --entry.")
+             "A bare .c file is built whole for static metrics; drop --entry. To time or count one of its functions, "
+             "make a kernel folder whose kernel.toml names it as entry, with its [launch] args, inputs and outputs "
+             "(see kernels/stencil_c).")
         need(isinstance(entry, str) and entry.strip() and len(entry) <= 4096, f"kernel {spec.name!r}",
              "the entry is a kernel name", entry, "Pass a kernel's name, e.g. --entry softmax_kernel4.")
         changes.update(entry=entry.strip(), description=f"{spec.description}, entry {entry.strip()}")

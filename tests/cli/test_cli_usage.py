@@ -131,6 +131,7 @@ def test_a_name_no_run_has_is_a_usage_error(tmp_path, option, value, said):
     (["validate", "run.db", "--rounds", "9"], "argument --rounds: `an integer >= 10` must hold"),
     (["validate", "--acf", "best.acf", "--tolerance", "nan"], "argument --tolerance: `a number in [0, 1)` must hold"),
     (["tune", "stencil_c", "--define", "N=64", "--define", "N=128"], "`--define names each define once` must hold"),
+    (["tune", "stencil_c", "--", "-O3"], "It sets the optimisation level, which the search sets"),
     # a Triton kernel's command line wrong whatever its file (none exists here): the form, the types, the options
     (["tune", "triton:k.py"], "a Triton kernel is named 'triton:path/to/file.py:function'"),
     (["tune", "triton:k.py:"], "the name after the last ':' is a Python function name"),
@@ -189,6 +190,7 @@ def test_flags_with_build_rebuilds_a_c_point_with_the_dialect_it_was_tuned_with(
     tuned = cli("tune", "mpi.c", "--objectives", "text_bytes", "--generations", "1", "--store", "m.db",
                 "--export", "m.acf", "--", "-std=gnu11", cwd=tmp_path)
     assert tuned.returncode == 0, tuned.stderr
+    assert "every compile, the baseline included, also had the build's fixed -std=gnu11" in tuned.stdout
     flags = cli("flags", "m.acf", "--with-build", cwd=tmp_path)
     argv = flags.stdout.split()
     assert argv.index("-std=gnu11") > argv.index("-std=c11"), flags.stdout

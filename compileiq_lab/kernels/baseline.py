@@ -219,6 +219,13 @@ def wrong_output_stop_reason(kernel: KernelSpec, records: Sequence[EvalRecord]) 
         return None
     first = next((r for r in records if r.is_baseline), records[0])
     said = next((line.strip() for line in first.error.splitlines() if line.strip()), "no message")
+    unpassed = [b.name for b in kernel.outputs if calls_own_function(kernel) and b.name not in (kernel.args or ())]
+    if unpassed:
+        return (f"the baseline and all {len(records) - 1} configs of the first generation computed wrong output, and "
+                f"{kernel.entry} is never given the output {', '.join(repr(n) for n in unpassed)}: it is not among "
+                f"kernel.toml's [launch] args {list(kernel.args or ())}, so nothing writes it. Pass it where the "
+                f"function takes its result; a function that returns its result instead needs a wrapper that stores "
+                "it (a cil_kernel of the file's own, see the README's C kernels)")
     return (f"the baseline and all {len(records) - 1} configs of the first generation computed wrong output "
             f"({'baseline' if first.is_baseline else 'first'}: {said}): no config computed what "
             f"{kernel.name}'s reference does, so the reference, the tolerances (kernel.toml's [check] rtol, atol), "

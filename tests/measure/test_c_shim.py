@@ -203,3 +203,19 @@ def test_a_main_defined_twice_is_said_with_the_fix(tmp_path):
     assert why is not None and why.startswith("the kernel does not link: main is defined twice (wrap.c:(.text+0x0)")
     assert "--define main=user_main" in why
     assert _c_link_reason(kernel, "undefined reference to `saxpy'") is None  # the file defines it: not this rule
+
+
+def test_wrong_output_from_an_output_the_function_is_never_given_names_it(tmp_path):
+    """B-Con's rot13(char *str) works in place: a kernel.toml with an output `out` that [launch] args leaves out has
+    nothing write `out`, and every config computes "wrong output"; the reason names the buffer, not the tolerances."""
+    import dataclasses
+
+    from compileiq_lab.kernels.baseline import wrong_output_stop_reason
+
+    kernel = dataclasses.replace(load_kernel(_folder(tmp_path)), args=("a", "x", "y", "n"))
+    wrong = EvalRecord(0, 0, "b", {}, "wrong_output", "saxpy: output 'out' differs", None, 0.0, 0.0, is_baseline=True)
+    searched = [dataclasses.replace(wrong, eval_id=i, generation=1, is_baseline=False) for i in (1, 2)]
+    why = wrong_output_stop_reason(kernel, [wrong, *searched]) or ""
+    assert "saxpy is never given the output 'out': it is not among kernel.toml's [launch] args" in why, why
+    whole = load_kernel(_folder(tmp_path))  # out is passed: the usual reason
+    assert "is never given" not in (wrong_output_stop_reason(whole, [wrong, *searched]) or "")

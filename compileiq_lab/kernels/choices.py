@@ -195,9 +195,15 @@ def check_limits(timeout_s: object, workers: object) -> None:
 
 def run_catalog(language: str, catalog: str | Catalog | None, name: str | None, controls: Sequence[str] | None,
              categories: Sequence[str] | None, tiers: Sequence[str] | None,
-             unsafe_math: bool, fixed: Sequence[str] = ()) -> tuple[str, Catalog, tuple[tuple[str, str], ...], str]:
-    """(header name, the catalog searched, controls left out with why, a note) of a kernel run; a front-end control
-    the kernel's ``fixed`` arguments set (``--use_fast_math``) is left out of the search, as the build has it."""
+             unsafe_math: bool, fixed: Sequence[str] = (), knobs: bool = False
+             ) -> tuple[str, Catalog, tuple[tuple[str, str], ...], str]:
+    """(header name, the catalog searched, controls left out with why, a note) of a kernel run; a control the
+    kernel's ``fixed`` arguments set (``--use_fast_math``) is left out of the search, as the build has it.
+
+    Raises:
+        ConfigurationError: The selection leaves no control to search and the kernel has no -D knobs (``knobs``),
+            among others.
+    """
     if catalog is None:
         catalog = CATALOGS[language][0]
     left_out: tuple[tuple[str, str], ...] = ()
@@ -211,6 +217,15 @@ def run_catalog(language: str, catalog: str | Catalog | None, name: str | None, 
         chosen = catalog.select(names=controls, categories=categories, tiers=tiers,
                                 include_unsafe=unsafe_math) if subset else catalog
     chosen, left_out = _without_fixed(chosen, language, controls, fixed, left_out)
+    if not chosen.controls and not knobs:
+        selection = ", ".join(f"{k} {v}" for k, v in (("controls", controls), ("categories", categories),
+                                                      ("tiers", tiers)) if v is not None)
+        fixed_out = ", ".join(n for n, _ in left_out)
+        raise ConfigurationError(f"`the run searches at least one control` must hold, but catalog {name!r}"
+                                 f"{' with ' + selection if selection else ''} leaves none to search"
+                                 f"{' once it leaves out ' + fixed_out if fixed_out else ''}; name controls the "
+                                 f"catalog has in those categories (`compileiq-lab catalog {name}` lists them with "
+                                 "theirs), or widen the selection")
     fits = {"frontend", "backend"} if language in GPU_LANGUAGES else {"c"}
     stages = {c.stage for c in chosen.controls} | set(chosen.stages)
     front = sorted(c.name for c in chosen.controls if c.stage == "frontend")
@@ -242,8 +257,7 @@ def _without_fixed(chosen: Catalog, language: str, controls: Sequence[str] | Non
     implies, a C compiler's ``-funroll-loops`` or ``-march=native``), which join ``left_out``.
 
     Raises:
-        ConfigurationError: A control named in ``controls`` is fixed too, or the fixed arguments leave nothing to
-            search.
+        ConfigurationError: A control named in ``controls`` is fixed too.
     """
     fixed_by = controls_fixed_by(fixed, language, chosen)
     both = [c for c in controls or () if c in fixed_by]
@@ -254,14 +268,8 @@ def _without_fixed(chosen: Catalog, language: str, controls: Sequence[str] | Non
     drop = [c.name for c in chosen.controls if c.name in fixed_by]
     if not drop:
         return chosen, left_out
-    keep = [c.name for c in chosen.controls if c.name not in fixed_by]
-    if not keep:
-        raise ConfigurationError(f"`the search has a control the build does not fix` must hold, but every control of "
-                                 f"the space ({', '.join(drop)}) is set by the build's fixed arguments "
-                                 f"({', '.join(dict.fromkeys(fixed_by[n] for n in drop))}); search another space "
-                                 "(--space ptxas), or drop the fixed argument to search it")
     why = tuple((n, f"the build fixes it ({fixed_by[n]})") for n in drop)
-    return chosen.select(names=keep), left_out + why
+    return chosen.select(names=[c.name for c in chosen.controls if c.name not in fixed_by]), left_out + why
 
 
 def run_backend(k: KernelSpec, catalog: Catalog, arch: str, workdir: Path, timeout_s: float, *, two_stage: bool,

@@ -120,16 +120,8 @@ class KernelRun(ClusterStages):
         self.kernel = adapt_kernel(spec, entry=entry, build=build, block=block, nvidia_acfs=nvidia_acfs)
         language = self.kernel.language
         self.catalog_name, self.catalog, self.left_out, self.catalog_note = run_catalog(
-            language, catalog, catalog_name, controls, categories, tiers, unsafe_math, self.kernel.build.args)
-        if not self.catalog.controls and not self.kernel.defines:
-            chosen = ", ".join(f"{k} {v}" for k, v in (("controls", controls), ("categories", categories),
-                                                       ("tiers", tiers)) if v is not None)
-            fixed = ", ".join(n for n, _ in self.left_out)
-            raise ConfigurationError(f"`the run searches at least one control` must hold, but catalog "
-                                     f"{self.catalog_name!r}{' with ' + chosen if chosen else ''} leaves none to search"
-                                     f"{' once it leaves out ' + fixed if fixed else ''}; name controls the catalog "
-                                     f"has in those categories (`compileiq-lab catalog {self.catalog_name}` lists them "
-                                     "with theirs), or widen the selection")
+            language, catalog, catalog_name, controls, categories, tiers, unsafe_math, self.kernel.build.args,
+            knobs=bool(self.kernel.defines))
         if language in GPU_LANGUAGES and "maxntid" in self.catalog.names and not self.kernel.block_threads():
             self.catalog_note = "; ".join(filter(None, [self.catalog_note, (
                 "--maxntid is searched without the kernel's launch block: a value below the threads per block it is "

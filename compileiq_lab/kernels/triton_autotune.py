@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from compileiq_lab.kernels.rules import fail, need
+from compileiq_lab.kernels.triton_reduce import statement_blocks
 
 __all__ = ["AutotuneConfig", "autotune_choice", "autotune_configs", "autotune_hint"]
 
@@ -105,8 +106,7 @@ def _returns(body: list[ast.stmt], conditions: tuple[tuple[ast.expr, bool], ...]
             out += _returns(stmt.body, conditions + ((stmt.test, True),))
             out += _returns(stmt.orelse, conditions + ((stmt.test, False),))
         elif isinstance(stmt, (ast.For, ast.While, ast.With, ast.Try)):
-            blocks = [getattr(stmt, part, []) for part in ("body", "orelse", "finalbody")]
-            for block in blocks + [h.body for h in getattr(stmt, "handlers", [])]:
+            for block in statement_blocks(stmt):
                 out += _returns(block, conditions)
     return out
 

@@ -9,7 +9,7 @@ import symtable
 from collections.abc import Iterable
 from typing import NamedTuple
 
-__all__ = ["Reduced", "blank_lines", "bound_names", "jit_only"]
+__all__ = ["Reduced", "blank_lines", "bound_names", "jit_only", "statement_blocks"]
 
 #: Compound statements whose blocks may bind a top-level name (``try: from a import f`` / ``except: from b import
 #: f``, ``if HIP: ... else: ...``): kept whole when a kept statement needs one of the names they bind.
@@ -40,7 +40,7 @@ def _jit_assigned(node: ast.stmt) -> bool:
     return isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and _is_jit(node.value)
 
 
-def _blocks(node: ast.stmt) -> list[list[ast.stmt]]:
+def statement_blocks(node: ast.stmt) -> list[list[ast.stmt]]:
     """The statement blocks of a compound statement (an if's branches, a try's body, handlers, else and finally)."""
     parts = [getattr(node, part, []) for part in ("body", "orelse", "finalbody")]
     return parts + [h.body for h in getattr(node, "handlers", [])]
@@ -53,7 +53,7 @@ def bound_names(node: ast.stmt) -> set[str]:
     if isinstance(node, (ast.Import, ast.ImportFrom)):
         return {(a.asname or a.name).split(".")[0] for a in node.names if a.name != "*"}
     if isinstance(node, _COMPOUND):
-        return {name for block in _blocks(node) for stmt in block for name in bound_names(stmt)}
+        return {name for block in statement_blocks(node) for stmt in block for name in bound_names(stmt)}
     targets: list[ast.expr] = []
     if isinstance(node, ast.Assign):
         targets = node.targets

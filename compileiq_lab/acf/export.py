@@ -41,6 +41,11 @@ def _relative(path: Path, root: Path) -> str | None:
     return text if _rel_path_ok(text) else None
 
 
+def _relative_to_first(path: Path, roots: list[Path]) -> str | None:
+    """``path`` relative to the first of ``roots`` it is near enough to (``_relative``), or None."""
+    return next((r for r in (_relative(path, root) for root in roots) if r is not None), None)
+
+
 def build_section(kernel: KernelSpec, bundled: bool, nvidia_acf: str | None = None,
                   acf_folder: Path | None = None) -> dict[str, Any]:
     """The ACF's build section of a kernel: its source relative to the folder the ACF is written to (``acf_folder``,
@@ -64,7 +69,7 @@ def build_section(kernel: KernelSpec, bundled: bool, nvidia_acf: str | None = No
         dirs.append(rel)
     bases = [Path.cwd()] if acf_folder is None else [Path(acf_folder).resolve(), Path.cwd()]
     ref = kernel.source_path if kernel.spec_file is None else kernel.folder
-    source = None if bundled else next((r for r in (_relative(ref, b) for b in bases) if r is not None), None)
+    source = None if bundled else _relative_to_first(ref, bases)
     if source is None and not bundled:
         log.warning("the ACF records no kernel source: %s is more than 8 folders from the ACF's folder and from the "
                     "working folder, so verify and validate --acf need --kernel %s", ref, ref)
@@ -73,7 +78,7 @@ def build_section(kernel: KernelSpec, bundled: bool, nvidia_acf: str | None = No
     if nvidia_acf is not None:
         files = {}
         for acf in [kernel.nvidia_acfs[nvidia_acf]]:
-            rel = next((r for r in (_relative(acf.path, b) for b in bases) if r is not None), None)
+            rel = _relative_to_first(acf.path, bases)
             if rel is None:
                 raise ConfigurationError(f"an ACF records NVIDIA control files relative to its own folder (at most 8 "
                                          f"levels up), but {acf.path} is not; write the ACF nearer to it")

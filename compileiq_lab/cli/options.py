@@ -20,6 +20,7 @@ from compileiq_lab.kernels import (
     BuildContext,
     KernelRun,
     KernelSpec,
+    controls_fixed_by,
     load_triton_kernel,
     minimal_controls,
     optimisation_controls,
@@ -32,8 +33,8 @@ from compileiq_lab.store.pick import PICK_RULES, default_pick, pick_point
 from compileiq_lab.toolchain.context import check_extra_arg, parse_define
 
 __all__ = ["UsageError", "add_build_arguments", "add_pick_arguments", "add_triton_arguments", "build_options",
-           "check_output_file", "check_pick", "duration", "export_point", "fraction", "int_at_least", "kernel_argument",
-           "rounds", "seconds"]
+           "check_output_file", "check_pick", "check_searched_not_fixed", "duration", "export_point", "fraction",
+           "int_at_least", "kernel_argument", "rounds", "seconds"]
 
 _UNITS = {"s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
 #: What --pick takes besides an objective's name: pick_point's default "first" and its PICK_RULES.
@@ -187,6 +188,15 @@ def _check_defines(defines: list[str], triton: bool) -> None:
     if bare:
         raise UsageError(f"`a Triton constexpr's --define gives its value (NAME=VALUE)` must hold, but got "
                          f"--define {bare[0]}; write e.g. --define {bare[0]}=128")
+
+
+def check_searched_not_fixed(args: argparse.Namespace, controls: list[str] | None) -> None:
+    """Refuse a control named in --controls that an argument after -- fixes as well (UsageError)."""
+    fixed = controls_fixed_by(list(getattr(args, "extra", None) or []), "c" if args.kernel.endswith(".c") else "cuda")
+    both = [c for c in controls or [] if c in fixed]
+    if both:
+        raise UsageError(f"`a control is searched or fixed, not both` must hold, but got {both[0]} in --controls and "
+                         f"{fixed[both[0]]} after --; drop one of the two")
 
 
 def kernel_argument(args: argparse.Namespace, out_dir: Path) -> str | KernelSpec:

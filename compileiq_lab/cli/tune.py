@@ -22,6 +22,7 @@ from compileiq_lab.cli.options import (
     build_options,
     check_output_file,
     check_pick,
+    check_searched_not_fixed,
     duration,
     export_point,
     int_at_least,
@@ -40,7 +41,6 @@ from compileiq_lab.kernels import (
     KernelRun,
     active_catalog,
     check_canary,
-    controls_fixed_by,
 )
 from compileiq_lab.run import Search
 from compileiq_lab.run.build import encode_all
@@ -247,11 +247,7 @@ def run_tune(args: argparse.Namespace) -> int:
         check_output_file(args.export, "--export")
     objectives = _objectives(args.objectives)  # before a Triton kernel is compiled
     controls = _known(args.controls, "--controls", CONTROL_NAMES, "controls of a catalog")
-    fixed = controls_fixed_by(list(getattr(args, "extra", None) or []), "c" if args.kernel.endswith(".c") else "cuda")
-    both = [c for c in controls or [] if c in fixed]
-    if both:
-        raise UsageError(f"`a control is searched or fixed, not both` must hold, but got {both[0]} in --controls and "
-                         f"{fixed[both[0]]} after --; drop one of the two")
+    check_searched_not_fixed(args, controls)
     remote = args.executor != "local"  # the workers build and measure; nothing is measured in this process
     run = KernelRun(kernel_argument(args, (Path(args.store).parent if args.store else Path(DEFAULT_DIR)) / "triton"),
                     _space(args.space), objectives, arch=args.arch, controls=controls,

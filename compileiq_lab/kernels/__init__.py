@@ -30,6 +30,7 @@ from compileiq_lab.kernels.load import (
     valid_block,
 )
 from compileiq_lab.kernels.spec import GPU_LANGUAGES, BufferSpec, KernelSpec, eval_expr, refuse_fixed_controls
+from compileiq_lab.kernels.triton_args import TRITON_PREFIX, parse_triton_ref, triton_usage_error
 from compileiq_lab.kernels.triton_autotune import autotune_choice
 from compileiq_lab.space.catalogs.base import CATEGORIES, one_line, shown_argv
 from compileiq_lab.space.objectives import METRICS, Objective
@@ -84,7 +85,6 @@ if TYPE_CHECKING:
     from compileiq_lab.kernels.canary import CanaryResult, canary, check_canary, optimisation_controls
     from compileiq_lab.kernels.minimal import Minimal, minimal_controls
     from compileiq_lab.kernels.run import KernelRun
-    from compileiq_lab.kernels.triton_src import TRITON_PREFIX, parse_triton_ref, triton_usage_error
 
 
 def __getattr__(name: str) -> Any:
@@ -92,9 +92,6 @@ def __getattr__(name: str) -> Any:
     # unpickles a KernelSpec never needs them)
     if name == "KernelRun":
         return importlib.import_module("compileiq_lab.kernels.run").KernelRun
-    if name in ("TRITON_PREFIX", "parse_triton_ref", "triton_usage_error"):  # with the Triton module (the others
-        # never need it)
-        return getattr(importlib.import_module("compileiq_lab.kernels.triton_src"), name)
     if name in ("Minimal", "minimal_controls"):
         return getattr(importlib.import_module("compileiq_lab.kernels.minimal"), name)
     if name in ("CanaryResult", "canary", "check_canary", "optimisation_controls"):

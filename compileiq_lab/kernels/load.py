@@ -15,6 +15,7 @@ from typing import Any
 from compileiq_lab.exceptions import ConfigurationError, OptionalDependencyError, did_you_mean
 from compileiq_lab.kernels.spec import GPU_LANGUAGES, IDENT, LANGUAGES, SPEC_FILE, KernelSpec, need
 from compileiq_lab.kernels.toml import SpecParser
+from compileiq_lab.kernels.triton_args import parse_triton_ref
 from compileiq_lab.toolchain.context import BuildContext
 from compileiq_lab.toolchain.nvidia_acf import load_nvidia_acfs
 
@@ -251,7 +252,7 @@ def load_triton_kernel(ref: str, signature: str, constexprs: Mapping[str, Any], 
             for ``arch`` (one line each).
     """
     from compileiq_lab.kernels.choices import gpu_arch
-    from compileiq_lab.kernels.triton_src import parse_triton_ref, triton_arch, triton_ptx
+    from compileiq_lab.kernels.triton_src import triton_arch, triton_ptx
 
     module, function = parse_triton_ref(ref)
     if autotune_config is not None:

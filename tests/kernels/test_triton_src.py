@@ -16,15 +16,7 @@ from typing import Any
 import pytest
 
 from compileiq_lab.exceptions import ConfigurationError, OptionalDependencyError
-from compileiq_lab.kernels.triton_src import (
-    TRITON_PREFIX,
-    TritonPtx,
-    installed_triton_version,
-    parse_signature,
-    parse_triton_ref,
-    triton_arch,
-    triton_ptx,
-)
+from compileiq_lab.kernels.triton_src import TritonPtx, installed_triton_version, triton_arch, triton_ptx
 from compileiq_lab.measure.entries import ptx_entries, ptx_header
 from compileiq_lab.testing import tool_available
 from compileiq_lab.toolchain.tools import find_tool
@@ -81,61 +73,10 @@ def triton() -> ModuleType:
 # --- everywhere: references, signatures, options, the recorded PTX ----------------------------------------------
 
 
-def test_parse_triton_ref_resolves_the_file_relative_to_the_current_folder(tmp_path):
-    (tmp_path / "kernels").mkdir()
-    (tmp_path / "kernels" / "my_mod.py").write_text("X = 1\n")
-    assert parse_triton_ref("triton:kernels/my_mod.py:matmul_kernel") == (
-        (tmp_path / "kernels" / "my_mod.py").resolve(), "matmul_kernel")
-    absolute = (tmp_path / "kernels" / "my_mod.py").resolve()
-    assert parse_triton_ref(f"{TRITON_PREFIX}{absolute}:f") == (absolute, "f")
-
-
-@pytest.mark.parametrize(("ref", "said"), [
-    ("my_mod.py:f", "a Triton kernel is named 'triton:path/to/file.py:function'"),
-    ("triton:my_mod.py", "Add ':' and the @triton.jit function's name"),
-    ("triton:my_mod.py:", "is a Python function name"),
-    ("triton:my_mod.py:1f", "is a Python function name"),
-    ("triton:my_mod.py:class", "is a Python function name"),
-    ("triton:notes.txt:f", "the file is a Python file (.py)"),
-    ("triton:missing.py:f", "the file exists"),
-])
-def test_parse_triton_ref_errors_say_the_rule_the_value_and_the_fix(tmp_path, ref, said):
-    (tmp_path / "my_mod.py").write_text("X = 1\n")
-    (tmp_path / "notes.txt").write_text("")
-    text = _error(parse_triton_ref, ref)
-    assert said in text and text.startswith("Triton kernel: ")
-    assert "e.g. triton:" in text or "Check the path" in text
-
-
 @pytest.mark.parametrize(("gpu", "arch"), [(None, "sm_90a"), ("sm_90", "sm_90a"), ("sm_100", "sm_100a"),
                                             ("sm_80", "sm_80"), ("sm_89", "sm_89"), ("sm_90a", "sm_90a")])
 def test_the_default_target_is_the_gpus_own_as_triton_picks_it(gpu, arch):
     assert triton_arch(gpu) == arch
-
-
-def test_parse_signature_positional_and_named():
-    params = ["x_ptr", "y_ptr", "n"]
-    assert parse_signature("*fp32, *fp16, i32", params) == {"x_ptr": "*fp32", "y_ptr": "*fp16", "n": "i32"}
-    named = parse_signature("n=i64, y_ptr=*kbf16:16, x_ptr=*fp8e4nv", params)
-    assert named == {"x_ptr": "*fp8e4nv", "y_ptr": "*kbf16:16", "n": "i64"}
-    assert list(named) == params  # the function's order, whatever the text's
-    assert parse_signature("i32:16", ["n"]) == {"n": "i32:16"}
-    assert parse_signature("", []) == {}
-
-
-@pytest.mark.parametrize(("text", "said"), [
-    ("*fp32,i32", "one type per runtime parameter of the function (x_ptr, y_ptr, n), in order"),
-    ("*fp32,*fp32,i32,i32", "It has 3 runtime parameter(s) and the signature 4 type(s)"),
-    ("*fp32,*float,i32", "y_ptr has type '*float'"),
-    ("*fp32,*fp32,fp32:16", "':16' hints a pointer or an integer only"),
-    ("x_ptr=*fp32,*fp32,n=i32", "all types are given in order or all as name=type"),
-    ("x_ptr=*fp32,y=*fp32,n=i32", "every name is a runtime parameter of the function (x_ptr, y_ptr, n)"),
-    ("x_ptr=*fp32,x_ptr=*fp32,n=i32", "every parameter is named once"),
-    ("x_ptr=*fp32,n=i32", "Add y_ptr=<type>"),
-])
-def test_parse_signature_errors_name_the_functions_parameters(text, said):
-    message = _error(parse_signature, text, ["x_ptr", "y_ptr", "n"])
-    assert said in message and message.startswith("signature: ")
 
 
 @pytest.mark.parametrize(("kwargs", "said"), [

@@ -117,7 +117,7 @@ def tune_and_certify(kernel: str, generations: int, rounds: int, backend: str | 
             best = max(v.rows, key=lambda r: r["speedup"])
             acf_path = out / f"certify_{kernel}.acf"
             acf = point_acf(Search.open(store).results, results.record(best["eval_id"]), run.kernel, run.catalog,
-                            acf_name=acf_path.name)
+                            acf_path=acf_path)
             acf_path.write_text(acf.to_json())
             again = recheck(acf.controls, run, recorded=acf.validation, recorded_hash=acf.code_hash, rounds=rounds)
         finally:

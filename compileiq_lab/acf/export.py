@@ -132,7 +132,7 @@ def _summary(validation: Validation, row: dict[str, Any], gpu: str | None, code_
 def point_acf(results: Results, rec: EvalRecord, kernel: KernelSpec, catalog: Catalog,
               meta: KernelMeta | Mapping[str, Any] | None = None, validation: Validation | None = None,
               controls: Mapping[str, Any] | None = None, dropped: Mapping[str, str] | None = None,
-              acf_name: str = "this.acf", acf_folder: Path | None = None) -> ACF:
+              acf_path: str | Path | None = None) -> ACF:
     """The ACF of one evaluated point of a kernel run, with its re-measured speedup where the run has one.
 
     Args:
@@ -145,12 +145,14 @@ def point_acf(results: Results, rec: EvalRecord, kernel: KernelSpec, catalog: Ca
         controls: The controls to write (default: the point's, without those the compiler ignored), e.g. a
             minimal set (``compileiq_lab.kernels.minimal_controls``) with ``dropped`` saying what was left out.
         dropped: {control: why} of controls left out.
-        acf_name: The file name the ACF is written to (the certificate's re-check command names it).
-        acf_folder: The folder it is written to (default: the working folder), which its paths are relative to.
+        acf_path: The file the ACF is written to (default: ``this.acf`` in the working folder): the certificate's
+            re-check command names it, and its paths are relative to its folder.
 
     Raises:
         ConfigurationError: The run records no kernel facts, or the point breaks a rule of the format.
     """
+    acf_name = Path(acf_path).name if acf_path is not None else "this.acf"
+    acf_folder = Path(acf_path).resolve().parent if acf_path is not None else None
     facts = meta if isinstance(meta, KernelMeta) else KernelMeta.from_dict(meta) if meta is not None \
         else results.header.kernel
     if facts is None:

@@ -286,7 +286,7 @@ def export_point(args: argparse.Namespace, path: str, results: Results, run: Ker
         except ConfigurationError as exc:  # e.g. no compiler here: the point is written as it was
             print(f"note: the controls are not minimised ({str(exc)[:300]})", file=sys.stderr)
     acf = point_acf(results, rec, run.kernel, run.catalog, validation=validation, controls=controls, dropped=dropped,
-                    acf_name=Path(path).name, acf_folder=Path(path).resolve().parent)
+                    acf_path=path)
     acf.write(path)
     print(f"exported eval {rec.eval_id} ({why}{', the default pick' if default else ''}) to {path}"
           + (f"; dropped as having no effect: {', '.join(sorted(acf.dropped))}" if acf.dropped else ""),

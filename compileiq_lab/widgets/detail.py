@@ -141,7 +141,7 @@ def export_point(results: Results, eval_id: int, kernel_run: KernelRun | None = 
             except ConfigurationError as exc:
                 log.warning("eval %d is exported as it was, not minimised: %s", eval_id, str(exc)[:300])
         point_acf(results, rec, kernel_run.kernel, kernel_run.catalog, meta, controls=controls, dropped=dropped,
-                  acf_name=Path(out).name, acf_folder=Path(out).resolve().parent).write(out)
+                  acf_path=out).write(out)
         return out
     out.write_text(json.dumps({"eval_id": eval_id, "params": rec.params, "status": rec.status,
                                "objectives": dict(zip(results.objective_names, rec.scores or [])),

@@ -100,7 +100,7 @@ def test_validation_certifies_writes_a_certificate_and_validate_acf_rechecks_it(
     best = max(v.rows, key=lambda r: r["speedup"])
     rec = results.record(best["eval_id"])
     stored = Search.open(store).results
-    acf = point_acf(stored, rec, load_kernel("reduction"), PTXAS, acf_name="best.acf")
+    acf = point_acf(stored, rec, load_kernel("reduction"), PTXAS, acf_path="best.acf")
     cert = acf.validation["certificate"]
     assert cert["certified"] == best["certified"] and cert["recheck"] == "compileiq-lab validate --acf best.acf"
     assert cert["cache"] == "warm" and cert["rounds"] == 16 and cert["code_hash"] == rec.detail["code_hash"]

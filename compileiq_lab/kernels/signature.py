@@ -1,18 +1,26 @@
-"""Whether a kernel spec's launch arguments fit the kernel's parameters, as its PTX declares them (and, for a C++
-kernel, as its mangled name does)."""
+"""Whether a kernel spec's launch fits the kernel as its PTX declares it: the arguments its parameters (and, for a C++
+kernel, its mangled name's types), the block its threads-per-block directives."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from compileiq_lab.exceptions import ConfigurationError
 from compileiq_lab.kernels.spec import GPU_LANGUAGES, KernelSpec
-from compileiq_lab.measure.entries import cpp_param_types, demangle, ptx_entries, ptx_param_types, resolve_entry
+from compileiq_lab.measure.entries import (
+    cpp_param_types,
+    demangle,
+    ptx_entries,
+    ptx_entry_threads,
+    ptx_param_types,
+    resolve_entry,
+)
 from compileiq_lab.measure.nvcc import CudaCompiler
 from compileiq_lab.measure.scalars import buffer_problem, scalar_problem
 
-__all__ = ["launch_problem", "launch_types", "signature_problem"]
+__all__ = ["block_problem", "launch_problem", "launch_types", "signature_problem"]
 
 #: A message names at most this many mismatched arguments.
 _LISTED = 4
@@ -50,10 +58,36 @@ def signature_problem(kernel: KernelSpec, entry: str, types: Sequence[str], cpp:
             "takes numbers)")
 
 
+def block_problem(kernel: KernelSpec, entry: str, threads: Mapping[str, tuple[int, int, int]]) -> str:
+    """Why ``kernel``'s ``[launch] block`` (at its knobs' defaults) cannot launch ``entry``, whose PTX declares
+    ``threads`` (``ptx_entry_threads``: ``__launch_bounds__`` writes ``.maxntid``), or "" when it can: a launch with
+    more threads than ``.maxntid``, or another block than ``.reqntid``, fails on every config."""
+    if not threads:
+        return ""
+    try:
+        block = kernel.launch_dims()[1]
+    except (ConfigurationError, KeyError, ValueError, ZeroDivisionError):
+        return ""  # a block its expressions cannot give: the run's own checks say so
+    where = f"kernel {kernel.name!r}: [launch] block"
+    shown = "x".join(map(str, block))
+    required = threads.get("reqntid")
+    if required is not None and tuple(block) != required:
+        return (f"{where} must be the block {entry} requires (.reqntid {', '.join(map(str, required))}), but it is "
+                f"{shown}; a launch with any other block fails: launch it with that block, or drop the "
+                ".reqntid directive")
+    most = threads.get("maxntid")
+    if most is not None and math.prod(block) > math.prod(most):
+        return (f"{where} must have at most the threads per block {entry} allows ({math.prod(most)}: .maxntid "
+                f"{', '.join(map(str, most))}, which __launch_bounds__ writes), but it has {math.prod(block)} "
+                f"({shown}); a launch with more fails: launch at most {math.prod(most)} threads per block, or raise "
+                "the kernel's bound")
+    return ""
+
+
 def launch_types(kernel: KernelSpec, arch: str, workdir: Path, timeout_s: float) -> tuple[str, tuple[str, ...]]:
-    """``signature_problem`` of a CUDA or PTX kernel with a ``[launch]`` and its entry's PTX parameter types, the PTX
-    made once with the knobs' defaults (a ``.cu`` source, by ``nvcc -ptx``); ("", ()) when it has no launch or its PTX
-    does not build (the run says why)."""
+    """``signature_problem`` (else ``block_problem``) of a CUDA or PTX kernel with a ``[launch]`` and its entry's PTX
+    parameter types, the PTX made once with the knobs' defaults (a ``.cu`` source, by ``nvcc -ptx``); ("", ()) when it
+    has no launch or its PTX does not build (the run says why)."""
     if not kernel.args or kernel.language not in GPU_LANGUAGES:
         return "", ()
     if kernel.language == "ptx":
@@ -76,11 +110,13 @@ def launch_types(kernel: KernelSpec, arch: str, workdir: Path, timeout_s: float)
         return "", ()
     readable = demangle([entry])[entry]  # once: each workload's check names it
     cpp = cpp_param_types(readable)
+    threads = ptx_entry_threads(text, entry)
     for variant in [kernel] + [kernel.with_workload(w) for w in kernel.workloads]:  # each workload's values too
-        problem = signature_problem(variant, readable, types, cpp)
+        problem = signature_problem(variant, readable, types, cpp) or block_problem(variant, readable, threads)
         if problem:
-            return (problem.replace("[launch] args", f"workload {variant.workload!r}: [launch] args", 1)
-                    if variant.workload else problem), tuple(types)
+            if variant.workload:  # (the first "[launch] " is the message's subject, args or block)
+                problem = problem.replace("[launch] ", f"workload {variant.workload!r}: [launch] ", 1)
+            return problem, tuple(types)
     return "", tuple(types)
 
 

@@ -28,7 +28,7 @@ from compileiq_lab.measure.unitnames import stable_symbol
 from compileiq_lab.toolchain.tools import find_tool, run_tool
 
 __all__ = ["REGEX_PREFIX", "PtxHeader", "cpp_param_types", "cubin_entries", "demangle", "entry_pattern",
-           "kernel_listing", "ptx_entries", "ptx_header", "ptx_param_types", "resolve_entry"]
+           "kernel_listing", "ptx_entries", "ptx_entry_threads", "ptx_header", "ptx_param_types", "resolve_entry"]
 
 log = logging.getLogger(__name__)
 
@@ -74,20 +74,47 @@ _PTX_PARAM = re.compile(r"\.param\s+(?:\.align\s+\d+\s+)?\.(\w+)(?:\s+\.ptr(?:\s
                         r"\s+[A-Za-z_$%][\w$%]*(\[\d+\])?")
 
 
-def ptx_param_types(ptx_text: str, entry: str) -> list[str] | None:
-    """The PTX types of an entry's parameters in order (``u64``, ``u32``, ``f32`` ...; a struct by value is ``b8[N]``),
-    or None when the module declares no such entry."""
+def _entry_head(ptx_text: str, entry: str) -> tuple[str, str] | None:
+    """An entry's parameter list (without its parentheses; "" for none) and what follows it up to its body (its
+    performance-tuning directives), comments left out; None when the module declares no such entry."""
     text = _PTX_NOISE.sub(lambda m: '""' if m.group().startswith('"') else " ", ptx_text)
     for m in _PTX_ENTRY.finditer(text):
         if m.group(1) != entry:
             continue
         rest = text[m.end():]
-        start = rest.find("(")
-        if start < 0 or rest[:start].strip():
-            return []  # an entry without parameters
-        body = rest[start + 1:rest.find(")", start)]
-        return [t + (n or "") for t, n in _PTX_PARAM.findall(body)]
+        body = rest.find("{")
+        head = rest if body < 0 else rest[:body]
+        if not head.lstrip().startswith("("):
+            return "", head  # an entry without parameters
+        start = head.find("(")
+        end = head.find(")", start)
+        return head[start + 1:end], head[end + 1:]
     return None
+
+
+def ptx_param_types(ptx_text: str, entry: str) -> list[str] | None:
+    """The PTX types of an entry's parameters in order (``u64``, ``u32``, ``f32`` ...; a struct by value is ``b8[N]``),
+    or None when the module declares no such entry."""
+    head = _entry_head(ptx_text, entry)
+    return None if head is None else [t + (n or "") for t, n in _PTX_PARAM.findall(head[0])]
+
+
+#: An entry's directive on its threads per block (``__launch_bounds__`` writes ``.maxntid``): 1 to 3 extents.
+_PTX_NTID = re.compile(r"\.(maxntid|reqntid)\s+(\d+)(?:\s*,\s*(\d+))?(?:\s*,\s*(\d+))?")
+
+
+def ptx_entry_threads(ptx_text: str, entry: str) -> dict[str, tuple[int, int, int]]:
+    """An entry's ``.maxntid`` (the most threads per block it may be launched with: the product of the extents) and
+    ``.reqntid`` (the block it must be launched with), as (x, y, z) with 1 for an extent not written; {} for an entry
+    with neither, or none of that name."""
+    head = _entry_head(ptx_text, entry)
+    if head is None:
+        return {}
+    out: dict[str, tuple[int, int, int]] = {}
+    for m in _PTX_NTID.finditer(head[1]):
+        x, y, z = (int(v) if v else 1 for v in m.group(2, 3, 4))
+        out[m.group(1)] = (x, y, z)
+    return out
 
 
 def cpp_param_types(readable: str) -> list[str] | None:

@@ -190,3 +190,53 @@ def test_a_cpp_kernels_mangled_name_tells_pointers_sizes_signedness_and_element_
     toml.write_text(fixed.replace("k = 3", "k = 3000000000"))  # fits a .u32, not an int
     assert "[params] k = 3000000000 goes to parameter 4 (int), which needs an int that fits int: -2147483648 to " \
         "2147483647" in launch_problem(load_kernel(folder), "sm_90", tmp_path / "w", 60.0)
+
+
+def test_an_entrys_threads_per_block_directives_are_read_from_its_ptx():
+    ptx = """.visible .entry k(
+        .param .u64 k_param_0
+    )
+    .maxntid 128, 1, 1   // __launch_bounds__(128)
+    .minnctapersm 2
+    { ret; }
+    .visible .entry r .reqntid 16, 16 { ret; }
+    // .entry c .maxntid 64 { ret; }
+    .visible .entry plain(.param .u32 n) { ret; }"""
+    from compileiq_lab.measure.entries import ptx_entry_threads
+
+    assert ptx_entry_threads(ptx, "k") == {"maxntid": (128, 1, 1)}
+    assert ptx_entry_threads(ptx, "r") == {"reqntid": (16, 16, 1)}
+    assert ptx_entry_threads(ptx, "plain") == {} == ptx_entry_threads(ptx, "c")
+    assert ptx_param_types(ptx, "r") == [] and ptx_param_types(ptx, "plain") == ["u32"]
+
+
+@needs_nvcc
+def test_a_block_over_the_kernels_launch_bounds_is_refused_before_a_gpu_run(tmp_path):
+    folder = _folder(tmp_path, "const float* x, float* y, int n", '["x", "y", "n"]')
+    source = folder / "scale.cu"
+    source.write_text(source.read_text().replace("__global__ void", "__global__ void __launch_bounds__(128)"))
+    problem = launch_problem(load_kernel(folder), "sm_90", tmp_path / "w", 60.0)
+    assert "[launch] block must have at most the threads per block scale allows (128: .maxntid 128, 1, 1" in problem
+    assert "but it has 256 (256x1x1)" in problem and "launch at most 128 threads per block" in problem
+    with pytest.raises(ConfigurationError, match=r"at most the threads per block scale allows"):  # before a GPU
+        KernelRun(str(folder), "ptxas", ["runtime"], workdir=tmp_path / "run")
+    toml = folder / "kernel.toml"  # within the bound: launchable; a workload's block over it is named
+    toml.write_text(toml.read_text().replace("n = 1024", "n = 1024\nthreads = 128")
+                    .replace("block = [256, 1, 1]", 'block = ["threads", 1, 1]')
+                    + '\n[[workloads]]\nname = "wide"\nparams = { threads = 512 }\n')
+    problem = launch_problem(load_kernel(folder), "sm_90", tmp_path / "w2", 60.0)
+    assert problem.startswith("kernel 'scale': workload 'wide': [launch] block must have at most") and "512" in problem
+    toml.write_text(toml.read_text().split("\n[[workloads]]")[0])
+    assert launch_problem(load_kernel(folder), "sm_90", tmp_path / "w3", 60.0) == ""
+
+
+def test_a_block_other_than_the_required_one_is_refused(tmp_path):
+    from compileiq_lab.kernels.signature import block_problem
+
+    kernel = load_kernel(_folder(tmp_path, "const float* x, float* y, int n", '["x", "y", "n"]'))
+    problem = block_problem(kernel, "scale", {"reqntid": (128, 1, 1)})
+    assert problem == ("kernel 'scale': [launch] block must be the block scale requires (.reqntid 128, 1, 1), but "
+                       "it is 256x1x1; a launch with any other block fails: launch it with that block, or drop the "
+                       ".reqntid directive")
+    assert block_problem(kernel, "scale", {"reqntid": (256, 1, 1), "maxntid": (512, 1, 1)}) == ""
+    assert block_problem(kernel, "scale", {}) == ""

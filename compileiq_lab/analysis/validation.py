@@ -158,8 +158,10 @@ def _remeasure(run: KernelRun, runner: GpuRunner | CpuRunner, base: EvalRecord, 
     aa = compare(samples[b_label], samples[aa_label], confidence=confidence, method=method)
     floor = noise_floor(aa.low, aa.high)
     rows = []
+    first_of: dict[str, int] = {}  # each code's first point: a later one with the same code is that one's twin
     for rec in points:
         label = label_of[rec.eval_id]
+        twin = first_of.setdefault(label, rec.eval_id)
         c = compare(samples[b_label], samples[label], confidence=confidence, method=method)
         eb, ec = energy_mean(b_label), energy_mean(label)
         rows.append({"eval_id": rec.eval_id, "runtime_median": float(np.median(samples[label])),
@@ -167,7 +169,8 @@ def _remeasure(run: KernelRun, runner: GpuRunner | CpuRunner, base: EvalRecord, 
                      "low": c.low, "high": c.high, "win": c.low > 1.0 + floor, "loss": c.high < 1.0 - floor,
                      "samples": len(samples[label]),
                      "energy": ec, "energy_ratio": ec / eb if ec is not None and eb else None,
-                     "same_code_as_baseline": label == b_label})
+                     "same_code_as_baseline": label == b_label,
+                     "same_code_as": twin if twin != rec.eval_id else None})
     for name in workloads:
         _validate_workload(runner, name, items, label_of, points, rows, rounds, confidence, method)
     launches = reply.get("launches_per_sample")

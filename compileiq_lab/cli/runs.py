@@ -183,7 +183,9 @@ def print_validation(v: Validation) -> None:
         energy = f"{(r['energy_ratio'] - 1) * 100:+.1f} %" if r["energy_ratio"] is not None else "n/a"
         print(f"{r['eval_id']:5d}  {r['runtime_median'] * 1e6:10.2f}  {r['speedup']:8.4f}  "
               f"[{r['low']:.4f}, {r['high']:.4f}]  {'yes' if r['win'] else 'no':>4}  {energy}"
-              + ("  (same code as baseline)" if r["same_code_as_baseline"] else ""))
+              + ("  (same code as baseline)" if r["same_code_as_baseline"] else
+                 f"  (same code as eval {r['same_code_as']}: measured once)" if r.get("same_code_as") is not None
+                 else ""))
         for name, e in (r.get("workloads") or {}).items():
             verdict = e.get("error") or (f"{e['speedup']:.4f} [{e['low']:.4f}, {e['high']:.4f}] "
                                          f"{'win' if e['win'] else 'LOSS' if e['loss'] else 'no win'}")

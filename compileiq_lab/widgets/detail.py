@@ -96,9 +96,11 @@ def _validation_html(results: Results, eval_id: int) -> str:
     row = v.row(eval_id) if v is not None else None
     if v is None or row is None:
         return ""
-    lines = [f"re-measured: runtime {_runtime_change(row['speedup'])} (speedup {row['speedup']:.4f}x, 95 % CI "
-             f"[{row['low']:.4f}, {row['high']:.4f}]; {'a win' if row['win'] else 'not a win'}, {v.rounds} "
-             "interleaved rounds)"]
+    lines = [f"re-measured: runtime {_runtime_change(row['speedup'])} (speedup {row['speedup']:.4f}x, "
+             f"{v.confidence * 100:.0f} % CI [{row['low']:.4f}, {row['high']:.4f}]; "
+             f"{'a win' if row['win'] else 'not a win'}, {v.rounds} interleaved rounds)"]
+    if row.get("same_code_as") is not None:
+        lines.append(f"the same machine code as eval {row['same_code_as']}: one measurement for both")
     for name, e in (row.get("workloads") or {}).items():
         lines.append(f"workload {html.escape(name)}: " + (html.escape(e["error"]) if "error" in e else
                      f"{e['speedup']:.4f}x [{e['low']:.4f}, {e['high']:.4f}]"))

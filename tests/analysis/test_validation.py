@@ -266,3 +266,31 @@ def test_validate_says_what_it_re_measures_for_static_objectives(tmp_path):
     results = Search.of(run, store=":memory:", generations=1, pool_size=3).start()
     with pytest.raises(ConfigurationError, match="runtime on a runnable C kernel; static metrics are exact"):
         validate(results, run, rounds=10)
+
+
+@needs_gcc
+def test_points_with_the_same_machine_code_are_measured_once_and_said_to_be_twins(tmp_path, capsys):
+    """Two points whose flags differ but whose code does not (-fno-loop-interchange on a loop with nothing to
+    interchange) are timed once, and the second row names the first rather than pass for an independent result."""
+    from compileiq_lab.cli.runs import print_validation
+
+    run = KernelRun(load_kernel("dot"), "gcc", ["runtime"], workdir=tmp_path / "w",
+                    controls=["opt_level", "loop_interchange"])
+    first = {"opt_level": 3, "defines": {"ACCUMULATORS": 4}}
+    twin = {**first, "loop_interchange": "-fno-loop-interchange"}
+    results = Search.of(run, store=str(tmp_path / "c.db"), generations=1, pool_size=3,
+                        warm_start=[first, twin]).start()
+    ids = {json.dumps(r.params, sort_keys=True): r.eval_id for r in results.records}
+    a, b = ids[json.dumps(first, sort_keys=True)], ids[json.dumps(twin, sort_keys=True)]
+    assert results.record(a).detail["code_hash"] == results.record(b).detail["code_hash"]
+    v = validate(results, run, rounds=10, eval_ids=[a, b], confidence=0.9)
+    rows = {r["eval_id"]: r for r in v.rows}
+    assert rows[a]["same_code_as"] is None and rows[b]["same_code_as"] == a
+    assert rows[a]["runtime_median"] == rows[b]["runtime_median"]  # one measurement, reported twice
+    print_validation(v)
+    assert f"(same code as eval {a}: measured once)" in capsys.readouterr().out
+    from compileiq_lab.widgets.detail import _validation_html  # the lab's point view says so too
+
+    stored = load_results(str(tmp_path / "c.db"))
+    assert f"the same machine code as eval {a}: one measurement for both" in _validation_html(stored, b)
+    assert "90 % CI" in _validation_html(stored, a) and "same machine code" not in _validation_html(stored, a)

@@ -357,7 +357,7 @@ def make_table(spec: TableSpec, workers: int, out: Path = TABLES) -> dict[str, A
     """Compile every config of ``spec`` and write its CSV and manifest into ``out``; returns the manifest."""
     configs = list(enumerate_configs(spec.controls))
     t0 = time.time()
-    ctx = mp.get_context("fork")
+    ctx = mp.get_context("spawn")  # not fork: a process with threads (a Dask client, a test run) can deadlock a fork
     with tempfile.TemporaryDirectory(prefix=f"table-{spec.name}-") as scratch, \
             ctx.Pool(workers, initializer=_init, initargs=(spec, scratch)) as pool:
         rows = pool.map(_measure, configs, chunksize=16)

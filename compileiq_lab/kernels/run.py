@@ -381,8 +381,8 @@ class KernelRun(ClusterStages):
         return self.evaluator.build(config)
 
     def toolchain(self) -> dict[str, str]:
-        """Compiler versions used."""
-        return self.evaluator.toolchain()
+        """Compiler versions used (the compile backend's: a remote run's client starts no GPU worker for them)."""
+        return self.backend.toolchain()
 
     def close(self) -> None:
         """Stop the GPU worker, if any (it also ends with this process)."""

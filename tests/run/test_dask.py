@@ -253,7 +253,9 @@ def test_gpu_runs_compile_anywhere_run_on_gpu_workers_once_per_code_with_a_basel
             c.wait_for_workers(3, timeout=60)
             res = Search.of(run, store=tmp_path / "gpu.db", executor=c, generations=3, pool_size=6).start()
             more = Search.open(tmp_path / "gpu.db", run, generations=4, executor=c).start()
+        assert run.gpu is None and run.timer is None  # the client measured nothing: no GPU worker of its own
     finally:
+        run.close()
         for p in gpus:
             os.killpg(p.pid, signal.SIGTERM)  # the worker processes this test started
             p.wait(30)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -40,14 +41,23 @@ assert list(df["eval_id"]) == list(range(len(df)))
 assert {"generation", "status", "error", "score_1", "params", "elapsed_s"} <= set(df.columns)
 assert set(df["status"]) == {"ok"} and df.iloc[0]["generation"] == 1   # no baseline: x and y have no default
 import json
-print("RESULT" + json.dumps([results.status_counts(), best["score_1"], best["generation"], sorted(best["params"])]))
+rows = [[int(r.eval_id), int(r.generation), float(r.score_1), repr(r.params)] for r in df.itertuples()]
+print("RESULT" + json.dumps([results.status_counts(), best["eval_id"], best["generation"], best["score_1"],
+                             repr(best["params"]), rows]))
 '''
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path)
     assert out.returncode == 0, out.stderr
-    counts, score, gen, keys = json.loads(out.stdout.split("RESULT", 1)[1])
+    counts, eval_id, gen, score, params, rows = json.loads(out.stdout.split("RESULT", 1)[1])
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     assert f"`results.status_counts() == {counts!r}`" in readme
-    assert score >= 2.0 and gen >= 1 and "x" in keys
+    # the output the README shows is this version's, row by row, and its best
+    shown = readme[readme.index("Its output, "):readme.index("`x` and `y` declare no `default=`")]
+    listed = re.findall(r"(?m)^(\d+)\s+(\d+)\s+(\d+)\s+ok\s+([\d.]+)\s+(\{.*?\}) \.\.\.$", shown)
+    assert len(listed) >= 3
+    for index, eval_id_text, generation, value, config in listed:
+        assert [int(eval_id_text), int(generation), float(value), config] == rows[int(index)]
+    assert (f"{{'eval_id': {eval_id}, 'generation': {gen}, 'status': 'ok', 'score_1': {score}, 'params': {params}, "
+            "...}") in shown
     assert "no baseline row: parameters x, y" in out.stderr  # said once
     assert out.stderr.count("no baseline row") == 1
     assert list((tmp_path / "compileiq_runs").glob("run-*.db"))

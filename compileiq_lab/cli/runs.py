@@ -22,7 +22,7 @@ from compileiq_lab.cli.options import (
 )
 from compileiq_lab.exceptions import CompileIQLabError, ConfigurationError, StaticOnlyKernelError
 from compileiq_lab.kernels import KernelRun
-from compileiq_lab.store import Results, Validation, load_results
+from compileiq_lab.store import Results, Validation, load_results, writer_pid
 from compileiq_lab.viz.report import write_report
 
 __all__ = ["RUN_COMMANDS", "add_run_parsers", "print_validation"]
@@ -116,6 +116,9 @@ def _show(args: argparse.Namespace) -> int:
     meta = res.header.kernel
     print(f"run {res.store_path}: {len(res)} evaluations, status {res.status}"
           + (f"; kernel {meta.kernel} ({meta.catalog}, {meta.arch or 'cpu'})" if meta else ""))
+    if res.status == "running" and writer_pid(res.store_path) is None:
+        print("no process is running it now: it was killed or crashed (every finished evaluation is kept); continue "
+              "it with the same tune command and --store, or Search.resume")
     if res.header.stop_reason in ("max_evaluations", "time_budget"):
         print(f"ended by its budget: {res.header.stop_reason} (continue it with a larger one)")
     elif res.header.stop_reason and res.header.stop_reason != "generations":

@@ -14,9 +14,15 @@ from typing import Any
 from compileiq_lab.exceptions import EnvironmentFaultError
 from compileiq_lab.measure.measurement import Measurement
 
-__all__ = ["call_objective", "classify_return", "make_evaluator"]
+__all__ = ["INVALID_SCORE", "call_objective", "classify_return", "make_evaluator"]
 
 _TB_LINES = 12
+#: What an objective returns for a failed evaluation, as CompileIQ marks one (recorded as "invalid", never ranked).
+INVALID_SCORE = "*"
+
+
+def _is_invalid_score(value: Any) -> bool:
+    return isinstance(value, str) and value == INVALID_SCORE
 
 
 def classify_return(value: Any, n_objectives: int) -> Measurement:
@@ -39,6 +45,8 @@ def classify_return(value: Any, n_objectives: int) -> Measurement:
     if value is None:
         return Measurement("invalid", error="objective returned None; return a number "
                            f"({n_objectives} values for {n_objectives} objectives)")
+    if _is_invalid_score(value) or (isinstance(value, (tuple, list)) and any(map(_is_invalid_score, value))):
+        return Measurement("invalid", error="objective returned INVALID_SCORE: a failed evaluation, as it marks one")
     items = _as_items(value)
     if items is None:
         return Measurement("invalid", error=f"objective returned {type(value).__name__} {_short(value)}; "

@@ -215,7 +215,8 @@ class WorkerObjective:
                     "traceback": str(reply.get("traceback", ""))})
             return reply
         except WorkerTimeout:
-            return Measurement("timeout", error=f"objective did not return within timeout_s={self.timeout_s}",
+            return Measurement("timeout", error=f"objective did not return within its per-call limit of "
+                                                f"{self.timeout_s:g} s",
                                elapsed_s=time.perf_counter() - t0)
         except WorkerDied as exc:
             return Measurement("crashed", error=f"objective worker process died ({exc.how})",

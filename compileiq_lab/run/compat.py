@@ -9,12 +9,14 @@ import logging
 import math
 import os
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
 from compileiq_lab.exceptions import ConfigurationError, SearchFailedError, SearchStateError
+from compileiq_lab.measure.measurement import Measurement
+from compileiq_lab.measure.objective import INVALID_SCORE, classify_return
 from compileiq_lab.run.engine import Candidate
 from compileiq_lab.run.events import EvaluationEvent, GenerationEvent, RunEvent
 from compileiq_lab.search.config import SearchConfiguration
@@ -34,15 +36,13 @@ __all__ = [
     "WorkerTypes",
     "checked_times",
     "dump",
-    "scores_by_id",
     "search_options",
     "start_workers",
+    "told",
 ]
 
 log = logging.getLogger(__name__)
 
-#: What an objective returns for a failed evaluation (recorded as "invalid", never ranked).
-INVALID_SCORE = "*"
 #: CompileIQ's baseline: the empty config (here: where a space declares no baseline of its own).
 BASELINE_CONFIG: dict[str, Any] = {}
 _ENGINES = ("amber", "auto", *STRATEGIES)
@@ -87,8 +87,9 @@ class Score:
         score: The objective's value(s); ``INVALID_SCORE`` ("*") or NaN for a failure.
         param_id: The candidate's ``param_id`` (from ``ask()``).
         num_objectives: How many values ``score`` holds.
-        norm_score, params, metadata, is_baseline: Accepted for compatibility; compileiq-lab normalises from
-            its own baseline row and keeps the params of the asked candidate.
+        metadata: Text kept with the row (its ``detail["metadata"]``).
+        norm_score, params, is_baseline: Accepted for compatibility; compileiq-lab normalises from its own baseline
+            row and keeps the params of the asked candidate.
     """
 
     score: Any
@@ -233,14 +234,57 @@ def _engine(engine: str | EngineConfig | None) -> tuple[str | None, dict[str, An
                                                            if v is not None}
 
 
-def scores_by_id(scores: Sequence[Any], awaiting: Sequence[Candidate]) -> tuple[list[Candidate], list[Any]]:
-    """The candidates and scores of a CompileIQ-style ``tell([Score(...), ...])``, matched by param_id among the
-    candidates ``awaiting`` a score.
+def told(candidates: Any, scores: Any, awaiting: Sequence[Candidate], num_objectives: int,
+         elapsed_s: Any = None) -> list[tuple[Candidate, Measurement]]:
+    """What a ``tell`` records, checked before anything is: each candidate with its measurement (a ``Score``'s
+    ``metadata`` kept in its detail), from ``tell(candidates, scores)`` or CompileIQ's ``tell([Score(...), ...])``.
 
     Raises:
-        ConfigurationError: A score that is not a Score, or a param_id given twice.
+        ConfigurationError: Candidates that are not those ask() returned (their configs, their param_ids), Score
+            objects with a scores list as well, not one score (and time) per candidate, a param_id given twice.
         SearchStateError: A param_id that awaits no score.
     """
+    items = _listed("candidates", candidates)
+    notes: list[str] = []
+    if scores is None:
+        items, values, notes = _scores_by_id(items, awaiting)
+    else:
+        if any(isinstance(c, Score) for c in items):
+            raise ConfigurationError("tell(Score objects, scores): a Score carries its own score; call "
+                                     "tell([Score(...), ...]) alone, or tell(candidates, scores) with ask()'s list")
+        values = _listed("scores", scores)
+    wrong = next((c for c in items if not isinstance(c, Candidate)), None)
+    if wrong is not None:
+        raise ConfigurationError(f"tell(candidates, scores) takes the Candidate objects ask() returned, but got "
+                                 f"{type(wrong).__name__} {str(wrong)[:80]}; pass ask()'s list itself (evaluate each "
+                                 "candidate's .config), or Score(score=..., param_id=c.param_id) objects alone")
+    if len(items) != len(values):
+        raise ConfigurationError(f"tell() needs one score per candidate, but got {len(items)} "
+                                 f"candidates and {len(values)} scores")
+    times = checked_times(elapsed_s, len(items)) if elapsed_s is not None else None
+    out = []
+    for i, (c, value) in enumerate(zip(items, values)):
+        m = classify_return(value, num_objectives)
+        if times is not None:
+            m.elapsed_s = times[i]
+        if notes and notes[i]:
+            m.detail["metadata"] = notes[i]
+        out.append((c, m))
+    return out
+
+
+def _listed(what: str, values: Any) -> list[Any]:
+    """A tell argument as a list: a list, a tuple or any other iterable of items (not one item)."""
+    if isinstance(values, (str, bytes, Mapping, Candidate, Score)) or not isinstance(values, Iterable):
+        raise ConfigurationError(f"tell(): `{what} is a list, one item per candidate` must hold, but got "
+                                 f"{type(values).__name__} {str(values)[:80]}; pass a list even for one "
+                                 f"candidate, e.g. tell([c], [score])")
+    return list(values)
+
+
+def _scores_by_id(scores: Sequence[Any], awaiting: Sequence[Candidate]) -> tuple[list[Any], list[Any], list[str]]:
+    """The candidates, scores and metadata of a CompileIQ-style ``tell([Score(...), ...])``, matched by param_id among
+    the candidates ``awaiting`` a score."""
     out: dict[str, Score] = {}
     for s in scores:
         if not isinstance(s, Score):
@@ -254,7 +298,7 @@ def scores_by_id(scores: Sequence[Any], awaiting: Sequence[Candidate]) -> tuple[
     if unknown:
         raise SearchStateError(f"param_ids {unknown[:3]} are not awaiting a score; tell only what the last ask() "
                                "returned")
-    return [by_id[k] for k in out], [s.score for s in out.values()]
+    return [by_id[k] for k in out], [s.score for s in out.values()], [str(s.metadata or "") for s in out.values()]
 
 
 class RunHooks:

@@ -9,25 +9,33 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, cast
+from typing import Any
 
 from compileiq_lab.exceptions import ConfigurationError, SearchStateError, StoreError
-from compileiq_lab.measure.objective import classify_return
 from compileiq_lab.run.compat import (
     EngineConfig,
     RunHooks,
     Score,
-    checked_times,
-    scores_by_id,
     search_options,
     start_workers,
+    told,
 )
 from compileiq_lab.run.engine import Candidate, Constraint, Engine
 from compileiq_lab.run.events import FinishedEvent, RunEvent
 from compileiq_lab.run.executor import ExecutorSpec, open_executor
 from compileiq_lab.run.loop import Deadline, drive
 from compileiq_lab.run.problem import Problem
-from compileiq_lab.run.start import name_of, new_header, prepare_store, record_parts, reopened_config
+from compileiq_lab.run.start import (
+    keep_call_limit,
+    keeping_run_time,
+    kept_dump,
+    name_of,
+    new_header,
+    nothing_left,
+    prepare_store,
+    record_parts,
+    reopened_config,
+)
 from compileiq_lab.run.steady import SteadyEngine, drive_steady
 from compileiq_lab.search.config import SearchConfiguration
 from compileiq_lab.space.objectives import Objective
@@ -110,6 +118,8 @@ class Search:
         self.store = RunStore(new_store_path() if store is None else store, header=header)
         try:
             resolved = prepare_store(self.store, header)
+            self._options = dataclasses.replace(self._options, dump_results=kept_dump(
+                self.store, self._options.dump_results, resolved))  # written on by the run resumed
             self.store.release()
         except BaseException:
             self.store.close()
@@ -229,10 +239,13 @@ class Search:
         self.store.acquire()
         header = self.store.update_header(status="running", updated_at=time.time())  # a killed process leaves it so
         began, budget = time.monotonic(), self.config.time_budget_s
+        if said := nothing_left(self.config, header, self.store):
+            log.warning("run %s: %s", self.store.path, said)
         held = paused or (lambda: 0.0)
         end = None if budget is None else began + budget - header.run_time_s
         deadline: Deadline = end if end is None or paused is None else (lambda: end + held())
         timeout = self._options.timeout(task_timeout if task_timeout is not None else self.config.timeout_s)
+        self.config = keep_call_limit(self.store, self.config, timeout)  # a resumed run calls as this one does
         executor, owned = None, False
         try:  # the steady engine first (it replays the store), then the executor and the objective's evaluator
             steady = SteadyEngine(self.space, self.config, self.store, self._constraint, self._check) \
@@ -247,7 +260,8 @@ class Search:
         if steady is None:
             self._warn_idle_slots(executor.slots)
         hooks = RunHooks(self._options, self._stop, getattr(self.objective_function, "first_generation_verdict", None))
-        emit = hooks.wrap(callback or (lambda event: None), lambda: self.results)
+        emit = keeping_run_time(hooks.wrap(callback or (lambda event: None), lambda: self.results), self.store,
+                                header.run_time_s, began, held)
         status, reason = "running", ""
         try:
             if steady is not None:
@@ -344,22 +358,9 @@ class Search:
         Returns:
             The stored rows.
         """
-        if scores is None:
-            candidates, scores = scores_by_id(candidates, self._engine.awaiting())
-        if len(candidates) != len(scores):
-            raise ConfigurationError(f"tell() needs one score per candidate, but got {len(candidates)} "
-                                     f"candidates and {len(scores)} scores")
-        candidates = cast(Sequence[Candidate], candidates)
-        if elapsed_s is not None:
-            elapsed_s = checked_times(elapsed_s, len(candidates))
-        self._engine.check_awaiting(candidates)  # all of them, before recording any
-        records = []
-        for i, (c, s) in enumerate(zip(candidates, scores)):
-            m = classify_return(s, self.config.num_objectives)
-            if elapsed_s is not None:
-                m.elapsed_s = float(elapsed_s[i])
-            records.append(self._engine.tell(c, m))
-        return records
+        pairs = told(candidates, scores, self._engine.awaiting(), self.config.num_objectives, elapsed_s)
+        self._engine.check_awaiting([c for c, _ in pairs])  # all of them, before recording any
+        return [self._engine.tell(c, m) for c, m in pairs]
 
     # -- state -------------------------------------------------------------------------------
     @property

@@ -3,9 +3,11 @@ be continued with the given space, settings and setup."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from pathlib import Path
+from typing import Any, TypeVar
 
 from compileiq_lab._version import __version__
 from compileiq_lab.exceptions import StoreMismatchError
@@ -14,7 +16,23 @@ from compileiq_lab.space.space import SearchSpace
 from compileiq_lab.store.header import RunHeader
 from compileiq_lab.store.sqlite import RunStore
 
-__all__ = ["count_run_time", "name_of", "new_header", "prepare_store", "record_parts", "reopened_config"]
+E = TypeVar("E")
+
+__all__ = [
+    "count_run_time",
+    "keep_call_limit",
+    "keeping_run_time",
+    "kept_dump",
+    "name_of",
+    "new_header",
+    "nothing_left",
+    "prepare_store",
+    "record_parts",
+    "reopened_config",
+]
+
+#: The least seconds between two records of a running run's wall time in its header (``keeping_run_time``).
+RUN_TIME_EVERY_S = 1.0
 
 
 def count_run_time(store: RunStore, seconds: float) -> float:
@@ -32,6 +50,53 @@ def count_run_time(store: RunStore, seconds: float) -> float:
         return total
     finally:
         store.release()
+
+
+def keeping_run_time(emit: Callable[[E], None], store: RunStore, before_s: float, began: float,
+                     paused: Callable[[], float]) -> Callable[[E], None]:
+    """``emit`` that also records the run's wall time so far in its header's ``run_time_s`` (at most once every
+    ``RUN_TIME_EVERY_S``): a process killed mid-run leaves its time counted, which ``time_budget_s`` counts on resume.
+    ``before_s``: the time of the run's earlier sessions; ``began``: this one's ``time.monotonic()`` start;
+    ``paused``: the seconds it has been paused, which count for neither."""
+    last = time.monotonic()
+
+    def emit_and_keep(event: E) -> None:
+        nonlocal last
+        now = time.monotonic()
+        if now - last >= RUN_TIME_EVERY_S:
+            last = now
+            store.update_header(run_time_s=before_s + max(0.0, now - began - paused()))
+        emit(event)
+
+    return emit_and_keep
+
+
+def keep_call_limit(store: RunStore, config: SearchConfiguration, limit: float | None) -> SearchConfiguration:
+    """``config`` with the per-call ``limit`` a run is started with (``start(task_timeout=...)``, an isolated
+    objective's), recorded in the run's header where it differs from the stored ``timeout_s``, so that the run
+    resumed runs each call as it did."""
+    header = store.header()
+    if limit == config.timeout_s or header is None:
+        return config
+    store.update_header(config={**header.config, "timeout_s": limit})
+    return dataclasses.replace(config, timeout_s=limit)
+
+
+def nothing_left(config: SearchConfiguration, header: RunHeader, store: RunStore) -> str:
+    """Why a stored run started again has nothing left to evaluate, where a setting given for it is spent already
+    (a budget its earlier sessions used up, fewer generations than it has), in words; "" otherwise."""
+    rows = store.records()
+    if config.time_budget_s is not None and header.run_time_s >= config.time_budget_s:
+        return (f"its time budget of {config.time_budget_s:g} s is spent ({header.run_time_s:.3g} s ran): nothing "
+                "new is evaluated; continue it with a larger time_budget_s (the budget counts the whole run)")
+    if config.max_evaluations is not None and len(rows) >= config.max_evaluations:
+        return (f"it has {len(rows)} evaluations, max_evaluations={config.max_evaluations}: nothing new is "
+                "evaluated; continue it with a larger max_evaluations (the budget counts the whole run)")
+    done = max((r.generation for r in rows), default=0)
+    if done > config.generations:
+        return (f"it has {done} generations, more than generations={config.generations}: nothing new is "
+                f"evaluated; give generations > {done} to continue it")
+    return ""
 
 
 def name_of(fn: Callable[..., Any] | None) -> str:
@@ -118,6 +183,19 @@ def prepare_store(store: RunStore, new: RunHeader) -> dict[str, Any]:
     moved = {k: new.metadata[k] for k in _LOCATION_KEYS if k in new.metadata}
     store.write_header(h.replace(config=new.config, metadata={**h.metadata, **moved}))
     return {**new.resolved, **h.resolved}
+
+
+def kept_dump(store: RunStore, dump_results: str | None, stored: Mapping[str, Any]) -> str | None:
+    """The CSV a run writes its results table to (CompileIQ's ``dump_results``): the one given, recorded in the
+    header (in ``resolved``, the run's automatic settings) for the run resumed, else the one the run was stored with.
+    Call as the store's writer."""
+    if dump_results is None:
+        return stored.get("dump_results")
+    absolute = str(Path(dump_results).resolve())
+    header = store.header()
+    if header is not None and header.resolved.get("dump_results") != absolute:
+        store.update_header(resolved={**header.resolved, "dump_results": absolute})
+    return absolute
 
 
 def record_parts(store: RunStore, header: RunHeader, slots: int) -> list[tuple[int, int]]:

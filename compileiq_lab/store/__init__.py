@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from compileiq_lab.store.header import SCHEMA_VERSION, KernelMeta, RunHeader, Validation
 from compileiq_lab.store.results import Results, load_results
-from compileiq_lab.store.sqlite import DEFAULT_DIR, MEMORY, EvalRecord, RunStore, new_store_path
+from compileiq_lab.store.sqlite import DEFAULT_DIR, MEMORY, EvalRecord, RunStore, new_store_path, writer_pid
 
 __all__ = [
            "DEFAULT_DIR",
@@ -18,4 +18,5 @@ __all__ = [
            "Validation",
            "load_results",
            "new_store_path",
+           "writer_pid",
 ]

@@ -143,8 +143,9 @@ class Results:
                 b = base.scores[i] if base is not None and base.status == "ok" and base.scores else math.nan
                 if not (isinstance(b, numbers.Real) and math.isfinite(b) and b != 0):
                     if base is not None:
-                        log.warning("baseline has no usable score_%d (%s); normalised scores are NaN",
-                                    i + 1, base.status)
+                        log.warning("normalised scores are NaN: the baseline's score_%d is %s, which nothing divides "
+                                    "by", i + 1, f"{b:g}" if isinstance(b, numbers.Real) and base.status == "ok"
+                                    else f"missing (its status: {base.status})")
                     b = math.nan
                 own = [_usable(s[i]) if s is not None and len(s) > i else b
                        for s in (_own_baseline(r) for r in self.records)]

@@ -24,7 +24,7 @@ try:
 except ImportError:  # pragma: no cover - Windows: no writer lock
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["DEFAULT_DIR", "MEMORY", "SCHEMA_VERSION", "EvalRecord", "RunStore", "new_store_path"]
+__all__ = ["DEFAULT_DIR", "MEMORY", "SCHEMA_VERSION", "EvalRecord", "RunStore", "new_store_path", "writer_pid"]
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +36,26 @@ def new_store_path(directory: str | os.PathLike[str] = DEFAULT_DIR) -> Path:
     """A fresh file name for a run: ``<directory>/run-<UTC time>-<random>.db``."""
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
     return Path(directory) / f"run-{stamp}-{uuid.uuid4().hex[:6]}.db"
+
+
+def writer_pid(path: str | os.PathLike[str]) -> int | None:
+    """The process writing the run store at ``path`` (holding its writer lock: this one's too), or None where none
+    is: a run whose header still says "running" was then killed or crashed. 0 where the holder is not known (no
+    lock here: a platform without ``fcntl``, a lock file without its PID)."""
+    if fcntl is None:
+        return 0
+    try:
+        fd = os.open(os.fspath(path) + ".lock", os.O_RDONLY)
+    except OSError:
+        return None  # never written by a run
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError:
+        held = os.read(fd, 32).decode(errors="replace").strip()
+        return int(held) if held.isdigit() else 0
+    finally:
+        os.close(fd)  # (a lock taken here ends with it)
+    return None
 
 
 class RunStore:

@@ -13,6 +13,7 @@ import compileiq_lab.space as ss
 from compileiq_lab import Run, Search, SearchConfiguration, load_results
 from compileiq_lab.exceptions import ConfigurationError, SearchStateError
 from compileiq_lab.run.events import FinishedEvent, GenerationEvent
+from compileiq_lab.store import RunStore, writer_pid
 
 
 def space() -> dict[str, Any]:
@@ -181,3 +182,80 @@ def test_budgets_are_stored_only_when_given():
     d = SearchConfiguration(generations=3, max_evaluations=40, time_budget_s=1.5).to_dict()
     assert d["max_evaluations"] == 40 and d["time_budget_s"] == 1.5
     assert SearchConfiguration.from_dict(d) == SearchConfiguration(generations=3, max_evaluations=40, time_budget_s=1.5)
+
+
+KILLED = """
+import sys, time
+import compileiq_lab.space as ss
+from compileiq_lab import Search, SearchConfiguration
+
+def slow(config):
+    time.sleep(0.1)
+    return float(config["x"])
+
+Search(slow, {"x": ss.range(0, 300)}, SearchConfiguration(generations=100, pool_size=4, time_budget_s=600),
+       store=sys.argv[1]).start()
+"""
+
+
+def test_a_killed_runs_time_is_counted_in_its_time_budget(tmp_path):
+    """A process killed mid-run (kill -9: nothing of it runs after) leaves the time it ran in the header, so that its
+    resume does not get a whole new time budget."""
+    import signal
+    import subprocess
+    import sys
+
+    script, store = tmp_path / "killed.py", tmp_path / "k.db"
+    script.write_text(KILLED)
+    proc = subprocess.Popen([sys.executable, str(script), str(store)])
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and (not store.exists() or len(load_results(str(store))) < 25):
+            time.sleep(0.2)
+    finally:
+        proc.send_signal(signal.SIGKILL)  # this test's own child, by its PID
+        proc.wait(timeout=30)
+    header = load_results(str(store)).header
+    assert header.status == "running" and writer_pid(store) is None  # as the killed process left it, unwritten
+    assert header.run_time_s >= 1.0  # 25 calls of 0.1 s, counted within a second of the kill
+    spent, n = header.run_time_s, len(load_results(str(store)))
+    again = Counted()
+    res = Search.resume(str(store), again, time_budget_s=spent)  # the budget the killed run spent: nothing more runs
+    assert again.calls == [] and len(res) == n and res.header.stop_reason == "time_budget"
+
+
+def test_show_says_a_run_left_running_has_no_process_writing_it(tmp_path, capsys):
+    """A header that says "running" where no process holds the store's writer lock is a killed run: show says so and
+    how to continue it; while a process writes it, that process is named."""
+    import os
+
+    from compileiq_lab.cli.main import main
+
+    path = tmp_path / "r.db"
+    Search(Counted(), space(), settings(generations=1), store=path).start()
+    writer = RunStore(str(path))
+    writer.acquire()
+    writer.update_header(status="running")  # as a process killed mid-run leaves it
+    assert writer_pid(path) == os.getpid()
+    main(["show", str(path)])
+    assert "no process is running it now" not in capsys.readouterr().out
+    writer.close()
+    assert writer_pid(path) is None and writer_pid(tmp_path / "never.db") is None
+    main(["show", str(path)])
+    assert "status running" in (out := capsys.readouterr().out) and "no process is running it now: it was killed" in out
+
+
+def test_a_run_continued_with_a_spent_setting_says_why_nothing_runs(store_path, caplog):
+    first = Search(Counted(), space(), settings(generations=3, max_evaluations=12), store=store_path).start()
+    assert len(first) == 12
+    for kw, said in [({"max_evaluations": 12}, "it has 12 evaluations, max_evaluations=12: nothing new is evaluated"),
+                     ({"max_evaluations": 100, "generations": 1}, "more than generations=1: nothing new is evaluated; "
+                                                                  "give generations > 2"),
+                     ({"generations": 3, "time_budget_s": 1e-9}, "its time budget of 1e-09 s is spent")]:
+        caplog.clear()
+        again = Counted()
+        Search.resume(store_path, again, **kw)
+        assert again.calls == [] and said in caplog.text, (kw, caplog.text)
+    caplog.clear()
+    Search.resume(store_path, Counted(), max_evaluations=20, time_budget_s=600)
+    assert "nothing new" not in caplog.text

@@ -274,6 +274,24 @@ def test_dump_results_writes_the_table_as_csv(tmp_path: Path) -> None:
     assert list(table["score_1"]) == [r.scores[0] for r in results.records]
 
 
+def test_dump_results_goes_on_being_written_by_the_run_resumed(tmp_path: Path) -> None:
+    """A resumed run writes the CSV its run was made with (Search.resume has no dump_results): the file a CompileIQ
+    user reads does not stop at the rows before the interruption."""
+    out, store = tmp_path / "results.csv", tmp_path / "run.db"
+    Search(lambda c: c["x"], _toy_space(False), SearchConfiguration(generations=2, pool_size=4),
+           dump_results=out, store=store).start()
+    assert len(pd.read_csv(out)) == 8
+    results = Search.resume(store, lambda c: c["x"], generations=4)
+    table = pd.read_csv(out)
+    assert len(table) == len(results) == 16
+    assert list(table["score_1"]) == [r.scores[0] for r in results.records]
+    elsewhere = tmp_path / "other.csv"  # a new file given for the reopened run is the one written from then on
+    reopened = Search(lambda c: c["x"], _toy_space(False), SearchConfiguration(generations=5, pool_size=4),
+                      dump_results=elsewhere, store=store).start()
+    assert len(pd.read_csv(elsewhere)) == len(reopened) == 20 and len(pd.read_csv(out)) == 16
+    assert len(Search.resume(store, lambda c: c["x"], generations=6)) == len(pd.read_csv(elsewhere)) == 24
+
+
 def test_task_timeout_kills_slow_calls(tmp_path: Path) -> None:
     def slow(config: dict[str, Any]) -> float:
         import time
@@ -293,3 +311,73 @@ def test_task_timeout_kills_slow_calls(tmp_path: Path) -> None:
 def test_a_search_config_that_is_not_settings_is_refused_with_the_fix(given: Any) -> None:
     with pytest.raises(ConfigurationError, match="search_config is a SearchConfiguration or a dict"):
         Search(lambda c: 1.0, _toy_space(False), given, store=":memory:")
+
+
+def test_a_resumed_run_keeps_the_per_call_limit_it_was_started_with(tmp_path: Path) -> None:
+    """start(task_timeout=...) is CompileIQ's per-call limit: the run resumed (which has no such argument) runs each
+    call under it too, where a hanging call would otherwise run in this process for as long as it hangs."""
+    def hangs(config: dict[str, Any]) -> float:
+        import time
+        if config["y"] == 3:
+            time.sleep(30)
+        return config["x"]
+
+    store = tmp_path / "run.db"
+    space = {"x": ss.range(1, 40), "y": ss.choice([1, 3])}
+    Search(hangs, space, SearchConfiguration(generations=1, pool_size=4, seed=0), store=store).start(task_timeout=1.0)
+    assert Search.open(store).config.timeout_s == 1.0
+    results = Search.resume(store, hangs, generations=3)
+    late = [r for r in results.records if r.generation > 1]
+    assert {r.params["y"] for r in late} == {1, 3}
+    assert all(r.status == ("timeout" if r.params["y"] == 3 else "ok") and r.elapsed_s < 10 for r in late)
+    isolated = Search(lambda c: c["x"], space, SearchConfiguration(generations=1, pool_size=2),
+                      worker_type=WorkerTypes.ISOLATED, store=tmp_path / "iso.db")
+    isolated.start()
+    assert Search.open(tmp_path / "iso.db").config.timeout_s is not None  # resumed in a killable worker as well
+
+
+def test_a_tell_of_what_ask_did_not_return_says_what_to_pass(tmp_path: Path) -> None:
+    s = Search(None, _toy_space(False), SearchConfiguration(generations=2, pool_size=3), store=tmp_path / "r.db")
+    batch = s.ask()
+    for wrong, said in [([c.config for c in batch], r"takes the Candidate objects ask\(\) returned, but got dict"),
+                        ([c.param_id for c in batch], r"takes the Candidate objects ask\(\) returned, but got str")]:
+        with pytest.raises(ConfigurationError, match=said):
+            s.tell(wrong, [1.0] * len(batch))
+    scores = [Score(score=1.0, param_id=c.param_id) for c in batch]
+    with pytest.raises(ConfigurationError, match="a Score carries its own score"):
+        s.tell(scores, [1.0] * len(batch))
+    with pytest.raises(ConfigurationError, match=r"`scores is a list, one item per candidate` must hold, but got "
+                                                 r"float 1.0; pass a list even for one candidate"):
+        s.tell(batch, 1.0)
+    with pytest.raises(ConfigurationError, match="candidates is a list"):
+        s.tell(batch[0], [1.0])
+    assert not s.results.records  # nothing was recorded by the refused tells
+    rows = s.tell(batch, (float(i) for i in range(len(batch))))  # any iterable of scores
+    assert [list(r.scores or ()) for r in rows] == [[float(i)] for i in range(len(batch))]
+
+
+def test_a_scores_metadata_is_kept_and_invalid_score_is_said_as_a_failure(tmp_path: Path) -> None:
+    s = Search(None, _toy_space(False), SearchConfiguration(generations=2, pool_size=3), store=tmp_path / "r.db")
+    a, b, c = s.ask()
+    s.tell([Score(score=2.0, param_id=a.param_id, metadata="regs=32 spill=0"),
+            Score(score=INVALID_SCORE, param_id=b.param_id), Score(score=1.0, param_id=c.param_id)])
+    by_config = {str(r.params): r for r in s.results.records}
+    assert by_config[str(a.config)].detail["metadata"] == "regs=32 spill=0"
+    assert "metadata" not in by_config[str(c.config)].detail
+    failed = by_config[str(b.config)]
+    assert failed.status == "invalid" and failed.error == ("objective returned INVALID_SCORE: a failed evaluation, as "
+                                                           "it marks one")
+    ran = Search(lambda cfg: INVALID_SCORE if cfg["y"] == 2 else cfg["x"], _toy_space(False),
+                 SearchConfiguration(generations=1, pool_size=6, seed=1), store=":memory:").start()
+    assert any(r.params["y"] == 2 for r in ran.records)
+    assert all(("INVALID_SCORE" in r.error) == (r.params["y"] == 2) for r in ran.records)
+
+
+def test_normalising_by_a_baseline_of_zero_says_it_is_zero(caplog: pytest.LogCaptureFixture) -> None:
+    results = Search(lambda c: float(c.get("x", 0)), {"x": ss.range(1, 50)},
+                     SearchConfiguration(generations=1, pool_size=4, normalize=True), store=":memory:").start()
+    assert list(results.baseline_record.scores or ()) == [0.0]
+    caplog.clear()
+    df = results.get_results()
+    assert df["norm_score_1"].isna().all()
+    assert "normalised scores are NaN: the baseline's score_1 is 0, which nothing divides by" in caplog.text

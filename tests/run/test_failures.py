@@ -106,7 +106,7 @@ def test_timeout_kills_the_hung_call_and_goes_on():
     df = res.get_results()
     assert time.monotonic() - t0 < 20
     hung = df[[p["a"] == 3 for p in df["params"]]]
-    assert list(hung["status"]) == ["timeout"] and "timeout_s=0.5" in hung["error"].iloc[0]
+    assert list(hung["status"]) == ["timeout"] and "its per-call limit of 0.5 s" in hung["error"].iloc[0]
     assert (df[[p["a"] != 3 for p in df["params"]]]["status"] == "ok").all()
     assert res.get_best_result()["params"] == {"a": 0}
 

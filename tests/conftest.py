@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from compileiq_lab.exceptions import ConfigurationError
 from compileiq_lab.testing import toy_objective, toy_space
 
 
@@ -20,6 +22,20 @@ def store_path(tmp_path: Path) -> str:
 def toy() -> tuple[Any, dict[str, Any]]:
     """The quickstart objective and its space."""
     return toy_objective, toy_space()
+
+
+@pytest.fixture
+def one_line_error() -> Callable[..., str]:
+    """``one_line_error(call, *args, **kwargs)``: the message of the ConfigurationError the call raises, checked to be
+    one line."""
+    def error(call: Callable[..., Any], *args: Any, **kwargs: Any) -> str:
+        with pytest.raises(ConfigurationError) as info:
+            call(*args, **kwargs)
+        text = str(info.value)
+        assert "\n" not in text, text
+        return text
+
+    return error
 
 
 @pytest.fixture(autouse=True)

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
-from compileiq_lab.exceptions import ConfigurationError
 from compileiq_lab.kernels.triton_args import (
     TRITON_PREFIX,
     check_signature_text,
@@ -14,14 +11,6 @@ from compileiq_lab.kernels.triton_args import (
     parse_triton_ref,
     triton_usage_error,
 )
-
-
-def _error(call: Any, *args: Any, **kwargs: Any) -> str:
-    with pytest.raises(ConfigurationError) as info:
-        call(*args, **kwargs)
-    text = str(info.value)
-    assert "\n" not in text, text
-    return text
 
 
 def test_parse_triton_ref_resolves_the_file_relative_to_the_current_folder(tmp_path):
@@ -42,10 +31,10 @@ def test_parse_triton_ref_resolves_the_file_relative_to_the_current_folder(tmp_p
     ("triton:notes.txt:f", "the file is a Python file (.py)"),
     ("triton:missing.py:f", "the file exists"),
 ])
-def test_parse_triton_ref_errors_say_the_rule_the_value_and_the_fix(tmp_path, ref, said):
+def test_parse_triton_ref_errors_say_the_rule_the_value_and_the_fix(tmp_path, ref, said, one_line_error):
     (tmp_path / "my_mod.py").write_text("X = 1\n")
     (tmp_path / "notes.txt").write_text("")
-    text = _error(parse_triton_ref, ref)
+    text = one_line_error(parse_triton_ref, ref)
     assert said in text and text.startswith("Triton kernel: ")
     assert "e.g. triton:" in text or "Check the path" in text
 
@@ -70,8 +59,8 @@ def test_parse_signature_positional_and_named():
     ("x_ptr=*fp32,x_ptr=*fp32,n=i32", "every parameter is named once"),
     ("x_ptr=*fp32,n=i32", "Add y_ptr=<type>"),
 ])
-def test_parse_signature_errors_name_the_functions_parameters(text, said):
-    message = _error(parse_signature, text, ["x_ptr", "y_ptr", "n"])
+def test_parse_signature_errors_name_the_functions_parameters(text, said, one_line_error):
+    message = one_line_error(parse_signature, text, ["x_ptr", "y_ptr", "n"])
     assert said in message and message.startswith("signature: ")
 
 
@@ -83,8 +72,8 @@ def test_parse_signature_errors_name_the_functions_parameters(text, said):
     ("x=*fp32,i32", "all types are given in order or all as name=type"),
     ("*fp32,fp32:16", "':16' hints a pointer or an integer only"),
 ])
-def test_a_signature_no_kernel_takes_is_refused_without_its_function(text, said):
-    message = _error(check_signature_text, text)
+def test_a_signature_no_kernel_takes_is_refused_without_its_function(text, said, one_line_error):
+    message = one_line_error(check_signature_text, text)
     assert said in message and message.startswith("signature: ")
 
 

@@ -11,11 +11,10 @@ import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
-from typing import Any
 
 import pytest
 
-from compileiq_lab.exceptions import ConfigurationError, OptionalDependencyError
+from compileiq_lab.exceptions import OptionalDependencyError
 from compileiq_lab.kernels.triton_src import TritonPtx, installed_triton_version, triton_arch, triton_ptx
 from compileiq_lab.measure.entries import ptx_entries, ptx_header
 from compileiq_lab.testing import tool_available
@@ -57,13 +56,6 @@ def _entry_params(ptx_text: str, entry: str) -> list[str]:
     return re.findall(r"\.param\s[^,]*?(\w+)\s*(?:,|$)", block.group(1).strip())
 
 
-def _error(call: Any, *args: Any, **kwargs: Any) -> str:
-    with pytest.raises(ConfigurationError) as info:
-        call(*args, **kwargs)
-    text = str(info.value)
-    assert "\n" not in text, text
-    return text
-
 
 @pytest.fixture
 def triton() -> ModuleType:
@@ -88,8 +80,9 @@ def test_the_default_target_is_the_gpus_own_as_triton_picks_it(gpu, arch):
     ({"arch": "sm_90a", "num_warps": 3}, "num_warps is a power of 2 from 1 to 32"),
     ({"arch": "sm_90a", "num_stages": 0}, "num_stages is an int >= 1"),
 ])
-def test_options_are_checked_before_triton_is_needed(tmp_path, kwargs, said):
-    assert said in _error(triton_ptx, ADD, "add_kernel", ADD_SIG, {"BLOCK_SIZE": 256}, out_dir=tmp_path, **kwargs)
+def test_options_are_checked_before_triton_is_needed(tmp_path, kwargs, said, one_line_error):
+    assert said in one_line_error(triton_ptx, ADD, "add_kernel", ADD_SIG, {"BLOCK_SIZE": 256}, out_dir=tmp_path,
+                                  **kwargs)
 
 
 def test_without_triton_the_error_says_what_to_install(tmp_path, monkeypatch):
@@ -223,9 +216,9 @@ def test_generate_py_reproduces_the_recorded_files(triton, tmp_path, monkeypatch
     ("def add_kernel(x):\n    return x\n", "`add_kernel is a @triton.jit function` must hold, but got 'function'"),
     ("import triton\n\n@triton.jit\ndef other(x):\n    pass\n", "Its @triton.jit functions are ['other']"),
 ])
-def test_errors_of_the_users_file_are_one_line(triton, tmp_path, source, said):
+def test_errors_of_the_users_file_are_one_line(triton, tmp_path, source, said, one_line_error):
     (tmp_path / "user.py").write_text(source)
-    text = _error(triton_ptx, tmp_path / "user.py", "add_kernel", "i32", {}, "sm_90a", tmp_path)
+    text = one_line_error(triton_ptx, tmp_path / "user.py", "add_kernel", "i32", {}, "sm_90a", tmp_path)
     assert said in text and "Triton kernel triton:" in text
 
 
@@ -235,15 +228,15 @@ def test_keyboard_interrupt_in_the_users_file_propagates(triton, tmp_path):
         triton_ptx(tmp_path / "user.py", "f", "", {}, "sm_90a", tmp_path)
 
 
-def test_a_kernel_triton_cannot_compile_is_one_line_with_its_line_and_target(triton, tmp_path):
-    text = _error(triton_ptx, ADD, "add_kernel", ADD_SIG, {"BLOCK_SIZE": 1000}, "sm_90a", tmp_path)
+def test_a_kernel_triton_cannot_compile_is_one_line_with_its_line_and_target(triton, tmp_path, one_line_error):
+    text = one_line_error(triton_ptx, ADD, "add_kernel", ADD_SIG, {"BLOCK_SIZE": 1000}, "sm_90a", tmp_path)
     line = 1 + next(i for i, s in enumerate(ADD.read_text().splitlines()) if "tl.arange" in s)
     assert "`it compiles for sm_90a` must hold" in text and "power of 2" in text
     assert f"CompilationError (line {line})" in text and f"Triton {triton.__version__}" in text
     fp8 = tmp_path / "fp8.py"
     fp8.write_text("import triton\nimport triton.language as tl\n\n\n@triton.jit\ndef cast(x_ptr, y_ptr):\n"
                    "    offs = tl.arange(0, 16)\n    tl.store(y_ptr + offs, tl.load(x_ptr + offs).to(tl.float32))\n")
-    assert "fp8e4nv not supported" in _error(triton_ptx, fp8, "cast", "*fp8e4nv,*fp32", {}, "sm_80", tmp_path)
+    assert "fp8e4nv not supported" in one_line_error(triton_ptx, fp8, "cast", "*fp8e4nv,*fp32", {}, "sm_80", tmp_path)
 
 
 @pytest.mark.parametrize(("constexprs", "said"), [
@@ -251,15 +244,15 @@ def test_a_kernel_triton_cannot_compile_is_one_line_with_its_line_and_target(tri
     ({"BLOCK_SIZE": 256, "BLOCK": 1}, "every constant names a parameter of the function (x_ptr, y_ptr"),
     ({"BLOCK_SIZE": [256]}, "the value of BLOCK_SIZE is an int, float, bool or str"),
 ])
-def test_constants_are_checked_against_the_function(triton, tmp_path, constexprs, said):
-    assert said in _error(triton_ptx, ADD, "add_kernel", ADD_SIG, constexprs, "sm_90a", tmp_path)
+def test_constants_are_checked_against_the_function(triton, tmp_path, constexprs, said, one_line_error):
+    assert said in one_line_error(triton_ptx, ADD, "add_kernel", ADD_SIG, constexprs, "sm_90a", tmp_path)
 
 
-def test_a_signature_for_the_wrong_parameters_names_the_runtime_ones(triton, tmp_path):
-    text = _error(triton_ptx, ADD, "add_kernel", "*fp32,*fp32,*fp32,i32,i32", {"BLOCK_SIZE": 256}, "sm_90a",
+def test_a_signature_for_the_wrong_parameters_names_the_runtime_ones(triton, tmp_path, one_line_error):
+    text = one_line_error(triton_ptx, ADD, "add_kernel", "*fp32,*fp32,*fp32,i32,i32", {"BLOCK_SIZE": 256}, "sm_90a",
                   tmp_path)
     assert "(x_ptr, y_ptr, out_ptr, n_elements)" in text
-    text = _error(triton_ptx, ADD, "add_kernel", {"x_ptr": "*fp32", "BLOCK_SIZE": "i32"}, {"BLOCK_SIZE": 256},
+    text = one_line_error(triton_ptx, ADD, "add_kernel", {"x_ptr": "*fp32", "BLOCK_SIZE": "i32"}, {"BLOCK_SIZE": 256},
                   "sm_90a", tmp_path)
     assert "a tl.constexpr parameter takes a value" in text
 

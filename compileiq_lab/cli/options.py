@@ -310,9 +310,9 @@ def _how_to_measure(run: KernelRun) -> str:
 
 #: The optimisation level of the CUDA compilers when left at their default (ptxas -O3, NVVM -O3).
 _CUDA_DEFAULT_LEVEL = 3
-#: The levels of gcc and clang that optimise for size (``-Os``, clang's ``-Oz``) or debugging (``-Og``): below
-#: their -O2 in speed, whatever static metrics say of them.
-_SIZE_LEVELS = ("s", "z", "g")
+#: The levels of gcc and clang that optimise for size (``-Os``, clang's ``-Oz``) or debugging (``-Og``), with what
+#: they favour: below their -O2 in speed, whatever static metrics say of them.
+_SIZE_LEVELS = {"s": "code size", "z": "code size", "g": "debugging"}
 
 
 def _lowered_optimisation(run: KernelRun, controls: dict[str, Any]) -> list[str]:
@@ -330,7 +330,7 @@ def _lowered_optimisation(run: KernelRun, controls: dict[str, Any]) -> list[str]
         elif c.name in levels:
             default = c.param.default if c.param.has_default else _CUDA_DEFAULT_LEVEL
             if value in _SIZE_LEVELS:
-                out.append(f"{c.name} = {value!r}, code size before speed, against the default {default}")
+                out.append(f"{c.name} = {value!r}, {_SIZE_LEVELS[value]} before speed, against the default {default}")
             elif isinstance(value, int) and not isinstance(value, bool) and isinstance(default, int) \
                     and value < default:
                 out.append(f"{c.name} = {value} against the default {default}")

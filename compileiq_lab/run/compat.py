@@ -245,7 +245,7 @@ def told(candidates: Any, scores: Any, awaiting: Sequence[Candidate], num_object
         SearchStateError: A param_id that awaits no score.
     """
     items = _listed("candidates", candidates)
-    notes: list[str] = []
+    notes: list[Any] = []
     if scores is None:
         items, values, notes = _scores_by_id(items, awaiting)
     else:
@@ -253,6 +253,9 @@ def told(candidates: Any, scores: Any, awaiting: Sequence[Candidate], num_object
             raise ConfigurationError("tell(Score objects, scores): a Score carries its own score; call "
                                      "tell([Score(...), ...]) alone, or tell(candidates, scores) with ask()'s list")
         values = _listed("scores", scores)
+        if any(isinstance(v, Score) for v in values):
+            raise ConfigurationError("tell(candidates, [Score(...), ...]): a Score names its candidate itself; call "
+                                     "tell([Score(...), ...]) alone, or give plain scores with ask()'s candidates")
     wrong = next((c for c in items if not isinstance(c, Candidate)), None)
     if wrong is not None:
         raise ConfigurationError(f"tell(candidates, scores) takes the Candidate objects ask() returned, but got "
@@ -267,7 +270,7 @@ def told(candidates: Any, scores: Any, awaiting: Sequence[Candidate], num_object
         m = classify_return(value, num_objectives)
         if times is not None:
             m.elapsed_s = times[i]
-        if notes and notes[i]:
+        if notes and notes[i] not in (None, ""):
             m.detail["metadata"] = notes[i]
         out.append((c, m))
     return out
@@ -282,7 +285,7 @@ def _listed(what: str, values: Any) -> list[Any]:
     return list(values)
 
 
-def _scores_by_id(scores: Sequence[Any], awaiting: Sequence[Candidate]) -> tuple[list[Any], list[Any], list[str]]:
+def _scores_by_id(scores: Sequence[Any], awaiting: Sequence[Candidate]) -> tuple[list[Any], list[Any], list[Any]]:
     """The candidates, scores and metadata of a CompileIQ-style ``tell([Score(...), ...])``, matched by param_id among
     the candidates ``awaiting`` a score."""
     out: dict[str, Score] = {}
@@ -298,7 +301,17 @@ def _scores_by_id(scores: Sequence[Any], awaiting: Sequence[Candidate]) -> tuple
     if unknown:
         raise SearchStateError(f"param_ids {unknown[:3]} are not awaiting a score; tell only what the last ask() "
                                "returned")
-    return [by_id[k] for k in out], [s.score for s in out.values()], [str(s.metadata or "") for s in out.values()]
+    return [by_id[k] for k in out], [s.score for s in out.values()], [_stored(s.metadata) for s in out.values()]
+
+
+def _stored(metadata: Any) -> Any:
+    """A Score's metadata as its row keeps it: as given where JSON holds it (text, a dict of numbers ...), else its
+    text."""
+    try:
+        json.dumps(metadata, allow_nan=False)
+    except (TypeError, ValueError):
+        return str(metadata)
+    return metadata
 
 
 class RunHooks:

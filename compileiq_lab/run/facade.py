@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from compileiq_lab.exceptions import ConfigurationError, SearchStateError, StoreError
+from compileiq_lab.run.clock import RunClock
 from compileiq_lab.run.compat import (
     EngineConfig,
     RunHooks,
@@ -26,9 +27,8 @@ from compileiq_lab.run.executor import ExecutorSpec, open_executor
 from compileiq_lab.run.loop import Deadline, drive
 from compileiq_lab.run.problem import Problem
 from compileiq_lab.run.start import (
-    keep_call_limit,
-    keeping_run_time,
-    kept_dump,
+    call_limit,
+    carried_settings,
     name_of,
     new_header,
     nothing_left,
@@ -118,8 +118,8 @@ class Search:
         self.store = RunStore(new_store_path() if store is None else store, header=header)
         try:
             resolved = prepare_store(self.store, header)
-            self._options = dataclasses.replace(self._options, dump_results=kept_dump(
-                self.store, self._options.dump_results, resolved))  # written on by the run resumed
+            self.config, dump = carried_settings(self.store, self.config, self._options.dump_results, resolved)
+            self._options = dataclasses.replace(self._options, dump_results=dump)
             self.store.release()
         except BaseException:
             self.store.close()
@@ -238,16 +238,15 @@ class Search:
         self._engine.take_generations()  # generations finished through ask()/tell() were not this call's events
         self.store.acquire()
         header = self.store.update_header(status="running", updated_at=time.time())  # a killed process leaves it so
-        began, budget = time.monotonic(), self.config.time_budget_s
-        if said := nothing_left(self.config, header, self.store):
-            log.warning("run %s: %s", self.store.path, said)
-        held = paused or (lambda: 0.0)
-        end = None if budget is None else began + budget - header.run_time_s
-        deadline: Deadline = end if end is None or paused is None else (lambda: end + held())
+        clock, budget = RunClock(self.store, header.run_time_s, paused), self.config.time_budget_s
+        end = None if budget is None else clock.began + budget - header.run_time_s
+        deadline: Deadline = end if end is None or paused is None else (lambda: end + clock.paused())
         timeout = self._options.timeout(task_timeout if task_timeout is not None else self.config.timeout_s)
-        self.config = keep_call_limit(self.store, self.config, timeout)  # a resumed run calls as this one does
         executor, owned = None, False
         try:  # the steady engine first (it replays the store), then the executor and the objective's evaluator
+            if said := nothing_left(self.config, header, self.store):
+                log.warning("run %s: %s", self.store.path, said)
+            self.config = call_limit(self.store, self.config, timeout)  # a resumed run calls as this one does
             steady = SteadyEngine(self.space, self.config, self.store, self._constraint, self._check) \
                 if self.config.asynchronous else None
             executor, owned = open_executor(self.executor, workers)
@@ -260,9 +259,9 @@ class Search:
         if steady is None:
             self._warn_idle_slots(executor.slots)
         hooks = RunHooks(self._options, self._stop, getattr(self.objective_function, "first_generation_verdict", None))
-        emit = keeping_run_time(hooks.wrap(callback or (lambda event: None), lambda: self.results), self.store,
-                                header.run_time_s, began, held)
+        emit = hooks.wrap(callback or (lambda event: None), lambda: self.results)
         status, reason = "running", ""
+        clock.start()
         try:
             if steady is not None:
                 status = drive_steady(steady, evaluate, emit, self._stop, executor, executor.slots, gate, deadline)
@@ -282,7 +281,8 @@ class Search:
                 executor.shutdown()
             reason = reason or ("exit_on_failure" if hooks.failed_first else
                                 hooks.stopped_because or (steady or self._engine).stop_reason)
-            self._close_header(status, reason, header.run_time_s + max(0.0, time.monotonic() - began - held()))
+            clock.stop()
+            self._close_header(status, reason, clock.elapsed())
         results = self.results
         hooks.finish(results)  # a run ended by exit_on_failure raises here: it fails (FailedEvent), it never finishes
         emit(FinishedEvent(status, len(results), reason))

@@ -7,7 +7,7 @@ import dataclasses
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from compileiq_lab._version import __version__
 from compileiq_lab.exceptions import StoreMismatchError
@@ -16,13 +16,10 @@ from compileiq_lab.space.space import SearchSpace
 from compileiq_lab.store.header import RunHeader
 from compileiq_lab.store.sqlite import RunStore
 
-E = TypeVar("E")
-
 __all__ = [
+    "call_limit",
+    "carried_settings",
     "count_run_time",
-    "keep_call_limit",
-    "keeping_run_time",
-    "kept_dump",
     "name_of",
     "new_header",
     "nothing_left",
@@ -30,9 +27,6 @@ __all__ = [
     "record_parts",
     "reopened_config",
 ]
-
-#: The least seconds between two records of a running run's wall time in its header (``keeping_run_time``).
-RUN_TIME_EVERY_S = 1.0
 
 
 def count_run_time(store: RunStore, seconds: float) -> float:
@@ -52,34 +46,32 @@ def count_run_time(store: RunStore, seconds: float) -> float:
         store.release()
 
 
-def keeping_run_time(emit: Callable[[E], None], store: RunStore, before_s: float, began: float,
-                     paused: Callable[[], float]) -> Callable[[E], None]:
-    """``emit`` that also records the run's wall time so far in its header's ``run_time_s`` (at most once every
-    ``RUN_TIME_EVERY_S``): a process killed mid-run leaves its time counted, which ``time_budget_s`` counts on resume.
-    ``before_s``: the time of the run's earlier sessions; ``began``: this one's ``time.monotonic()`` start;
-    ``paused``: the seconds it has been paused, which count for neither."""
-    last = time.monotonic()
-
-    def emit_and_keep(event: E) -> None:
-        nonlocal last
-        now = time.monotonic()
-        if now - last >= RUN_TIME_EVERY_S:
-            last = now
-            store.update_header(run_time_s=before_s + max(0.0, now - began - paused()))
-        emit(event)
-
-    return emit_and_keep
-
-
-def keep_call_limit(store: RunStore, config: SearchConfiguration, limit: float | None) -> SearchConfiguration:
-    """``config`` with the per-call ``limit`` a run is started with (``start(task_timeout=...)``, an isolated
-    objective's), recorded in the run's header where it differs from the stored ``timeout_s``, so that the run
-    resumed runs each call as it did."""
+def carried_settings(store: RunStore, config: SearchConfiguration, dump_results: str | None,
+                     stored: Mapping[str, Any]) -> tuple[SearchConfiguration, str | None]:
+    """What a run keeps outside its settings, for the run continued (``Search.resume``, or ``Search(...)`` on its
+    store): ``config`` with the per-call limit it was started with where none is given (``call_limit``), and the CSV
+    it writes its results table to (CompileIQ's ``dump_results``: the one given, recorded in the header, else the
+    stored one). ``stored``: the run's automatic settings (``prepare_store``'s). Call as the store's writer."""
+    limit = stored.get("call_limit_s")
+    if config.timeout_s is None and limit is not None:
+        config = dataclasses.replace(config, timeout_s=float(limit))
+    if dump_results is None:
+        return config, stored.get("dump_results")
+    absolute = str(Path(dump_results).resolve())
     header = store.header()
-    if limit == config.timeout_s or header is None:
-        return config
-    store.update_header(config={**header.config, "timeout_s": limit})
-    return dataclasses.replace(config, timeout_s=limit)
+    if header is not None and header.resolved.get("dump_results") != absolute:
+        store.update_header(resolved={**header.resolved, "dump_results": absolute})
+    return config, absolute
+
+
+def call_limit(store: RunStore, config: SearchConfiguration, limit: float | None) -> SearchConfiguration:
+    """``config`` with the per-call ``limit`` a run is started with (``start(task_timeout=...)``, an isolated
+    objective's), recorded in the header (``resolved["call_limit_s"]``) where it differs from the one recorded, so
+    that the run continued calls as it did (``carried_settings``)."""
+    header = store.header()
+    if header is not None and header.resolved.get("call_limit_s") != limit:
+        store.update_header(resolved={**header.resolved, "call_limit_s": limit})
+    return config if limit == config.timeout_s else dataclasses.replace(config, timeout_s=limit)
 
 
 def nothing_left(config: SearchConfiguration, header: RunHeader, store: RunStore) -> str:
@@ -94,8 +86,8 @@ def nothing_left(config: SearchConfiguration, header: RunHeader, store: RunStore
                 "evaluated; continue it with a larger max_evaluations (the budget counts the whole run)")
     done = max((r.generation for r in rows), default=0)
     if done > config.generations:
-        return (f"it has {done} generations, more than generations={config.generations}: nothing new is "
-                f"evaluated; give generations > {done} to continue it")
+        return (f"it has rows of generation {done}, beyond generations={config.generations}: nothing new is "
+                f"evaluated; give generations={done} to finish that generation, or more to search on")
     return ""
 
 
@@ -185,19 +177,6 @@ def prepare_store(store: RunStore, new: RunHeader) -> dict[str, Any]:
     return {**new.resolved, **h.resolved}
 
 
-def kept_dump(store: RunStore, dump_results: str | None, stored: Mapping[str, Any]) -> str | None:
-    """The CSV a run writes its results table to (CompileIQ's ``dump_results``): the one given, recorded in the
-    header (in ``resolved``, the run's automatic settings) for the run resumed, else the one the run was stored with.
-    Call as the store's writer."""
-    if dump_results is None:
-        return stored.get("dump_results")
-    absolute = str(Path(dump_results).resolve())
-    header = store.header()
-    if header is not None and header.resolved.get("dump_results") != absolute:
-        store.update_header(resolved={**header.resolved, "dump_results": absolute})
-    return absolute
-
-
 def record_parts(store: RunStore, header: RunHeader, slots: int) -> list[tuple[int, int]]:
     """How many candidates at a time each ``start()`` of the run asked from which row on (``(first row, size)``, in
     row order), with this start's ``slots`` added and kept in the header (``resolved["parts"]``). A generation is
@@ -215,5 +194,6 @@ def record_parts(store: RunStore, header: RunHeader, slots: int) -> list[tuple[i
         return []  # stored before the setting: how its parts were asked is not known
     if not parts or parts[-1][1] != slots:
         parts.append([len(store) if parts else 0, slots])
-        store.update_header(resolved={**header.resolved, "parts": parts})
+        current = store.header() or header  # (read again: what this start recorded since stays)
+        store.update_header(resolved={**current.resolved, "parts": parts})
     return [(a, b) for a, b in parts]

@@ -58,6 +58,22 @@ def writer_pid(path: str | os.PathLike[str]) -> int | None:
     return None
 
 
+def _lock_soon(fd: int, tries: int = 5, wait_s: float = 0.02) -> None:
+    """Take the writer lock on ``fd`` at once, or within a few tries (a ``writer_pid`` probe holds it for a moment).
+
+    Raises:
+        OSError: Another process holds it.
+    """
+    for attempt in range(tries):
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except OSError:
+            if attempt == tries - 1:
+                raise
+            time.sleep(wait_s)
+
+
 class RunStore:
     """A run on disk (or in memory): header key/values and evaluation rows.
 
@@ -282,12 +298,13 @@ class RunStore:
         Raises:
             StoreError: The store has no header yet.
         """
-        current = self.header()
-        if current is None:
-            raise StoreError(f"run store {self.path!r} has no header to update; write one first")
-        new = current.replace(**changes)
-        self.write_header(new)
-        return new
+        with self._lock:  # read and written as one (the run's clock writes from a thread of its own)
+            current = self.header()
+            if current is None:
+                raise StoreError(f"run store {self.path!r} has no header to update; write one first")
+            new = current.replace(**changes)
+            self.write_header(new)
+            return new
 
     # -- rows --------------------------------------------------------------------------------
     def append(self, record: EvalRecord) -> None:
@@ -356,7 +373,7 @@ class RunStore:
         except OSError as exc:
             raise self._unwritable(exc) from exc
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            _lock_soon(fd)
         except OSError:
             holder = os.read(fd, 32).decode(errors="replace").strip() or "?"
             os.close(fd)

@@ -97,7 +97,7 @@ def _validation_html(results: Results, eval_id: int) -> str:
     if v is None or row is None:
         return ""
     lines = [f"re-measured: runtime {_runtime_change(row['speedup'])} (speedup {row['speedup']:.4f}x, "
-             f"{v.confidence * 100:.0f} % CI [{row['low']:.4f}, {row['high']:.4f}]; "
+             f"{v.confidence * 100:g} % CI [{row['low']:.4f}, {row['high']:.4f}]; "
              f"{'a win' if row['win'] else 'not a win'}, {v.rounds} interleaved rounds)"]
     if row.get("same_code_as") is not None:
         lines.append(f"the same machine code as eval {row['same_code_as']}: one measurement for both")

@@ -214,6 +214,8 @@ def test_an_export_that_lowers_an_optimisation_level_is_named():
     assert _lowered_optimisation(gcc, {"opt_level": 1}) == ["opt_level = 1 against the default 2"]
     assert _lowered_optimisation(gcc, {"opt_level": "s"}) == ["opt_level = 's', code size before speed, against "
                                                              "the default 2"]
+    assert _lowered_optimisation(gcc, {"opt_level": "g"}) == ["opt_level = 'g', debugging before speed, against "
+                                                             "the default 2"]
     assert _lowered_optimisation(gcc, {"opt_level": 3}) == []
     # and where to measure it: a bare file first needs the inputs a kernel folder gives
     from compileiq_lab.cli.options import _how_to_measure

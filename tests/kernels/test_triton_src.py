@@ -56,7 +56,6 @@ def _entry_params(ptx_text: str, entry: str) -> list[str]:
     return re.findall(r"\.param\s[^,]*?(\w+)\s*(?:,|$)", block.group(1).strip())
 
 
-
 @pytest.fixture
 def triton() -> ModuleType:
     return pytest.importorskip("triton")

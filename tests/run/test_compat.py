@@ -326,6 +326,10 @@ def test_a_resumed_run_keeps_the_per_call_limit_it_was_started_with(tmp_path: Pa
     space = {"x": ss.range(1, 40), "y": ss.choice([1, 3])}
     Search(hangs, space, SearchConfiguration(generations=1, pool_size=4, seed=0), store=store).start(task_timeout=1.0)
     assert Search.open(store).config.timeout_s == 1.0
+    # continued by the script that made it, the settings given again without a limit: the limit holds too
+    again = Search(hangs, space, SearchConfiguration(generations=2, pool_size=4, seed=0), store=store)
+    assert again.config.timeout_s == 1.0
+    again.close()
     results = Search.resume(store, hangs, generations=3)
     late = [r for r in results.records if r.generation > 1]
     assert {r.params["y"] for r in late} == {1, 3}
@@ -346,6 +350,8 @@ def test_a_tell_of_what_ask_did_not_return_says_what_to_pass(tmp_path: Path) -> 
     scores = [Score(score=1.0, param_id=c.param_id) for c in batch]
     with pytest.raises(ConfigurationError, match="a Score carries its own score"):
         s.tell(scores, [1.0] * len(batch))
+    with pytest.raises(ConfigurationError, match="a Score names its candidate itself"):
+        s.tell(batch, scores)
     with pytest.raises(ConfigurationError, match=r"`scores is a list, one item per candidate` must hold, but got "
                                                  r"float 1.0; pass a list even for one candidate"):
         s.tell(batch, 1.0)
@@ -360,11 +366,13 @@ def test_a_scores_metadata_is_kept_and_invalid_score_is_said_as_a_failure(tmp_pa
     s = Search(None, _toy_space(False), SearchConfiguration(generations=2, pool_size=3), store=tmp_path / "r.db")
     a, b, c = s.ask()
     s.tell([Score(score=2.0, param_id=a.param_id, metadata="regs=32 spill=0"),
-            Score(score=INVALID_SCORE, param_id=b.param_id), Score(score=1.0, param_id=c.param_id)])
+            Score(score=INVALID_SCORE, param_id=b.param_id, metadata={"log": "ptxas: error"}),
+            Score(score=1.0, param_id=c.param_id)])
     by_config = {str(r.params): r for r in s.results.records}
     assert by_config[str(a.config)].detail["metadata"] == "regs=32 spill=0"
     assert "metadata" not in by_config[str(c.config)].detail
     failed = by_config[str(b.config)]
+    assert failed.detail["metadata"] == {"log": "ptxas: error"}  # as given, not its text
     assert failed.status == "invalid" and failed.error == ("objective returned INVALID_SCORE: a failed evaluation, as "
                                                            "it marks one")
     ran = Search(lambda cfg: INVALID_SCORE if cfg["y"] == 2 else cfg["x"], _toy_space(False),

@@ -134,3 +134,32 @@ def _header():
     from compileiq_lab.space.space import SearchSpace
 
     return new_header(SearchSpace(PROBLEM.space()), SearchConfiguration(generations=1), "f")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="flock")
+def test_a_writer_starting_while_its_store_is_probed_waits_out_the_probe(tmp_path: Path) -> None:
+    """show's probe (writer_pid) holds the writer lock shared for a moment; a run starting in that moment takes it
+    once the probe lets go, rather than being refused as if another run wrote the store."""
+    import fcntl
+    import os
+    import threading
+
+    from compileiq_lab.store import writer_pid
+
+    path = tmp_path / "r.db"
+    Search(PROBLEM, PROBLEM.space(), SearchConfiguration(generations=1), store=path).close()
+    fd = os.open(str(path) + ".lock", os.O_RDONLY)
+    fcntl.flock(fd, fcntl.LOCK_SH)  # as writer_pid holds it
+    threading.Timer(0.03, os.close, [fd]).start()  # ... and lets go
+    store = RunStore(str(path))
+    store.acquire()  # within the probe's moment: waited out, not refused
+    assert writer_pid(path) == os.getpid()
+    store.close()
+    assert writer_pid(path) is None
+    held = os.open(str(path) + ".lock", os.O_RDONLY)
+    fcntl.flock(held, fcntl.LOCK_SH)  # a holder that does not let go is still refused
+    try:
+        with pytest.raises(StoreError, match="is being written by another run"):
+            RunStore(str(path)).acquire()
+    finally:
+        os.close(held)

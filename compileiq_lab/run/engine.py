@@ -144,9 +144,10 @@ class Engine:
         run replaying its trajectory), the size its part at the next stored row was asked in (``replay_parts``), else
         ``n``."""
         at = len(self._replayed)
-        if n is None or at >= self._stored_rows or not self.replay_parts:
+        if at >= self._stored_rows or not self.replay_parts:
             return n
-        return next((size for first, size in reversed(self.replay_parts) if first <= at), n)
+        size = next((size for first, size in reversed(self.replay_parts) if first <= at), n)
+        return size or None  # (0: the rest of the generation, as ask() takes it)
 
     @property
     def done_reason(self) -> str:

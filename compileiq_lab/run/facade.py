@@ -223,8 +223,7 @@ class Search:
             SearchFailedError: ``exit_on_failure=True`` and the first generation failed entirely.
         """
         if self._options.manual:
-            raise SearchStateError("start() is unavailable with worker_type=MANUAL: evaluate yourself with ask() "
-                                   "and tell()")
+            raise SearchStateError("start() is unavailable with worker_type=MANUAL: evaluate with ask() and tell()")
         n = start_workers(workers, num_workers, task_timeout, worker_kwargs)
         self._stop.clear()  # a stop() issued while nothing ran must not end this run at once
         return self._run(callback, n, gate, task_timeout)
@@ -266,7 +265,7 @@ class Search:
             if steady is not None:
                 status = drive_steady(steady, evaluate, emit, self._stop, executor, executor.slots, gate, deadline)
             else:
-                self._engine.replay_parts = record_parts(self.store, header, executor.slots)
+                self._engine.replay_parts = record_parts(self.store, executor.slots)
                 status = drive(self._engine, evaluate, emit, self._stop, executor, gate, deadline)
         except KeyboardInterrupt:
             status = "interrupted"
@@ -337,7 +336,8 @@ class Search:
         if n is not None and (not isinstance(n, int) or isinstance(n, bool) or n < 1):
             raise ConfigurationError(f"ask(n): `n is None or an int >= 1` must hold, but got n={n!r}; "
                                      "pass a positive batch size or None for the whole generation")
-        self.store.acquire()
+        self.store.acquire()  # asked again in these parts when the run is reopened (none when all are handed out)
+        self._engine.replay_parts = record_parts(self.store, n or 0, len(self.store) + len(self._engine.awaiting()))
         batch = self._engine.ask(n)
         if not batch:
             self.store.update_header(status=self._engine.done_reason, updated_at=time.time(),

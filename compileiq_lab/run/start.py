@@ -177,12 +177,14 @@ def prepare_store(store: RunStore, new: RunHeader) -> dict[str, Any]:
     return {**new.resolved, **h.resolved}
 
 
-def record_parts(store: RunStore, header: RunHeader, slots: int) -> list[tuple[int, int]]:
-    """How many candidates at a time each ``start()`` of the run asked from which row on (``(first row, size)``, in
-    row order), with this start's ``slots`` added and kept in the header (``resolved["parts"]``). A generation is
-    picked as many at a time as the run has slots, each part with every result before it, so a run resumed with other
-    ``workers`` replays its stored rows only when it asks them again in the parts they were asked in (``Engine``'s
+def record_parts(store: RunStore, size: int, first: int | None = None) -> list[tuple[int, int]]:
+    """How many candidates at a time the run asked from which row on (``(first row, size)``, in row order; size 0:
+    the rest of a generation), with this ``size`` added from row ``first`` on (default: the rows stored) and kept in
+    the header (``resolved["parts"]``): each ``start()``'s slots, each ``ask(n)``'s n. A generation is picked part
+    by part, each part with every result before it, so a run continued (with other ``workers``, or reopened for
+    ask/tell) replays its stored rows only when it asks them again in the parts they were asked in (``Engine``'s
     ``replay_parts``). A run stored before the setting gets [] (it replays with its slots, as it did)."""
+    header = store.header() or RunHeader()
     stored = header.resolved.get("parts")
     parts: list[list[int]] = []
     for p in stored if isinstance(stored, list) else ():
@@ -192,8 +194,7 @@ def record_parts(store: RunStore, header: RunHeader, slots: int) -> list[tuple[i
         parts.append([int(p[0]), int(p[1])])
     if not parts and not all(r.is_baseline for r in store.records()):
         return []  # stored before the setting: how its parts were asked is not known
-    if not parts or parts[-1][1] != slots:
-        parts.append([len(store) if parts else 0, slots])
-        current = store.header() or header  # (read again: what this start recorded since stays)
-        store.update_header(resolved={**current.resolved, "parts": parts})
+    if not parts or parts[-1][1] != size:
+        parts.append([(len(store) if first is None else first) if parts else 0, size])
+        store.update_header(resolved={**header.resolved, "parts": parts})
     return [(a, b) for a, b in parts]

@@ -80,3 +80,29 @@ def test_start_after_ask_tell_reports_only_its_own_generations():
     s.start(callback=events.append)
     generations = [e.generation for e in events if isinstance(e, GenerationEvent)]
     assert generations == list(range(2, CFG.generations + 1))
+
+
+@pytest.mark.parametrize("sizes", [[None, 2, None], [2, 2, 2, 2, 2], [None, 1, 1], [None, None, 3, None]])
+def test_a_run_reopened_mid_generation_asks_what_it_would_have_asked(tmp_path, sizes):
+    """Asked in parts (ask(n)), each told before the next, until the process ends with the last part asked and never
+    told: the run reopened asks that part again, the same candidates, as the parts before it are replayed as they
+    were asked."""
+    import compileiq_lab.space as ss
+
+    space = {"a": ss.range(1, 60), "b": ss.choice([1, 2, 3]), "c": ss.choice(["x", "y"], knockout_prob=0.5)}
+
+    def score(config):
+        return float((config["a"] - 17) ** 2 + config["b"] + (config.get("c") == "y"))
+
+    path = tmp_path / "r.db"
+    s = Search(None, space, SearchConfiguration(generations=3, pool_size=4, seed=2), store=path)
+    for n in sizes[:-1]:
+        batch = s.ask(n)
+        s.tell(batch, [score(c.config) for c in batch])
+    lost = s.ask(sizes[-1])
+    told = len(s.results)
+    s.close()  # the process ends: the part it asked last was never told
+    again = Search.open(path)
+    assert [c.config for c in again.ask(sizes[-1])] == [c.config for c in lost]
+    assert len(again.results) == told  # nothing was evaluated twice on the way
+    again.close()

@@ -168,7 +168,8 @@ def recheck(controls: Mapping[str, Any], run: KernelRun, *, recorded: Mapping[st
         confidence, method: Of the intervals (default: the recorded ones, else 0.95 and the paired bootstrap).
 
     Raises:
-        ConfigurationError: Nothing that times the kernel, bad rounds or tolerance, or a build that fails.
+        ConfigurationError: Nothing that times the kernel, bad rounds or tolerance, a build that fails, or wrong output
+            on the tuning workload or any other the kernel declares.
     """
     recorded = recorded or {}
     confidence = float(confidence if confidence is not None else recorded.get("confidence", 0.95))
@@ -190,6 +191,11 @@ def recheck(controls: Mapping[str, Any], run: KernelRun, *, recorded: Mapping[st
     failed = {k: msg for k, (ok, msg) in reply["checks"].items() if not ok}
     if failed:
         raise ConfigurationError(f"the re-measured codes must produce the reference output, but {failed}")
+    for name in run.kernel.workloads:  # a point that computes a wrong answer on another input size fails the gate
+        checks = timer.for_workload(name).remeasure(items, rounds=MIN_ROUNDS, energy_rounds=0)["checks"]
+        if not checks["point"][0]:
+            raise ConfigurationError(f"the ACF's point must compute the reference output on every workload of the "
+                                     f"kernel, but on workload {name!r}: {checks['point'][1]}"[:600])
     s = reply["samples"]
     c = compare(s["baseline"], s["point"], confidence=confidence, method=method)
     aa = compare(s["baseline"], s["baseline#aa"], confidence=confidence, method=method)

@@ -225,8 +225,12 @@ def _validate_workload(base: GpuRunner | CpuRunner, name: str, items: dict[str, 
     floor = noise_floor(aa.low, aa.high)
     for rec, row in zip(points, rows):
         label = label_of[rec.eval_id]
-        if label in failed:
+        if label in failed:  # a point that computes a wrong answer somewhere is no win anywhere
             entry: dict[str, Any] = {"error": f"wrong output: {failed[label]}"[:300], "win": False, "loss": True}
+            row["win"] = False
+            row.setdefault("wrong_output_on", []).append(name)
+            log.warning("eval %d computes wrong output on workload %r: not a win, and no export picks it",
+                        rec.eval_id, name)
         else:
             c = compare(samples[base_label], samples[label], confidence=confidence, method=method)
             entry = {"speedup": c.speedup, "low": c.low, "high": c.high, "win": c.low > 1.0 + floor,

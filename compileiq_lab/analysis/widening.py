@@ -3,19 +3,22 @@
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from compileiq_lab.kernels.load import load_kernel
 from compileiq_lab.kernels.run import KernelRun
+from compileiq_lab.kernels.spec import KernelSpec
 from compileiq_lab.run.events import GenerationEvent, RunEvent
 from compileiq_lab.run.facade import Search
+from compileiq_lab.space.catalogs import get_catalog
 from compileiq_lab.space.catalogs.base import TIERS
 from compileiq_lab.space.space import config_key
 
 if TYPE_CHECKING:
-    from compileiq_lab.kernels.spec import KernelSpec
     from compileiq_lab.space.catalogs.base import Catalog
     from compileiq_lab.store.results import Results
 
@@ -59,7 +62,8 @@ def _front_signature(results: Results) -> frozenset[tuple[float, ...]]:
     return frozenset(tuple(r.scores or ()) for r in results.front_records())
 
 
-def widening_search(kernel: KernelSpec, catalog: Catalog, objectives: Sequence[str], store_dir: str | Path, *,
+def widening_search(kernel: KernelSpec | str | os.PathLike[str], catalog: Catalog | str, objectives: Sequence[str],
+                    store_dir: str | Path, *,
                     tiers: Sequence[str] = TIERS, stall_generations: int = 3, generations_per_stage: int = 10,
                     pool_size: int | None = None, seed: int = 0, workers: int = 1,
                     callback: Callable[[RunEvent | StageEvent], None] | None = None,
@@ -74,7 +78,8 @@ def widening_search(kernel: KernelSpec, catalog: Catalog, objectives: Sequence[s
     controls start at the compiler default. Each stage has its own run store in ``store_dir``.
 
     Args:
-        kernel, catalog, objectives: What to tune (as for KernelRun).
+        kernel, catalog, objectives: What to tune (as for KernelRun: a kernel's name, folder or file, or its spec;
+            a catalog's name, such as "gcc", or the catalog).
         store_dir: Folder for the stages' run stores.
         tiers: Tier order.
         stall_generations: Generations without front change that end a stage.
@@ -84,6 +89,8 @@ def widening_search(kernel: KernelSpec, catalog: Catalog, objectives: Sequence[s
         evaluator_options: Extra KernelRun arguments (arch, timeout_s, workdir, ...).
     """
     emit = callback or (lambda event: None)
+    kernel = kernel if isinstance(kernel, KernelSpec) else load_kernel(kernel)
+    catalog = get_catalog(catalog) if isinstance(catalog, str) else catalog
     out = WideningResult()
     carried: list[dict[str, Any]] = []
     Path(store_dir).mkdir(parents=True, exist_ok=True)

@@ -14,7 +14,10 @@ def print_front(results: Results, run: KernelRun, before: int = 0) -> None:
     base = results.baseline_record
     names = results.objective_names
     sign = results.objectives[0].sign
-    print(f"\n{len(results)} evaluations, statuses {results.status_counts()}, run {results.status}")
+    reason = results.header.stop_reason
+    print(f"\n{len(results)} evaluations, statuses {results.status_counts()}, run {results.status}"
+          + (f", ended by its budget: {reason} (continue it with a larger one)"
+             if reason in ("max_evaluations", "time_budget") else ""))
     st = run.evaluator.stats
     print(f"{f'this session ({len(results) - before} evaluations): ' if before else ''}"
           f"compiles {st['compiles']}, conflicts skipped {st['conflicts']}, distinct machine code "

@@ -181,9 +181,12 @@ def print_validation(v: Validation) -> None:
     print(f"\nre-measured interleaved ({v.rounds} rounds, {v.method}, {v.confidence:.0%} CI); "
           f"baseline {b['runtime_median'] * 1e6:.2f} us per {'launch' if v.gpu else 'call'}; "
           f"A/A noise floor {v.noise_floor * 100:.2f} %")
-    print(f"{'eval':>5}  {'runtime us':>10}  {'speedup':>8}  {'CI':>17}  {'win':>4}  energy  (win: CI above 1 + floor)")
+    energies = any(r["energy_ratio"] is not None for r in v.rows)  # (none on a CPU, nor without NVML)
+    print(f"{'eval':>5}  {'runtime us':>10}  {'speedup':>8}  {'CI':>17}  {'win':>4}  {'energy  ' if energies else ''}"
+          "(win: CI above 1 + floor)")
     for r in v.rows:
-        energy = f"{(r['energy_ratio'] - 1) * 100:+.1f} %" if r["energy_ratio"] is not None else "n/a"
+        energy = "" if not energies else (f"{(r['energy_ratio'] - 1) * 100:+.1f} %" if r["energy_ratio"] is not None
+                                          else "n/a")
         print(f"{r['eval_id']:5d}  {r['runtime_median'] * 1e6:10.2f}  {r['speedup']:8.4f}  "
               f"[{r['low']:.4f}, {r['high']:.4f}]  {'yes' if r['win'] else 'no':>4}  {energy}"
               + ("  (same code as baseline)" if r["same_code_as_baseline"] else
@@ -195,6 +198,9 @@ def print_validation(v: Validation) -> None:
             print(f"{'':5}  workload {name}: {verdict}")
         if r.get("mixed"):
             print(f"{'':5}  WARNING: eval {r['eval_id']} wins on the tuning workload but loses on another")
+        if r.get("wrong_output_on"):
+            print(f"{'':5}  WARNING: eval {r['eval_id']} computes wrong output on workload "
+                  f"{', '.join(r['wrong_output_on'])}: not a win, and no export picks it")
 
 
 def _validate(args: argparse.Namespace) -> int:
@@ -203,6 +209,10 @@ def _validate(args: argparse.Namespace) -> int:
                          f"{'both' if args.acf else 'neither'}; e.g. `compileiq-lab validate run.db` or "
                          "`compileiq-lab validate --acf best.acf`")
     if args.acf is not None:
+        if args.eval_id:
+            raise UsageError(f"`--eval-id is for a run store, not --acf` must hold, but got --eval-id "
+                             f"{' '.join(map(str, args.eval_id))} with --acf {args.acf}; the ACF holds one point: drop "
+                             "--eval-id, or validate the run store it came from")
         return _recheck_acf(args)
     res = load_results(args.store)
     run = KernelRun.from_header(res.header, gpu_backend=args.gpu_backend)

@@ -157,7 +157,7 @@ def _add_run_arguments(t: argparse.ArgumentParser) -> None:
     t.add_argument("--validate", type=rounds(allow_off=True), default=None, metavar="ROUNDS",
                    help="after a run with a measured runtime (GPU objectives, or a C kernel's runtime), re-measure the "
                         "front and the baseline interleaved for ROUNDS rounds and report speedups with 95 %% CIs "
-                        "(default 40; 0 turns it off)")
+                        "(default 40, at least 10; 0 turns it off)")
 
 
 def add_catalog_parser(sub: Any) -> None:

@@ -230,4 +230,4 @@ def wrong_output_stop_reason(kernel: KernelSpec, records: Sequence[EvalRecord]) 
             f"({'baseline' if first.is_baseline else 'first'}: {said}): no config computed what "
             f"{kernel.name}'s reference does, so the reference, the tolerances (kernel.toml's [check] rtol, atol), "
             "the inputs or the launch is likelier at fault than the compiler's choices; fix that and tune again into "
-            "a new run store, or remove [check] to search without an output check")
+            "a new run store")

@@ -88,7 +88,12 @@ def adapt_kernel(spec: KernelSpec, *, entry: str | None = None, build: BuildCont
         need(spec.language != "ptx", f"kernel {spec.name!r}", "a PTX file is not preprocessed or compiled by a front "
              "end, so -I, --define and arguments after -- do not apply", build.argv(),
              "Drop them (build the PTX with them instead: nvcc -ptx, or Triton's constexprs).")
-        changes["build"] = spec.build.merged(build)
+        changes["build"] = merged = spec.build.merged(build)
+        knobs = [name for name, _ in merged.defines if name in spec.defines]
+        need(not knobs, f"kernel {spec.name!r}", "a fixed --define names no -D knob the search sets", knobs,
+             f"Drop --define {', '.join(knobs)}: [defines] in kernel.toml searches "
+             f"{', '.join(f'{k} over {list(spec.defines[k])}' for k in knobs)}; to fix its value, list only that "
+             "value there.")
     if entry is not None and entry != spec.entry:
         need(spec.spec_file is None, f"kernel {spec.name!r}", "--entry names the kernel of a bare source file; a "
              "kernel folder names its entry in kernel.toml", entry, f"Drop --entry, or edit entry in {spec.spec_file}.")

@@ -89,6 +89,11 @@ class Validation:
         """Eval ids whose speedup CI lies above 1 + noise_floor."""
         return [r["eval_id"] for r in self.rows if r["win"]]
 
+    @property
+    def wrong_output(self) -> dict[int, list[str]]:
+        """Eval id -> the other workloads on which it computed wrong output (no export picks such a point)."""
+        return {int(r["eval_id"]): list(r["wrong_output_on"]) for r in self.rows if r.get("wrong_output_on")}
+
 
 def build_setup(build: Any, headers_sha256: str | None) -> tuple[dict[str, Any], list[str] | None]:
     """What of a run's recorded build context (``extra["build"]``) is part of its setup: its defines and fixed arguments

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -41,14 +41,22 @@ def pick_point(results: Results, rule: str = "first") -> tuple[EvalRecord | None
             successful baseline.
     """
     names = results.objective_names
-    if rule == "first" or rule in names:
-        i = 0 if rule == "first" else names.index(rule)
-        rec = results.best_record(i)
-        return rec, f"the best {names[i]}"
-    if rule not in PICK_RULES:
+    if rule not in PICK_RULES and rule != "first" and rule not in names:
         raise ConfigurationError(f"--pick must be an objective of the run ({', '.join(names)}) or one of "
                                  f"{list(PICK_RULES)}, but got {rule!r}; pick one of those")
-    front = [rec for rec, _ in results.distinct_front() if rec.scores]
+    wrong, said = _miscomputing(results)
+    if rule == "first" or rule in names:
+        i = 0 if rule == "first" else names.index(rule)
+        if not wrong:
+            return results.best_record(i), f"the best {names[i]}"
+        sign = results.objectives[i].sign
+        left = [r for r in results.records if r.status == "ok" and r.scores and r.detail.get("code_hash") not in wrong
+                and r.eval_id not in wrong]
+        best = min((sign * r.scores[i] for r in left if r.scores), default=None)
+        rec = representative([r for r in left if r.scores and sign * r.scores[i] == best]) if left else None
+        return rec, f"the best {names[i]}{said}"
+    front = [rec for rec, _ in results.distinct_front() if rec.scores
+             and rec.detail.get("code_hash") not in wrong and rec.eval_id not in wrong]
     if not front:
         return None, "no successful evaluation"
     signs = np.array([o.sign for o in results.objectives], dtype=float)  # 1: lower is better, -1: higher
@@ -62,7 +70,7 @@ def pick_point(results: Results, rule: str = "first") -> tuple[EvalRecord | None
             dist = np.linalg.norm((unit - low) / span, axis=1)
         dist = np.where(np.isnan(dist), np.inf, dist)  # (an infinite score: never nearer than a finite one)
         best = float(dist.min())
-        return representative([r for r, d in zip(front, dist) if d == best]), "the knee of the front"
+        return representative([r for r, d in zip(front, dist) if d == best]), f"the knee of the front{said}"
     base = results.baseline_record
     if base is None or base.status != "ok" or not base.scores:
         raise ConfigurationError("--pick no-regression compares with the baseline, but this run has no successful "
@@ -72,7 +80,8 @@ def pick_point(results: Results, rule: str = "first") -> tuple[EvalRecord | None
     guard = spills is not None and "spill_bytes" not in names
     if guard:  # a point that spills less may lie behind one that spills more: every point is a candidate then
         front = [r for r in results.records if r.status == "ok" and r.scores
-                 and (_spill_bytes(r) or 0.0) <= (spills or 0.0)]
+                 and (_spill_bytes(r) or 0.0) <= (spills or 0.0)
+                 and r.detail.get("code_hash") not in wrong and r.eval_id not in wrong]
         scores = np.array([rec.scores for rec in front], dtype=float).reshape(len(front), len(names)) * signs
     safe = [(tuple(s), r) for r, s in zip(front, scores) if bool(np.all(s <= floor))]
     nor = " or in bytes spilled" if guard else ""
@@ -83,7 +92,19 @@ def pick_point(results: Results, rule: str = "first") -> tuple[EvalRecord | None
     if rec.is_baseline or np.array_equal(np.array(rec.scores, dtype=float) * signs, floor):
         return rec, f"no front point beats the baseline without a loss on another objective{nor}: " + (
             "the baseline (the compiler defaults)" if rec.is_baseline else "a point that scores as the baseline")
-    return rec, f"the best {names[0]} among the points no worse than the baseline on any objective{nor}"
+    return rec, f"the best {names[0]} among the points no worse than the baseline on any objective{nor}{said}"
+
+
+def _miscomputing(results: Results) -> tuple[set[Any], str]:
+    """The points the run's validation found computing wrong output on another workload (their eval ids and machine
+    codes: a point with the same code computes the same), and how a pick says it left them out ("" for none)."""
+    v = results.validation
+    wrong = v.wrong_output if v is not None else {}
+    if not wrong:
+        return set(), ""
+    codes = {r.detail.get("code_hash") for i in wrong if (r := results.record(i)) is not None} - {None}
+    shown = "; ".join(f"eval {i} on {', '.join(map(repr, names))}" for i, names in sorted(wrong.items()))
+    return set(wrong) | codes, f" among the points that compute the right output on every workload (wrong: {shown})"
 
 
 def _spill_bytes(rec: EvalRecord) -> float | None:

@@ -294,3 +294,83 @@ def test_points_with_the_same_machine_code_are_measured_once_and_said_to_be_twin
     stored = load_results(str(tmp_path / "c.db"))
     assert f"the same machine code as eval {a}: one measurement for both" in _validation_html(stored, b)
     assert "90 % CI" in _validation_html(stored, a) and "same machine code" not in _validation_html(stored, a)
+
+
+_FSUM_C = """
+void cil_kernel(void **bufs, const long *params) {
+    const float *restrict x = (const float *)bufs[0];
+    float *restrict tot = (float *)bufs[1];
+    const long n = params[0];
+    float t = 0.0f;
+    for (long i = 0; i < n; ++i) t += x[i] * x[i];
+    tot[0] = t;
+}
+"""
+_FSUM_TOML = """name = "fsum"
+language = "c"
+source = "fsum.c"
+entry = "cil_kernel"
+[params]
+n = 64
+[[inputs]]
+name = "x"
+dtype = "float32"
+shape = ["n"]
+init = "uniform"
+[[outputs]]
+name = "tot"
+dtype = "float32"
+shape = [1]
+[check]
+reference = "reference"
+rtol = 1e-6
+atol = 1e-6
+[[workloads]]
+name = "big"
+params = { n = 300000 }
+"""
+_FSUM_REF = """import numpy as np
+def reference(inputs, params):
+    t = np.float32(0)
+    for v in (inputs["x"] * inputs["x"]).tolist():
+        t = np.float32(t + np.float32(v))
+    return {"tot": np.array([t], dtype=np.float32)}
+"""
+
+
+@needs_gcc
+def test_a_point_with_wrong_output_on_another_workload_is_no_win_no_pick_and_fails_the_gate(tmp_path, capsys):
+    """-ffast-math reorders a float32 sum: right within the tolerance on 64 values, wrong on the kernel's declared
+    300,000-value workload. Such a point is not a win whatever its speedup, no export picks it, and the ACF gate
+    re-checks every workload."""
+    from compileiq_lab.analysis.certify import recheck
+    from compileiq_lab.store.pick import pick_point
+
+    folder = tmp_path / "fsum"
+    folder.mkdir()
+    (folder / "fsum.c").write_text(_FSUM_C)
+    (folder / "kernel.toml").write_text(_FSUM_TOML)
+    (folder / "reference.py").write_text(_FSUM_REF)
+    run = KernelRun(load_kernel(folder), "gcc", ["runtime"], controls=["opt_level", "fast_math"], unsafe_math=True,
+                    workdir=tmp_path / "w")
+    fast = {"opt_level": 3, "fast_math": "-ffast-math"}
+    results = Search.of(run, store=str(tmp_path / "f.db"), generations=1, pool_size=2, warm_start=[fast]).start()
+    point = next(r for r in results.records if r.params.get("fast_math") == "-ffast-math")
+    assert point.status == "ok"  # right on the tuning workload
+    v = validate(results, run, rounds=10, eval_ids=[point.eval_id])
+    row = v.row(point.eval_id)
+    assert row is not None and row["win"] is False and row["wrong_output_on"] == ["big"]
+    assert "wrong output" in row["workloads"]["big"]["error"] and v.wrong_output == {point.eval_id: ["big"]}
+    from compileiq_lab.cli.runs import print_validation
+
+    print_validation(v)
+    shown = capsys.readouterr().out
+    assert f"WARNING: eval {point.eval_id} computes wrong output on workload big: not a win" in shown
+    assert "energy" not in shown  # a CPU measures none: no column of n/a
+    stored = load_results(str(tmp_path / "f.db"))
+    picked, why = pick_point(stored, "runtime")
+    assert picked is not None and picked.detail["code_hash"] != point.detail["code_hash"]
+    assert f"wrong: eval {point.eval_id} on 'big'" in why
+    with pytest.raises(ConfigurationError, match="on every workload of the kernel, but on workload 'big'"):
+        recheck(point.params, run, rounds=10)
+    run.close()

@@ -32,3 +32,12 @@ def test_stages_widen_tier_by_tier_and_carry_the_population(tmp_path):
     opened = {repr(sorted(r.params.items())) for r in second.records if r.generation == 1}
     assert carried <= opened  # the first stage's front opens the second
     assert second.header.metadata["tiers"] == ["common", "advanced"]
+
+
+@pytest.mark.skipif(not tool_available("gcc"), reason="gcc not installed")
+def test_a_kernel_and_a_catalog_may_be_named_as_for_a_kernel_run(tmp_path):
+    """widening_search("dot", "gcc", ...) as KernelRun("dot", "gcc", ...) takes them, where it raised AttributeError."""
+    out = widening_search("dot", "gcc", ["text_bytes"], tmp_path, tiers=["common", "advanced"], stall_generations=1,
+                          generations_per_stage=1, pool_size=3, evaluator_options={"workdir": tmp_path / "work"})
+    assert [s.tiers for s in out.stages] == [["common"], ["common", "advanced"]]
+    assert load_results(out.stages[0].store).header.kernel.kernel == "dot"

@@ -77,6 +77,7 @@ def test_a_run_ended_by_max_evals_continues_with_a_larger_one(tmp_path):
             "--warm-start", "none", "--store", "r.db"]
     first = cli(*base, "--max-evals", "6", cwd=tmp_path)
     assert first.returncode == 0, first.stderr
+    assert "6 evaluations, statuses {'ok': 6}, run finished, ended by its budget: max_evaluations" in first.stdout
     res = load_results(str(tmp_path / "r.db"))
     assert len(res) == 6 and res.status == "finished" and res.header.stop_reason == "max_evaluations"
     shown = cli("show", "r.db", cwd=tmp_path)

@@ -322,3 +322,10 @@ def test_validating_a_static_only_point_says_what_a_timed_kernel_needs(tmp_path)
     check = cli("validate", "--acf", "my dir/k.acf", cwd=tmp_path)
     assert check.returncode != 0 and "'k' is a static-only kernel (a bare file)" in check.stderr
     assert "--kernel FOLDER" in check.stderr and "use static objectives" not in check.stderr
+
+
+def test_validate_refuses_an_eval_id_with_an_acf_as_a_usage_error(tmp_path, capsys):
+    from compileiq_lab.cli.main import main
+
+    code = main(["validate", "--acf", str(tmp_path / "best.acf"), "--eval-id", "3"])
+    assert code == 2 and "`--eval-id is for a run store, not --acf` must hold" in capsys.readouterr().err

@@ -168,3 +168,22 @@ def test_controls_a_build_fixes_are_left_out_of_the_search() -> None:
     assert "cicc_opt" in cuda.names and "ftz" not in cuda.names
     with pytest.raises(ConfigurationError, match="a control is searched or fixed, not both"):
         run_catalog("c", "gcc", None, ["unroll_loops"], None, None, False, ["-funroll-loops"])
+
+
+def test_a_fixed_define_of_a_searched_knob_is_refused_naming_the_knob() -> None:
+    """dot's kernel.toml searches ACCUMULATORS; a --define of it would be overridden by every config's -D and
+    recorded as a build context the run never had."""
+    with pytest.raises(ConfigurationError, match=r"a fixed --define names no -D knob the search sets.*"
+                                                 r"ACCUMULATORS over \[4, 1, 2, 8\]"):
+        load_kernel("dot", build=BuildContext(defines=(("ACCUMULATORS", "2"),)))
+    assert load_kernel("dot", build=BuildContext(defines=(("EXTRA", "1"),))).build.defines == (("EXTRA", "1"),)
+
+
+@pytest.mark.skipif(not tool_available("gcc"), reason="gcc not installed")
+def test_a_precision_changing_control_named_without_unsafe_math_is_searched_and_said() -> None:
+    named = KernelRun("dot", "gcc", ["text_bytes"], controls=["opt_level", "fast_math"])
+    assert "fast_math" in named.catalog.names
+    assert "fast_math may change floating-point results: searched because named" in named.catalog_note
+    assert "fast_math" not in KernelRun("dot", "gcc", ["text_bytes"]).catalog.names  # unnamed: left out
+    assert "floating-point" not in KernelRun("dot", "gcc", ["text_bytes"], controls=["opt_level", "fast_math"],
+                                             unsafe_math=True).catalog_note

@@ -148,6 +148,34 @@ def _front(results: Results) -> str:
     return f"<h2>Pareto front ({len(rows)} points)</h2>{note}<table>{head}{''.join(body)}</table>"
 
 
+def _validation(results: Results) -> str:
+    """The run's re-measurement (``validate``), as ``validate`` prints it: each point's speedup with its interval,
+    whether it is a win and certified, and its verdict on every other workload; "" for a run never re-measured."""
+    v = results.validation
+    if v is None:
+        return ("<h2>Re-measured</h2><p class=\"muted\">Not re-measured: the scores above are the search's single "
+                "measurements (<code>compileiq-lab validate RUN.db</code> re-measures the front).</p>"
+                if "runtime" in results.objective_names else "")
+    body = []
+    for r in v.rows:
+        verdicts = [f"{_e(name)}: " + (_e(e["error"]) if "error" in e else
+                                       f"{e['speedup']:.4f} [{e['low']:.4f}, {e['high']:.4f}]"
+                                       f"{' win' if e['win'] else ' LOSS' if e['loss'] else ''}")
+                    for name, e in (r.get("workloads") or {}).items()]
+        if r.get("wrong_output_on"):
+            verdicts.append("<b>wrong output on " + _e(", ".join(r["wrong_output_on"])) + ": not a win</b>")
+        if r.get("same_code_as") is not None:
+            verdicts.append(f"the same machine code as eval {r['same_code_as']}")
+        body.append(f'<tr><td class="num">{r["eval_id"]}</td><td class="num">{r["speedup"]:.4f}</td>'
+                    f'<td class="num">[{r["low"]:.4f}, {r["high"]:.4f}]</td><td>{"yes" if r["win"] else "no"}</td>'
+                    f'<td>{"yes" if r.get("certified") else _e(r.get("why_not") or "no")}</td>'
+                    f'<td>{"<br>".join(verdicts)}</td></tr>')
+    return (f"<h2>Re-measured ({v.rounds} interleaved rounds, {v.confidence * 100:g} % CI)</h2>"
+            f'<p class="muted">Speedup over the baseline; a win is an interval above 1 + the A/A noise floor '
+            f"({v.noise_floor * 100:.2f} %).</p><table><tr><th>eval</th><th>speedup</th><th>interval</th><th>win</th>"
+            "<th>certified</th><th>other workloads</th></tr>" + "".join(body) + "</table>")
+
+
 def _failures(results: Results) -> str:
     rows = failure_summary(results)
     if not rows:
@@ -222,8 +250,8 @@ def report_html(results: Results, kernel_run: KernelRun | None = None) -> str:
 
     require_plotly()
     title = _e(_title(results))
-    parts = [_summary(results), _figures(results), _front(results), _machine_code(results, kernel_run),
-             _failures(results), _environment(results)]
+    parts = [_summary(results), _figures(results), _front(results), _validation(results),
+             _machine_code(results, kernel_run), _failures(results), _environment(results)]
     return ("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
             f"<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>{title}</title>\n"
             f"<style>{_CSS}</style>\n</head>\n<body>\n<h1>{title}</h1>\n" + "\n".join(parts)

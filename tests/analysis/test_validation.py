@@ -357,6 +357,9 @@ def test_a_point_with_wrong_output_on_another_workload_is_no_win_no_pick_and_fai
     results = Search.of(run, store=str(tmp_path / "f.db"), generations=1, pool_size=2, warm_start=[fast]).start()
     point = next(r for r in results.records if r.params.get("fast_math") == "-ffast-math")
     assert point.status == "ok"  # right on the tuning workload
+    from compileiq_lab.viz.report import report_html
+
+    assert "Not re-measured: the scores above are the search's single measurements" in report_html(results)
     v = validate(results, run, rounds=10, eval_ids=[point.eval_id])
     row = v.row(point.eval_id)
     assert row is not None and row["win"] is False and row["wrong_output_on"] == ["big"]
@@ -368,6 +371,8 @@ def test_a_point_with_wrong_output_on_another_workload_is_no_win_no_pick_and_fai
     assert f"WARNING: eval {point.eval_id} computes wrong output on workload big: not a win" in shown
     assert "energy" not in shown  # a CPU measures none: no column of n/a
     stored = load_results(str(tmp_path / "f.db"))
+    page = report_html(stored)  # the HTML report shows the re-measurement as validate does
+    assert "Re-measured (10 interleaved rounds, 95 % CI)" in page and "wrong output on big: not a win" in page
     picked, why = pick_point(stored, "runtime")
     assert picked is not None and picked.detail["code_hash"] != point.detail["code_hash"]
     assert f"wrong: eval {point.eval_id} on 'big'" in why

@@ -11,7 +11,6 @@ from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
-from compileiq_lab.analysis.registry import warm_start_configs
 from compileiq_lab.analysis.validation import validate
 from compileiq_lab.cli.front import print_front
 from compileiq_lab.cli.options import (
@@ -32,7 +31,8 @@ from compileiq_lab.cli.options import (
 )
 from compileiq_lab.cli.progress import ProgressLine, progress_callback
 from compileiq_lab.cli.runs import print_validation
-from compileiq_lab.exceptions import CompileIQLabError, ConfigurationError, did_you_mean
+from compileiq_lab.cli.warm import warm_start
+from compileiq_lab.exceptions import ConfigurationError, did_you_mean
 from compileiq_lab.kernels import (
     CATALOG_NAMES,
     CATEGORIES,
@@ -45,7 +45,7 @@ from compileiq_lab.kernels import (
 from compileiq_lab.run import Search
 from compileiq_lab.run.build import encode_all
 from compileiq_lab.run.start import count_run_time
-from compileiq_lab.store import DEFAULT_DIR, KernelMeta, Results, Validation, load_results
+from compileiq_lab.store import DEFAULT_DIR, Results, Validation
 
 __all__ = ["EXECUTORS", "add_catalog_parser", "add_tune_parser", "executor_spec", "run_catalog", "run_tune"]
 
@@ -266,7 +266,7 @@ def _tune(args: argparse.Namespace, run: KernelRun) -> int:
     _notes(run.left_out, run.catalog_note)
     canary_s = _canary(args, run)
     facts = run.metadata()  # once: it scans the headers the source reads
-    warm, sources = _warm_start(args, run, facts)
+    warm, sources = warm_start(args, run, facts)
     meta = {**facts, "warm_start_from": sources} if sources else facts
     remote = run.remote
     search = Search.of(run, store=args.store, metadata=meta, generations=args.generations, pool_size=args.pool_size,
@@ -357,36 +357,6 @@ def _exit_code(results: Results) -> int:
               f"{(first.error if first else '')[:400]}", file=sys.stderr)
         return 1
     return 0
-
-
-def _warm_start(args: argparse.Namespace, run: KernelRun,
-                facts: dict[str, Any]) -> tuple[list[dict[str, Any]], list[str]]:
-    """Configs from earlier runs (see --warm-start); when continuing an existing store, the ones it started with
-    (a continued run keeps its trajectory, whatever other runs the folder holds by now). ``facts``: the run's
-    ``metadata()``."""
-    if args.store and Path(args.store).exists():
-        return _stored_warm_start(args.store)
-    if args.warm_start == "none":
-        return [], []
-    if args.warm_start != "auto":
-        front = load_results(args.warm_start).front_records()
-        return [r.params for r in front if r.params], [args.warm_start]
-    directory = Path(args.store).resolve().parent if args.store else Path(DEFAULT_DIR)
-    meta = KernelMeta.from_dict(facts)  # its entry as stored runs are matched on (a bare file's or kernel.toml's)
-    return warm_start_configs(run.kernel.name, run.arch, run.catalog_name, directory,
-                              source_sha256=facts["source_sha256"], entry=meta.entry if meta else None,
-                              build=facts.get("build"), headers_sha256=facts.get("headers_sha256"))
-
-
-def _stored_warm_start(path: str) -> tuple[list[dict[str, Any]], list[str]]:
-    """The warm start a stored run was made with; none when its header cannot be read (opening the store then
-    says what is wrong with it)."""
-    try:
-        header = load_results(path).header
-    except CompileIQLabError:
-        return [], []
-    sources = header.metadata.get("warm_start_from")
-    return list(header.config.get("warm_start") or []), [str(s) for s in sources] if isinstance(sources, list) else []
 
 
 def _validate_run(results: Results, run: KernelRun, n_rounds: int) -> Validation | None:

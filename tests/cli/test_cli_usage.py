@@ -207,3 +207,13 @@ def test_the_warm_start_counts_only_the_configs_this_space_takes(tmp_path):
     assert "warm start:" not in other.stderr  # it said "2 configs" after leaving both out
     same = cli(*common, "--controls", "opt_level", "--store", "c.db", cwd=tmp_path)
     assert "warm start: " in same.stderr and "a.db" in same.stderr
+
+
+def test_a_warm_start_from_a_run_of_another_kernel_says_so(tmp_path):
+    common = ("--objectives", "text_bytes", "--generations", "1", "--controls", "opt_level")
+    assert cli("tune", "stencil_c", *common, "--store", "s.db", cwd=tmp_path).returncode == 0
+    other = cli("tune", "dot", *common, "--store", "d.db", "--warm-start", "s.db", cwd=tmp_path)
+    assert other.returncode == 0, other.stderr
+    assert "note: --warm-start s.db is a run of kernel 'stencil_c', not 'dot'" in other.stderr
+    same = cli("tune", "stencil_c", *common, "--store", "s2.db", "--warm-start", "s.db", cwd=tmp_path)
+    assert "is a run of kernel" not in same.stderr

@@ -87,7 +87,7 @@ class Score:
         score: The objective's value(s); ``INVALID_SCORE`` ("*") or NaN for a failure.
         param_id: The candidate's ``param_id`` (from ``ask()``).
         num_objectives: How many values ``score`` holds.
-        metadata: Text kept with the row (its ``detail["metadata"]``).
+        metadata: Kept with the row (its ``detail["metadata"]``): as given where JSON holds it, else as text.
         norm_score, params, is_baseline: Accepted for compatibility; compileiq-lab normalises from its own baseline
             row and keeps the params of the asked candidate.
     """

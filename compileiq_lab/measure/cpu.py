@@ -127,7 +127,8 @@ class CpuRunner:
 
         Returns:
             {"samples": {label: [s per call, ...]}, "energy": {}, "checks": {label: (ok, message)}, "state": {},
-            "cache": "warm", "timer_resolution_s": the monotonic clock's resolution, "launches_per_sample":
+            "cache": "warm", "timer_resolution_s": the step a timed call is quantised to (the harness's measured
+            tick, at least the clock's stated resolution), "launches_per_sample":
             {label: 1}}.
 
         Raises:
@@ -136,6 +137,7 @@ class CpuRunner:
         labels = list(items)
         samples: dict[str, list[float]] = {k: [] for k in labels}
         checks: dict[str, tuple[bool, str]] = {}
+        ticks = [time.get_clock_info("monotonic").resolution]
         for r in range(rounds):
             for label in labels if r % 2 == 0 else labels[::-1]:
                 out = self.time(Path(items[label][0]))
@@ -144,8 +146,9 @@ class CpuRunner:
                                              f"{out.status}: {out.error}")
                 checks.setdefault(label, (out.status == "ok", out.error))
                 samples[label].append(float(out.metrics["runtime"]))
+                ticks.append(float(out.metrics.get("timer_tick_s", 0.0)))
         return {"samples": samples, "energy": {}, "checks": checks, "state": {}, "cache": "warm",
-                "timer_resolution_s": time.get_clock_info("monotonic").resolution,
+                "timer_resolution_s": max(ticks),
                 "launches_per_sample": dict.fromkeys(labels, 1)}
 
     def run(self, binary: Path, defines: Mapping[str, Any] | None = None) -> RunOutcome:
@@ -186,6 +189,9 @@ class CpuRunner:
             return RunOutcome("run_error", "the harness printed no timings")
         ok, why = self._check(tag)
         metrics = timing_summary(times)
+        tick = re.search(r"^tick ([\d.eE+-]+)$", res.stdout, re.M)
+        if tick:  # what each timed call is quantised to here (the clock's tick and the cost of reading it)
+            metrics["timer_tick_s"] = float(tick.group(1))
         if not ok:
             return RunOutcome("wrong_output", why + self._written(res.stdout), metrics)
         return RunOutcome("ok", "", metrics)

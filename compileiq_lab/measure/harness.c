@@ -1,8 +1,10 @@
 /* compileiq-lab CPU timing harness: loads buffers, calls cil_kernel, times repeats, saves outputs.
  *
  * usage: harness MIN_REPEATS MIN_SECONDS NPARAMS P1..Pn NBUFS (in|out BYTES PATH)...
- * Prints one line "t SECONDS" per timed call after one untimed warm-up call, then "written INDEX" for each input
- * buffer the calls changed (a kernel must not write its inputs: every call is made on the same buffers).
+ * Prints "tick SECONDS" (the smallest step two back-to-back clock reads show: what a timed call is quantised to,
+ * the clock's own tick and the cost of reading it), one line "t SECONDS" per timed call after one untimed warm-up
+ * call, then "written INDEX" for each input buffer the calls changed (a kernel must not write its inputs: every call
+ * is made on the same buffers).
  */
 #define _POSIX_C_SOURCE 199309L
 #include <stdio.h>
@@ -52,6 +54,13 @@ int main(int argc, char **argv) {
             fclose(f);
         }
     }
+    double tick = 1.0;
+    for (int i = 0; i < 200; i++) {
+        double t0 = now(), t1 = now();
+        for (int spin = 0; t1 == t0 && spin < 1000000; spin++) t1 = now();
+        if (t1 > t0 && t1 - t0 < tick) tick = t1 - t0;
+    }
+    printf("tick %.3e\n", tick);
     cil_kernel(bufs, params); /* warm-up */
     double total = 0.0;
     for (long r = 0; r < 100000 && (r < min_repeats || total < min_seconds); r++) {

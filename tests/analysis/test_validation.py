@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -227,6 +228,9 @@ def test_a_c_kernel_timed_for_real_is_re_measured_on_the_cpu(tmp_path):
     assert all(len(v.samples[str(r["eval_id"])]) == 10 for r in v.rows) and len(v.samples["baseline_aa"]) == 10
     assert all(r["energy"] is None and r["low"] <= r["speedup"] <= r["high"] for r in v.rows)
     assert v.device["cpu"] and v.baseline["aa"]["low"] <= v.baseline["aa"]["high"]
+    ticks = [r.detail["metrics"]["timer_tick_s"] for r in results.records if r.status == "ok"]
+    assert ticks and all(0 < t < 1e-3 for t in ticks)  # each timed run measured its clock's step
+    assert v.timer["resolution_s"] >= time.get_clock_info("monotonic").resolution  # the step, not only the stated
     assert load_results(store).validation.rows == v.rows  # stored in the run
     acf = point_acf(load_results(store), results.record(v.rows[0]["eval_id"]), run.kernel, run.catalog)
     assert acf.validation["certificate"]["cpu"] == v.device["cpu"]

@@ -271,11 +271,10 @@ def export_point(args: argparse.Namespace, path: str, results: Results, run: Ker
         rule = "first"  # nothing to compare with: the default falls back to the first objective
     why, default = "the point asked for", False
     if rec is None:
-        rec, why = pick_point(results, rule)
+        rec, why = pick_point(results, rule, validation)  # (the re-measurement just made: not in this snapshot)
         default = args.pick is None
     if rec is None:
-        print(f"compileiq-lab: error: nothing to export from {results.store_path}: no successful evaluation",
-              file=sys.stderr)
+        print(f"compileiq-lab: error: nothing to export from {results.store_path}: {why}", file=sys.stderr)
         return 1
     controls, dropped = effective_params(rec), {}
     if not args.no_minimize and rec.status == "ok":

@@ -234,7 +234,8 @@ def run_catalog(language: str, catalog: str | Catalog | None, name: str | None, 
             f"catalog {name!r} controls the CUDA front end ({', '.join(front[:4]) or 'NVRTC'}"
             f"{' ...' if len(front) > 4 else ''}), but a PTX kernel has none: ptxas assembles it as it is; use "
             "--space ptxas")
-    named_unsafe = sorted(c.name for c in chosen.controls if c.unsafe_math and not unsafe_math)
+    named_unsafe = sorted(c.name for c in chosen.controls if c.unsafe_math and not unsafe_math
+                          and c.name in set(controls or ()))
     if named_unsafe:  # (named in --controls: kept, said)
         note = "; ".join(filter(None, [note, f"{', '.join(named_unsafe)} may change floating-point results: searched "
                                              "because named, each result checked against the reference"]))

@@ -20,7 +20,7 @@ from compileiq_lab.toolchain.context import BuildContext
 from compileiq_lab.toolchain.nvidia_acf import load_nvidia_acfs
 
 __all__ = ["BLOCK_RULE", "ENV_VAR", "MAX_SPEC_BYTES", "acf_kernel_ref", "acf_nvidia_file", "adapt_kernel", "kernel_ref",
-           "kernels_root", "list_kernels", "load_kernel", "load_triton_kernel", "valid_block"]
+           "kernels_root", "list_kernels", "load_kernel", "load_triton_kernel", "valid_block", "without_knob_defines"]
 
 log = logging.getLogger(__name__)
 
@@ -113,6 +113,15 @@ def adapt_kernel(spec: KernelSpec, *, entry: str | None = None, build: BuildCont
              "Pass e.g. --block 256 or --block 16,16.")
         changes["block"] = tuple(block)
     return dataclasses.replace(spec, **changes) if changes else spec  # type: ignore[arg-type]
+
+
+def without_knob_defines(context: BuildContext | None, spec: KernelSpec) -> BuildContext | None:
+    """A recorded build context without the fixed -D defines of names ``spec`` searches as knobs: each build's knob
+    -D came after them and won, so a run or ACF recorded before ``adapt_kernel`` refused them reopens as it built."""
+    if context is None or not spec.defines:
+        return context
+    kept = tuple((n, v) for n, v in context.defines if n not in spec.defines)
+    return dataclasses.replace(context, defines=kept) if len(kept) != len(context.defines) else context
 
 
 #: What a launch block given for a bare file must be (``valid_block``).

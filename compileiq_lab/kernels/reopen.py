@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from compileiq_lab.exceptions import ConfigurationError
-from compileiq_lab.kernels.load import acf_kernel_ref, acf_nvidia_file, load_kernel
+from compileiq_lab.kernels.load import acf_kernel_ref, acf_nvidia_file, load_kernel, without_knob_defines
 from compileiq_lab.kernels.spec import GPU_LANGUAGES, KernelSpec
 from compileiq_lab.space.catalogs import Catalog, get_catalog
 from compileiq_lab.space.catalogs.base import NON_CONTROLS
@@ -66,6 +66,11 @@ def header_arguments(header: RunHeader, kernel: str | None = None) -> Arguments:
     ref: str | KernelSpec = path
     if kernel is None and isinstance(extra.get("origin"), dict):  # a generated kernel (Triton): its PTX, its name
         ref = dataclasses.replace(load_kernel(path), name=meta.kernel, origin=dict(extra["origin"]))
+    if context is not None and context.defines:
+        try:
+            context = without_knob_defines(context, ref if isinstance(ref, KernelSpec) else load_kernel(path))
+        except ConfigurationError:
+            pass  # a kernel that cannot be loaded: the run's own loading says why
     return (ref, get_catalog(meta.catalog).select(names=names), list(meta.objectives)), {
         "arch": meta.arch, "catalog_name": meta.catalog, "entry": extra.get("entry"), "build": context,
         "block": tuple(extra["block"]) if extra.get("block") else None,
@@ -86,7 +91,7 @@ def acf_arguments(acf: RecordedPoint, kernel: str | None = None, acf_folder: Pat
     if spec.language in GPU_LANGUAGES and not acf.arch:
         raise ConfigurationError(f"the ACF of {spec.language} kernel {acf.kernel!r} records no arch; it cannot be "
                                  "rebuilt")
-    context = acf.build_context(spec.source_path.parent)
+    context = without_knob_defines(acf.build_context(spec.source_path.parent), spec)
     entry = build.get("entry") if spec.spec_file is None else None
     # built as the tune built it: an executable with the timing harness where CPU runs were measured
     names = objectives or [n for n in acf.objectives if n in METRICS] or None

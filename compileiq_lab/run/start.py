@@ -192,7 +192,7 @@ def record_parts(store: RunStore, size: int, first: int | None = None) -> list[t
             parts = []  # a damaged list: as if stored before the setting
             break
         parts.append([int(p[0]), int(p[1])])
-    if not parts and not all(r.is_baseline for r in store.records()):
+    if not parts and any(not r.is_baseline for r in store.records()):  # (stops at the first searched row)
         return []  # stored before the setting: how its parts were asked is not known
     if not parts or parts[-1][1] != size:
         parts.append([(len(store) if first is None else first) if parts else 0, size])

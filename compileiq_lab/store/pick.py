@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from compileiq_lab.exceptions import ConfigurationError
-from compileiq_lab.store.results import representative
+from compileiq_lab.store.results import Results, representative
 
 if TYPE_CHECKING:
-    from compileiq_lab.store.results import Results
+    from compileiq_lab.store.header import Validation
     from compileiq_lab.store.sqlite import EvalRecord
 
 __all__ = ["PICK_RULES", "default_pick", "pick_point"]
@@ -26,7 +26,8 @@ def default_pick(static: bool) -> str:
     return "no-regression" if static else "first"
 
 
-def pick_point(results: Results, rule: str = "first") -> tuple[EvalRecord | None, str]:
+def pick_point(results: Results, rule: str = "first",
+               validation: Validation | None = None) -> tuple[EvalRecord | None, str]:
     """The point ``rule`` picks among the run's Pareto front, and a line saying why.
 
     Args:
@@ -35,6 +36,8 @@ def pick_point(results: Results, rule: str = "first") -> tuple[EvalRecord | None
             nearest the ideal point once each objective is scaled to [0, 1] over the front) or "no-regression"
             (the best point on the first objective, then on the next ones, among those no worse than the baseline on
             any objective, nor, where a kernel run records it and it is no objective, in bytes spilled).
+        validation: The run's re-measurement (default: the one ``results`` holds): points it found computing wrong
+            output on another workload, and points with their machine code, are left out before the front is made.
 
     Raises:
         ConfigurationError: An unknown rule (the message lists the rules), or "no-regression" on a run without a
@@ -44,19 +47,14 @@ def pick_point(results: Results, rule: str = "first") -> tuple[EvalRecord | None
     if rule not in PICK_RULES and rule != "first" and rule not in names:
         raise ConfigurationError(f"--pick must be an objective of the run ({', '.join(names)}) or one of "
                                  f"{list(PICK_RULES)}, but got {rule!r}; pick one of those")
-    wrong, said = _miscomputing(results)
+    results, said = _without_miscomputing(results, validation if validation is not None else results.validation)
+    if said and not any(r.status == "ok" and r.scores for r in results.records):
+        return None, f"no successful point computes the right output on every workload ({said})"
+    said = f" among the points that compute the right output on every workload (wrong: {said})" if said else ""
     if rule == "first" or rule in names:
         i = 0 if rule == "first" else names.index(rule)
-        if not wrong:
-            return results.best_record(i), f"the best {names[i]}"
-        sign = results.objectives[i].sign
-        left = [r for r in results.records if r.status == "ok" and r.scores and r.detail.get("code_hash") not in wrong
-                and r.eval_id not in wrong]
-        best = min((sign * r.scores[i] for r in left if r.scores), default=None)
-        rec = representative([r for r in left if r.scores and sign * r.scores[i] == best]) if left else None
-        return rec, f"the best {names[i]}{said}"
-    front = [rec for rec, _ in results.distinct_front() if rec.scores
-             and rec.detail.get("code_hash") not in wrong and rec.eval_id not in wrong]
+        return results.best_record(i), f"the best {names[i]}{said}"
+    front = [rec for rec, _ in results.distinct_front() if rec.scores]
     if not front:
         return None, "no successful evaluation"
     signs = np.array([o.sign for o in results.objectives], dtype=float)  # 1: lower is better, -1: higher
@@ -80,8 +78,7 @@ def pick_point(results: Results, rule: str = "first") -> tuple[EvalRecord | None
     guard = spills is not None and "spill_bytes" not in names
     if guard:  # a point that spills less may lie behind one that spills more: every point is a candidate then
         front = [r for r in results.records if r.status == "ok" and r.scores
-                 and (_spill_bytes(r) or 0.0) <= (spills or 0.0)
-                 and r.detail.get("code_hash") not in wrong and r.eval_id not in wrong]
+                 and (_spill_bytes(r) or 0.0) <= (spills or 0.0)]
         scores = np.array([rec.scores for rec in front], dtype=float).reshape(len(front), len(names)) * signs
     safe = [(tuple(s), r) for r, s in zip(front, scores) if bool(np.all(s <= floor))]
     nor = " or in bytes spilled" if guard else ""
@@ -95,16 +92,17 @@ def pick_point(results: Results, rule: str = "first") -> tuple[EvalRecord | None
     return rec, f"the best {names[0]} among the points no worse than the baseline on any objective{nor}{said}"
 
 
-def _miscomputing(results: Results) -> tuple[set[Any], str]:
-    """The points the run's validation found computing wrong output on another workload (their eval ids and machine
-    codes: a point with the same code computes the same), and how a pick says it left them out ("" for none)."""
-    v = results.validation
-    wrong = v.wrong_output if v is not None else {}
+def _without_miscomputing(results: Results, validation: Validation | None) -> tuple[Results, str]:
+    """``results`` without the points ``validation`` found computing wrong output on another workload, nor the points
+    with their machine code (which compute the same), and which it left out, in words ("" when none)."""
+    wrong = validation.wrong_output if validation is not None else {}
     if not wrong:
-        return set(), ""
+        return results, ""
     codes = {r.detail.get("code_hash") for i in wrong if (r := results.record(i)) is not None} - {None}
+    kept = [r for r in results.records if r.eval_id not in wrong and r.detail.get("code_hash") not in codes]
     shown = "; ".join(f"eval {i} on {', '.join(map(repr, names))}" for i, names in sorted(wrong.items()))
-    return set(wrong) | codes, f" among the points that compute the right output on every workload (wrong: {shown})"
+    return Results(kept, objectives=results.objectives, status=results.status, store_path=results.store_path,
+                   header=results.header), shown
 
 
 def _spill_bytes(rec: EvalRecord) -> float | None:

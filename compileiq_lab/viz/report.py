@@ -155,7 +155,7 @@ def _validation(results: Results) -> str:
     if v is None:
         return ("<h2>Re-measured</h2><p class=\"muted\">Not re-measured: the scores above are the search's single "
                 "measurements (<code>compileiq-lab validate RUN.db</code> re-measures the front).</p>"
-                if "runtime" in results.objective_names else "")
+                if "runtime" in results.objective_names and results.header.kernel is not None else "")
     body = []
     for r in v.rows:
         verdicts = [f"{_e(name)}: " + (_e(e["error"]) if "error" in e else

@@ -185,5 +185,30 @@ def test_a_precision_changing_control_named_without_unsafe_math_is_searched_and_
     assert "fast_math" in named.catalog.names
     assert "fast_math may change floating-point results: searched because named" in named.catalog_note
     assert "fast_math" not in KernelRun("dot", "gcc", ["text_bytes"]).catalog.names  # unnamed: left out
+    from compileiq_lab.space.catalogs import get_catalog
+
+    whole = KernelRun("dot", get_catalog("gcc"), ["text_bytes"])  # a catalog given whole names nothing
+    assert "fast_math" in whole.catalog.names and "searched because named" not in whole.catalog_note
     assert "floating-point" not in KernelRun("dot", "gcc", ["text_bytes"], controls=["opt_level", "fast_math"],
                                              unsafe_math=True).catalog_note
+
+
+@pytest.mark.skipif(not tool_available("gcc"), reason="gcc not installed")
+def test_a_run_recorded_with_a_define_of_a_knob_still_reopens_as_it_built(tmp_path: Path) -> None:
+    """Runs made before such a --define was refused recorded it; every build's knob -D came after it and won, so the
+    run reopens without it rather than be refused for a flag its user can no longer drop."""
+    from compileiq_lab import Search
+    from compileiq_lab.store import RunStore, load_results
+
+    run = KernelRun("dot", "gcc", ["text_bytes"], controls=["opt_level"], workdir=tmp_path / "w",
+                    build=BuildContext(defines=(("EXTRA", "1"),)))
+    Search.of(run, store=str(tmp_path / "a.db"), generations=1, pool_size=2).start()
+    store = RunStore(str(tmp_path / "a.db"))
+    store.acquire()
+    header = store.header()
+    assert header is not None and header.metadata["build"]["defines"] == {"EXTRA": "1"}
+    build = {"include_dirs": [], "defines": {"EXTRA": "1", "ACCUMULATORS": "2"}, "args": []}
+    store.update_header(metadata={**header.metadata, "build": build})  # as an earlier version recorded it
+    store.close()
+    reopened = KernelRun.from_header(load_results(str(tmp_path / "a.db")).header, measure=False)
+    assert reopened.kernel.build.defines == (("EXTRA", "1"),)

@@ -68,3 +68,27 @@ def test_knee_of_a_front_spanning_the_largest_floats() -> None:
 def test_unknown_rule() -> None:
     with pytest.raises(ConfigurationError, match="registers, sass_instructions"):
         pick_point(_results(), "fastest")
+
+
+def test_every_rule_picks_among_the_points_that_compute_the_right_output_everywhere() -> None:
+    """A point re-measured as computing wrong output on another workload (and any point with its machine code) is
+    left out before the front is made: the points it dominated come back onto it, for every rule."""
+    from compileiq_lab.store import Validation
+
+    def rec(i: int, runtime: float, code: str) -> EvalRecord:
+        r = _rec(i, [runtime], {} if i == 0 else {"x": i})
+        r.detail["code_hash"] = code
+        return r
+
+    res = Results([rec(0, 10, "base"), rec(1, 5, "fast"), rec(2, 6, "a"), rec(3, 7, "b"), rec(4, 5, "fast")],
+                  ["min"], objective_names=["runtime"])
+    v = Validation(rows=[{"eval_id": 1, "win": False, "wrong_output_on": ["big"]}], baseline={}, rounds=10,
+                   confidence=0.95, method="paired-bootstrap")
+    for rule in ("first", "runtime", "knee", "no-regression"):
+        picked, why = pick_point(res, rule, v)
+        assert picked is not None and picked.eval_id == 2, rule  # eval 4 shares eval 1's code: left out too
+        assert "right output on every workload (wrong: eval 1 on 'big')" in why
+    assert pick_point(res, "first")[0].eval_id in (1, 4)  # without the re-measurement, nothing is known
+    only = Results([rec(0, 10, "base"), rec(1, 5, "fast")], ["min"], objective_names=["runtime"])
+    picked, why = pick_point(only, "knee", v)
+    assert picked is not None and picked.eval_id == 0  # the baseline is left

@@ -19,7 +19,6 @@ from compileiq_lab.run.compat import (
     Score,
     search_options,
     start_workers,
-    told,
 )
 from compileiq_lab.run.engine import Candidate, Constraint, Engine
 from compileiq_lab.run.events import FinishedEvent, RunEvent
@@ -37,6 +36,7 @@ from compileiq_lab.run.start import (
     reopened_config,
 )
 from compileiq_lab.run.steady import SteadyEngine, drive_steady
+from compileiq_lab.run.told import told
 from compileiq_lab.search.config import SearchConfiguration
 from compileiq_lab.space.objectives import Objective
 from compileiq_lab.space.space import SearchSpace

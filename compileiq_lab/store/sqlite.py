@@ -17,14 +17,10 @@ from compileiq_lab.exceptions import CompileIQLabError, EnvironmentFaultError, S
 from compileiq_lab.store.checks import check_file, check_readable, check_schema
 from compileiq_lab.store.damage import check_header_values, read_header_values, read_rows, scan_pages
 from compileiq_lab.store.header import HEADER_KEYS, SCHEMA_VERSION, RunHeader
+from compileiq_lab.store.lock import LOCKS, take_writer_lock
 from compileiq_lab.store.record import COLUMNS, MEMORY_SCHEMA, SCHEMA, SELECT, EvalRecord
 
-try:
-    import fcntl
-except ImportError:  # pragma: no cover - Windows: no writer lock
-    fcntl = None  # type: ignore[assignment]
-
-__all__ = ["DEFAULT_DIR", "MEMORY", "SCHEMA_VERSION", "EvalRecord", "RunStore", "new_store_path", "writer_pid"]
+__all__ = ["DEFAULT_DIR", "MEMORY", "SCHEMA_VERSION", "EvalRecord", "RunStore", "new_store_path"]
 
 log = logging.getLogger(__name__)
 
@@ -36,42 +32,6 @@ def new_store_path(directory: str | os.PathLike[str] = DEFAULT_DIR) -> Path:
     """A fresh file name for a run: ``<directory>/run-<UTC time>-<random>.db``."""
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
     return Path(directory) / f"run-{stamp}-{uuid.uuid4().hex[:6]}.db"
-
-
-def writer_pid(path: str | os.PathLike[str]) -> int | None:
-    """The process writing the run store at ``path`` (holding its writer lock: this one's too), or None where none
-    is: a run whose header still says "running" was then killed or crashed. 0 where the holder is not known (no
-    lock here: a platform without ``fcntl``, a lock file without its PID)."""
-    if fcntl is None:
-        return 0
-    try:
-        fd = os.open(os.fspath(path) + ".lock", os.O_RDONLY)
-    except OSError:
-        return None  # never written by a run
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except OSError:
-        held = os.read(fd, 32).decode(errors="replace").strip()
-        return int(held) if held.isdigit() else 0
-    finally:
-        os.close(fd)  # (a lock taken here ends with it)
-    return None
-
-
-def _lock_soon(fd: int, tries: int = 5, wait_s: float = 0.02) -> None:
-    """Take the writer lock on ``fd`` at once, or within a few tries (a ``writer_pid`` probe holds it for a moment).
-
-    Raises:
-        OSError: Another process holds it.
-    """
-    for attempt in range(tries):
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return
-        except OSError:
-            if attempt == tries - 1:
-                raise
-            time.sleep(wait_s)
 
 
 class RunStore:
@@ -365,23 +325,18 @@ class RunStore:
         Raises:
             StoreError: If another run (in this or another process) is writing the file.
         """
-        if self.path == MEMORY or self._lock_fd is not None or fcntl is None:
+        if self.path == MEMORY or self._lock_fd is not None or not LOCKS:
             return
         try:
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
             fd = os.open(self.path + ".lock", os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as exc:
             raise self._unwritable(exc) from exc
-        try:
-            _lock_soon(fd)
-        except OSError:
-            holder = os.read(fd, 32).decode(errors="replace").strip() or "?"
-            os.close(fd)
+        holder = take_writer_lock(fd)
+        if holder is not None:
             raise StoreError(f"run store {self.path!r} is being written by another run (process {holder}); "
                              "wait for it or stop it before continuing this run, or read it with "
-                             "load_results()") from None
-        os.ftruncate(fd, 0)
-        os.write(fd, str(os.getpid()).encode())
+                             "load_results()")
         self._lock_fd = fd
         if getattr(self, "_records", None) is not None:
             self._journal("WAL")  # written again: readers read beside the writer

@@ -5,7 +5,14 @@ from __future__ import annotations
 from compileiq_lab.kernels import KernelRun, shown_argv
 from compileiq_lab.store import EvalRecord, Results
 
-__all__ = ["print_front"]
+__all__ = ["budget_ended", "print_front"]
+
+
+def budget_ended(results: Results) -> str:
+    """That a budget ended the run, and which, in words ("" where none did)."""
+    reason = results.header.stop_reason
+    return f"ended by its budget: {reason} (continue it with a larger one)" \
+        if reason in ("max_evaluations", "time_budget") else ""
 
 
 def print_front(results: Results, run: KernelRun, before: int = 0) -> None:
@@ -14,10 +21,9 @@ def print_front(results: Results, run: KernelRun, before: int = 0) -> None:
     base = results.baseline_record
     names = results.objective_names
     sign = results.objectives[0].sign
-    reason = results.header.stop_reason
+    budget = budget_ended(results)
     print(f"\n{len(results)} evaluations, statuses {results.status_counts()}, run {results.status}"
-          + (f", ended by its budget: {reason} (continue it with a larger one)"
-             if reason in ("max_evaluations", "time_budget") else ""))
+          + (f", {budget}" if budget else ""))
     st = run.evaluator.stats
     print(f"{f'this session ({len(results) - before} evaluations): ' if before else ''}"
           f"compiles {st['compiles']}, conflicts skipped {st['conflicts']}, distinct machine code "

@@ -12,6 +12,7 @@ from compileiq_lab.acf import load_acf
 from compileiq_lab.acf.format import ACF_FORMATS
 from compileiq_lab.analysis.certify import recheck
 from compileiq_lab.analysis.validation import validate
+from compileiq_lab.cli.front import budget_ended
 from compileiq_lab.cli.options import (
     UsageError,
     add_pick_arguments,
@@ -119,8 +120,8 @@ def _show(args: argparse.Namespace) -> int:
     if res.status == "running" and writer_pid(res.store_path) is None:
         print("no process is running it now: it was killed or crashed (every finished evaluation is kept); continue "
               "it with the same tune command and --store, or Search.resume")
-    if res.header.stop_reason in ("max_evaluations", "time_budget"):
-        print(f"ended by its budget: {res.header.stop_reason} (continue it with a larger one)")
+    if budget := budget_ended(res):
+        print(budget)
     elif res.header.stop_reason and res.header.stop_reason != "generations":
         print(f"stopped early: {res.header.stop_reason}")
     base = res.baseline_record

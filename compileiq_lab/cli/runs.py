@@ -24,6 +24,7 @@ from compileiq_lab.cli.options import (
 from compileiq_lab.exceptions import CompileIQLabError, ConfigurationError, StaticOnlyKernelError
 from compileiq_lab.kernels import KernelRun
 from compileiq_lab.store import Results, Validation, load_results, writer_pid
+from compileiq_lab.store.pick import miscomputing
 from compileiq_lab.viz.report import write_report
 
 __all__ = ["RUN_COMMANDS", "add_run_parsers", "print_validation"]
@@ -165,6 +166,9 @@ def _export(args: argparse.Namespace) -> int:
             raise ConfigurationError(f"--eval-id must name a successful evaluation of {args.store}, but got "
                                      f"{args.eval_id!r} ({rec.status if rec else 'no such evaluation'}); "
                                      "see `compileiq-lab show` for the ids")
+        if why := miscomputing(res, rec):
+            print(f"WARNING: {why} when the run was validated: exported as asked, but no pick would choose it",
+                  file=sys.stderr)
     try:
         run = KernelRun.from_header(res.header, measure=False)
         code = export_point(args, args.output, res, run, rec=rec)

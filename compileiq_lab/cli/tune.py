@@ -31,7 +31,7 @@ from compileiq_lab.cli.options import (
 )
 from compileiq_lab.cli.progress import ProgressLine, progress_callback
 from compileiq_lab.cli.runs import print_validation
-from compileiq_lab.cli.warm import warm_start
+from compileiq_lab.cli.warm import check_warm_start, warm_start
 from compileiq_lab.exceptions import ConfigurationError, did_you_mean
 from compileiq_lab.kernels import (
     CATALOG_NAMES,
@@ -248,6 +248,7 @@ def run_tune(args: argparse.Namespace) -> int:
     objectives = _objectives(args.objectives)  # before a Triton kernel is compiled
     controls = _known(args.controls, "--controls", CONTROL_NAMES, "controls of a catalog")
     check_searched_not_fixed(args, controls)
+    check_warm_start(args)
     remote = args.executor != "local"  # the workers build and measure; nothing is measured in this process
     run = KernelRun(kernel_argument(args, (Path(args.store).parent if args.store else Path(DEFAULT_DIR)) / "triton"),
                     _space(args.space), objectives, arch=args.arch, controls=controls,

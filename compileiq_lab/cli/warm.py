@@ -9,11 +9,21 @@ from pathlib import Path
 from typing import Any
 
 from compileiq_lab.analysis.registry import warm_start_configs
-from compileiq_lab.exceptions import CompileIQLabError
+from compileiq_lab.exceptions import CompileIQLabError, ConfigurationError
 from compileiq_lab.kernels import KernelRun
 from compileiq_lab.store import DEFAULT_DIR, KernelMeta, load_results
 
-__all__ = ["warm_start"]
+__all__ = ["check_warm_start", "warm_start"]
+
+
+def check_warm_start(args: argparse.Namespace) -> None:
+    """Refuse a --warm-start store that is not there, before anything is built (the warm start is read after the
+    canary's builds)."""
+    given = args.warm_start
+    if given not in ("auto", "none") and not (args.store and Path(args.store).exists()) and not Path(given).is_file():
+        raise ConfigurationError(f"--warm-start takes auto, none or a run store's .db file, but got {given!r}, which "
+                                 f"{'is a folder' if Path(given).is_dir() else 'does not exist'}; name an existing "
+                                 f"run's .db (tune writes them to {DEFAULT_DIR}/ unless --store names one), or auto")
 
 
 def warm_start(args: argparse.Namespace, run: KernelRun,

@@ -88,11 +88,14 @@ def learn_conflicts(conflicts: NamedConflicts | None, genomes: Sequence[np.ndarr
 
 def encode_all(space: SearchSpace, configs: Sequence[dict[str, Any]], say: bool = True) -> np.ndarray:
     """Genomes of the configs that are points of the space (others are left out, with a log line where ``say``)."""
-    rows = []
+    rows, left = [], []
     for c in configs:
         try:
             rows.append(space.encode(c))
         except (ValueError, KeyError) as exc:
-            if say:
-                log.warning("warm-start config %r left out: it is not a point of this space (%s)", c, exc)
+            left.append((c, exc))
+    if say and left:  # one line however many: a run's whole front can be left out for one missing control
+        first, why = left[0]
+        more = f" (and {len(left) - 1} more warm-start configs, for the same or like reasons)" if len(left) > 1 else ""
+        log.warning("warm-start config %r left out: it is not a point of this space (%s)%s", first, why, more)
     return np.array(rows, dtype=np.int64).reshape(len(rows), space.n_genes)

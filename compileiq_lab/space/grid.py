@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import builtins
+import logging
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -11,7 +12,9 @@ import numpy as np
 
 from compileiq_lab.exceptions import SpaceDefinitionError
 
-__all__ = ["check_number", "fail", "grid", "grid_size", "plain", "preview", "seed_indices"]
+__all__ = ["check_number", "fail", "grid", "grid_size", "log_grid", "plain", "preview", "seed_indices"]
+
+log = logging.getLogger(__name__)
 
 
 def fail(func: str, rule: str, got: str, fix: str) -> SpaceDefinitionError:
@@ -92,3 +95,20 @@ def seed_indices(values: list[Any], start: float, end: float, step: float, seed_
                     f"(seed_low={lo!r}, seed_high={hi!r}) with step={step!r}",
                     "Widen [seed_low, seed_high] to contain start + k*step for some k.")
     return low, high
+
+
+def log_grid(start: float, end: float, total: int) -> list[Any]:
+    """``total`` values spaced geometrically from ``start`` to ``end`` (both kept): integers, duplicates dropped (with
+    a warning saying so), when both ends are ints, else floats to 12 significant digits."""
+    ratio = (end / start) ** (1.0 / (total - 1))
+    raw = [start * ratio**i for i in builtins.range(total)]
+    raw[-1] = end
+    if isinstance(start, int) and isinstance(end, int):
+        values: list[Any] = sorted({round(v) for v in raw})
+        if len(values) < total:
+            log.warning("log_sampling(%s, %s, total=%s) has %d distinct integer values, not %d: rounding merged the "
+                        "ones near %s; ask for fewer, or pass float ends for unrounded values", start, end, total,
+                        len(values), total, start)
+        return values
+    rounded = [start] + [float(f"{v:.12g}") for v in raw[1:-1]] + [end]
+    return list(dict.fromkeys(rounded))  # drop duplicates, keep order

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import builtins
 import functools
 import json
 from collections.abc import Callable, Sequence
@@ -10,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, ParamSpec, TypeVar
 
 from compileiq_lab.exceptions import SpaceDefinitionError
-from compileiq_lab.space.grid import check_number, fail, grid, grid_size, plain, preview, seed_indices
+from compileiq_lab.space.grid import check_number, fail, grid, grid_size, log_grid, plain, preview, seed_indices
 
 __all__ = [
     "MAX_VALUES",
@@ -339,14 +338,7 @@ def log_sampling(start: float, end: float, total: int = 10, knockout_prob: float
     if total > MAX_VALUES:
         raise fail("log_sampling", f"total <= MAX_VALUES = {MAX_VALUES}", f"total={total!r}",
                     f"Ask for fewer values: a few dozen cover any range ({_RAISE}).")
-    ratio = (end / start) ** (1.0 / (total - 1))
-    raw = [start * ratio**i for i in builtins.range(total)]
-    raw[-1] = end
-    if isinstance(start, int) and isinstance(end, int):
-        values: list[Any] = sorted({round(v) for v in raw})
-    else:
-        rounded = [start] + [float(f"{v:.12g}") for v in raw[1:-1]] + [end]
-        values = list(dict.fromkeys(rounded))  # drop duplicates, keep order
+    values = log_grid(start, end, total)
     if len(values) < 2:
         raise fail("log_sampling", "the values are distinct", f"(start={start!r}, end={end!r}, total={total})",
                     "Widen [start, end] so that the spaced values differ.")

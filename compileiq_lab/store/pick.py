@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from compileiq_lab.store.header import Validation
     from compileiq_lab.store.sqlite import EvalRecord
 
-__all__ = ["PICK_RULES", "default_pick", "pick_point"]
+__all__ = ["PICK_RULES", "default_pick", "miscomputing", "pick_point"]
 
 #: The rules besides an objective's name.
 PICK_RULES = ("knee", "no-regression")
@@ -103,6 +103,22 @@ def _without_miscomputing(results: Results, validation: Validation | None) -> tu
     shown = "; ".join(f"eval {i} on {', '.join(map(repr, names))}" for i, names in sorted(wrong.items()))
     return Results(kept, objectives=results.objectives, status=results.status, store_path=results.store_path,
                    header=results.header), shown
+
+
+def miscomputing(results: Results, rec: EvalRecord, validation: Validation | None = None) -> str:
+    """Why no export would pick ``rec``: the workloads on which the run's re-measurement (or ``validation``) found it,
+    or a point with its machine code, computing wrong output, in words; "" when it found none."""
+    wrong = (validation if validation is not None else results.validation)
+    flagged = wrong.wrong_output if wrong is not None else {}
+    if rec.eval_id in flagged:
+        return f"eval {rec.eval_id} computed wrong output on workload {', '.join(map(repr, flagged[rec.eval_id]))}"
+    code = rec.detail.get("code_hash")
+    for i, names in sorted(flagged.items()):
+        other = results.record(i)
+        if code is not None and other is not None and other.detail.get("code_hash") == code:
+            return (f"eval {rec.eval_id} has the machine code of eval {i}, which computed wrong output on workload "
+                    f"{', '.join(map(repr, names))}")
+    return ""
 
 
 def _spill_bytes(rec: EvalRecord) -> float | None:

@@ -147,6 +147,10 @@ class Results:
                                     "by", i + 1, f"{b:g}" if isinstance(b, numbers.Real) and base.status == "ok"
                                     else f"missing (its status: {base.status})")
                     b = math.nan
+                elif b < 0:
+                    log.warning("normalised score_%d divides by the baseline's negative score (%g), which reverses its "
+                                "order (a lower score gives a higher ratio); compare score_%d itself, or make the "
+                                "objective positive", i + 1, b, i + 1)
                 own = [_usable(s[i]) if s is not None and len(s) > i else b
                        for s in (_own_baseline(r) for r in self.records)]
                 df[f"norm_score_{i + 1}"] = df[f"score_{i + 1}"] / pd.Series(own, index=df.index, dtype=float)

@@ -217,3 +217,12 @@ def test_a_warm_start_from_a_run_of_another_kernel_says_so(tmp_path):
     assert "note: --warm-start s.db is a run of kernel 'stencil_c', not 'dot'" in other.stderr
     same = cli("tune", "stencil_c", *common, "--store", "s2.db", "--warm-start", "s.db", cwd=tmp_path)
     assert "is a run of kernel" not in same.stderr
+
+
+@pytest.mark.parametrize("given", ["missing.db", "."])
+def test_a_warm_start_store_that_is_not_there_is_refused_before_anything_builds(tmp_path, given):
+    out = cli("tune", "stencil_c", "--objectives", "text_bytes", "--store", "x.db", "--warm-start", given,
+              cwd=tmp_path)
+    assert out.returncode == 1 and "Traceback" not in out.stderr
+    assert f"--warm-start takes auto, none or a run store's .db file, but got {given!r}" in out.stderr
+    assert not (tmp_path / "x.db").exists()  # refused before the run's store was made

@@ -265,3 +265,13 @@ def test_an_objective_returning_an_iterator_is_read_once_and_its_failure_is_a_ro
     by = {r.params["o"]: r for r in res.records}
     assert by[0].status == "error" and "ZeroDivisionError" in by[0].error
     assert [by[o].scores for o in (1, 2, 3)] == [[1.0], [2.0], [3.0]]
+
+
+def test_warm_start_configs_outside_the_space_are_left_out_in_one_line(caplog: pytest.LogCaptureFixture) -> None:
+    space = {"x": ss.range(1, 9)}
+    front = [{"x": 2}, {"x": 3, "y": 1}, {"x": 4, "y": 2}, {"x": 50}]  # two with a control the space lacks, one off
+    settings = SearchConfiguration(generations=1, pool_size=4, seed=0, warm_start=front)
+    results = Search(lambda c: float(c["x"]), space, settings, store=":memory:").start()
+    said = [r.getMessage() for r in caplog.records if "left out: it is not a point of this space" in r.getMessage()]
+    assert len(said) == 1 and "(and 2 more warm-start configs" in said[0]
+    assert {"x": 2} in [r.params for r in results.records]  # the config the space takes starts the run

@@ -6,7 +6,7 @@ import pytest
 
 from compileiq_lab.exceptions import ConfigurationError
 from compileiq_lab.store import EvalRecord, Results
-from compileiq_lab.store.pick import default_pick, pick_point
+from compileiq_lab.store.pick import default_pick, miscomputing, pick_point
 
 
 def _rec(i: int, scores: list[float], params: dict | None = None, spills: float | None = None) -> EvalRecord:
@@ -92,3 +92,8 @@ def test_every_rule_picks_among_the_points_that_compute_the_right_output_everywh
     only = Results([rec(0, 10, "base"), rec(1, 5, "fast")], ["min"], objective_names=["runtime"])
     picked, why = pick_point(only, "knee", v)
     assert picked is not None and picked.eval_id == 0  # the baseline is left
+    # a point asked for by id is exported as asked; what the CLI warns with says why no pick would choose it
+    assert miscomputing(res, res.record(1), v) == "eval 1 computed wrong output on workload 'big'"
+    assert miscomputing(res, res.record(4), v) == ("eval 4 has the machine code of eval 1, which computed wrong "
+                                                   "output on workload 'big'")
+    assert miscomputing(res, res.record(2), v) == "" and miscomputing(res, res.record(1)) == ""

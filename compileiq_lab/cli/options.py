@@ -5,13 +5,13 @@ from __future__ import annotations
 import argparse
 import math
 import re
-import shlex
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from compileiq_lab.acf.export import effective_params, point_acf
+from compileiq_lab.acf.lowered import lowered_note
 from compileiq_lab.analysis.validation import MIN_ROUNDS
 from compileiq_lab.exceptions import ConfigurationError, did_you_mean
 from compileiq_lab.kernels import (
@@ -23,7 +23,6 @@ from compileiq_lab.kernels import (
     controls_fixed_by,
     load_triton_kernel,
     minimal_controls,
-    optimisation_controls,
     refuse_fixed_controls,
     triton_usage_error,
     valid_block,
@@ -47,16 +46,18 @@ class UsageError(ConfigurationError):
     wrong only for this kernel, a file or this machine is a ConfigurationError (exit 1)."""
 
 
-def int_at_least(low: int, what: str) -> Callable[[str], int]:
-    """An argparse type: an integer >= ``low`` (anything else is a usage error, exit 2, naming the rule)."""
+def int_at_least(low: int, what: str, high: int | None = None) -> Callable[[str], int]:
+    """An argparse type: an integer >= ``low`` (and <= ``high`` where given; anything else is a usage error, exit 2,
+    naming the rule)."""
+    rule = f"an integer >= {low}" if high is None else f"an integer from {low} to {high}"
 
     def parse(text: str) -> int:
         try:
             value = int(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"`an integer >= {low}` must hold ({what}), but got {text!r}") from None
-        if value < low:
-            raise argparse.ArgumentTypeError(f"`an integer >= {low}` must hold ({what}), but got {value}")
+            raise argparse.ArgumentTypeError(f"`{rule}` must hold ({what}), but got {text!r}") from None
+        if value < low or (high is not None and value > high):
+            raise argparse.ArgumentTypeError(f"`{rule}` must hold ({what}), but got {value}")
         return value
 
     parse.__name__ = f"int>={low}"  # argparse names the type in its messages
@@ -137,8 +138,9 @@ def add_build_arguments(parser: argparse.ArgumentParser) -> None:
 
 def add_pick_arguments(parser: argparse.ArgumentParser) -> None:
     """The point-choice options of an export."""
-    parser.add_argument("--pick", default=None, metavar="OBJECTIVE|knee|no-regression",
-                        help="the point to export: the best on one objective, the knee of the front, or the best on "
+    parser.add_argument("--pick", default=None, metavar="OBJECTIVE|first|knee|no-regression",
+                        help="the point to export: the best on one objective (first: the first objective), the knee "
+                             "of the front, or the best on "
                              "the first objective among points no worse than the baseline on any objective "
                              "(default: no-regression for static runs, the first objective otherwise)")
     parser.add_argument("--no-minimize", action="store_true",
@@ -290,47 +292,7 @@ def export_point(args: argparse.Namespace, path: str, results: Results, run: Ker
     print(f"exported eval {rec.eval_id} ({why}{', the default pick' if default else ''}) to {path}"
           + (f"; dropped as having no effect: {', '.join(sorted(acf.dropped))}" if acf.dropped else ""),
           file=sys.stderr)
-    lowered = _lowered_optimisation(run, controls)
-    if lowered and run.target == "static":
-        print(f"note: this point makes the compiler optimise less than by default ({', '.join(lowered)}); static "
-              f"metrics ({', '.join(run.objective_names)}) can favour code that unrolls or schedules less, so measure "
-              f"it before using it ({_how_to_measure(run)}: compileiq-lab validate --acf {shlex.quote(path)})",
-              file=sys.stderr)
+    note = lowered_note(run, controls, path)
+    if note:
+        print(f"note: {note}", file=sys.stderr)
     return 0
-
-
-def _how_to_measure(run: KernelRun) -> str:
-    """Where ``validate --acf`` can measure a point of this run's kernel."""
-    where = "on this CPU" if run.kernel.language == "c" else "on a GPU"
-    if run.kernel.spec_file is None:  # a bare file: nothing says what inputs to run it with
-        return f"{where}, once it is a kernel folder whose kernel.toml gives its inputs"
-    return where
-
-
-#: The optimisation level of the CUDA compilers when left at their default (ptxas -O3, NVVM -O3).
-_CUDA_DEFAULT_LEVEL = 3
-#: The levels of gcc and clang that optimise for size (``-Os``, clang's ``-Oz``) or debugging (``-Og``), with what
-#: they favour: below their -O2 in speed, whatever static metrics say of them.
-_SIZE_LEVELS = {"s": "code size", "z": "code size", "g": "debugging"}
-
-
-def _lowered_optimisation(run: KernelRun, controls: dict[str, Any]) -> list[str]:
-    """The exported controls that lower an optimisation level (the canary's ``optimisation_controls``) below the
-    build's default (the control's declared default, else the CUDA compilers' -O3) or trade code quality for compile
-    time (``fast_compile``), in words."""
-    levels = {c.name for c in optimisation_controls(run.catalog)}
-    out = []
-    for c in run.catalog.controls:
-        value = controls.get(c.name)
-        if value is None:
-            continue
-        if c.name == "fast_compile":
-            out.append(f"{c.name} = {value!r}")
-        elif c.name in levels:
-            default = c.param.default if c.param.has_default else _CUDA_DEFAULT_LEVEL
-            if value in _SIZE_LEVELS:
-                out.append(f"{c.name} = {value!r}, {_SIZE_LEVELS[value]} before speed, against the default {default}")
-            elif isinstance(value, int) and not isinstance(value, bool) and isinstance(default, int) \
-                    and value < default:
-                out.append(f"{c.name} = {value} against the default {default}")
-    return out

@@ -126,7 +126,7 @@ class KernelRun(ClusterStages):
             self.catalog_note = "; ".join(filter(None, [self.catalog_note, (
                 "--maxntid is searched without the kernel's launch block: a value below the threads per block it is "
                 "launched with builds, but fails to launch (static metrics do not show it); give the block (--block, "
-                "kernel.toml [launch] block) so that such values are not offered")]))
+                "the lab's launch block field, kernel.toml [launch] block) so that such values are not offered")]))
         self.target = run_target(self.kernel, objectives, target)
         names = list(objectives) if objectives is not None else default_objectives(language, self.target)
         check_objectives(self.kernel, names)
@@ -155,8 +155,8 @@ class KernelRun(ClusterStages):
         self.remote = remote
         if measure and not remote:  # built now, so that a missing compiler or GPU is said before any search starts
             self._evaluator = self._measuring_evaluator()
-        # CPU runs must not share the CPU with compiles unless asked; GPU runs are serialised, compiles overlap
-        self.workers = workers or (1 if language == "c" and runs else (os.cpu_count() or 1))
+        # CPU runs and compile times share no CPU with compiles unless asked (GPU runs are serialised, compiles overlap)
+        self.workers = workers or (1 if (language == "c" and runs) or "compile_time" in names else os.cpu_count() or 1)
         self._warm = threading.Lock()
         self._warmed = "compile_time" not in names  # compile_time: warm the compiler up before the baseline
 

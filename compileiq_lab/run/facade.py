@@ -111,8 +111,8 @@ class Search:
         self.space = SearchSpace(search_space)
         self.config = self._options.apply(search_config if isinstance(search_config, SearchConfiguration)
                                           else SearchConfiguration.from_dict(dict(search_config)))
-        self.objectives: list[Objective] = self.config.objectives()
         header = new_header(self.space, self.config, name_of(objective_function), metadata)
+        self.objectives: list[Objective] = header.objectives  # (a kernel run's metrics with their units)
         # opening with a header takes the writer lock first: a store another run is writing is refused
         # before anything in it changes, and two creators of one new file cannot replace each other
         self.store = RunStore(new_store_path() if store is None else store, header=header)

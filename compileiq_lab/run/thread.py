@@ -115,14 +115,15 @@ class Run(ObservedRun):
         return self.search.results
 
     def progress(self) -> dict[str, Any]:
-        """generation, generations, evaluations, failures by status, elapsed and an ETA in seconds (None if unknown
-        or paused)."""
+        """generation, generations, evaluations, failures by status, elapsed (running, not paused) and an ETA in
+        seconds (None if unknown or paused)."""
+        paused = self.paused_s()
         with self._lock:
             p = {**self._progress, "statuses": dict(self._progress["statuses"])}
         total = self.search.config.generations
         started = p["started_at"]
         end = p["finished_at"] or time.time()
-        elapsed = end - started if started else 0.0
+        elapsed = max(0.0, end - started - paused) if started else 0.0  # the time it ran, its pauses not counted
         g = p["generation"]
         # the pace of this session's own generations (a reopened run replays the stored ones at once); no ETA while
         # paused: the time left is not running down

@@ -21,7 +21,8 @@ from compileiq_lab.run import ReplayRun, Run
 from compileiq_lab.run.events import EvaluationEvent, FailedEvent, FinishedEvent, RunEvent
 from compileiq_lab.store import Results, load_results, new_store_path
 from compileiq_lab.widgets.bridge import EventBridge
-from compileiq_lab.widgets.detail import DetailPanel, export_point
+from compileiq_lab.widgets.detail import DetailPanel
+from compileiq_lab.widgets.exporting import export_notes, export_point
 from compileiq_lab.widgets.live import LivePlots
 from compileiq_lab.widgets.notes import COMM_LOGGER, NOTES, CommErrors
 from compileiq_lab.widgets.runs import open_stored_run
@@ -106,6 +107,9 @@ class Dashboard:
         if NOTES not in package_log.handlers:
             package_log.addHandler(NOTES)
         NOTES.dashboards.add(self)
+        self._form_error = False  # the error line says why the form's choices could not start a run
+        if self.form is not None:  # ... until they are edited
+            self.form.on_edit(lambda: setattr(self.error, "value", "") if self._form_error else None)
         if run is not None:
             self._attach(run)
 
@@ -206,11 +210,16 @@ class Dashboard:
                 with self._owning():
                     run, self.kernel_run = self.form.build(self.store or str(new_store_path(self.folder)))
             except Exception as exc:  # noqa: BLE001 - shown in the UI with its fix
-                self.error.value = f"<span style='color:#b00'>{html.escape(str(exc))}</span>"
+                self.banner.value = ""  # the last run's banner must not stand beside this error
+                self.error.value, self._form_error = f"<span style='color:#b00'>{html.escape(str(exc))}</span>", True
                 return None
+            kr = self.kernel_run  # what the CLI says before a run: the catalog's note, the controls left out
+            for note in ([kr.catalog_note] if kr and kr.catalog_note else []) + [
+                    f"{control} left out: {why}" for control, why in (kr.left_out if kr else ())]:
+                self.queue_note(note)
             self._attach(run)
         assert self.run is not None
-        self.error.value = ""
+        self.error.value, self._form_error = "", False
         self.run.start()
         self.setup.selected_index = None  # fold the form away while the run goes
         self._buttons()
@@ -350,7 +359,9 @@ class Dashboard:
         n = len(self._records)  # a reopened run's stored rows too, where the run counts this session's evaluations
         stored = f", {n} stored (Start continues)" if p["state"] == "idle" and n else (
             f" this session, {n} stored" if n > p["evaluations"] else "")
-        self.status.value = (f"<b>{html.escape(p['state'])}</b>: generation {p['generation']}/{p['generations']}, "
+        gen = max([p["generation"], *(r.generation for r in self._records)]) if p["state"] == "idle" else \
+            p["generation"]  # (idle: a reopened run's stored generations, before Start replays them)
+        self.status.value = (f"<b>{html.escape(p['state'])}</b>: generation {gen}/{p['generations']}, "
                              f"{p['evaluations']} evaluations{stored}{' (failed: ' + fails + ')' if fails else ''}, "
                              f"{p['elapsed_s']:.0f} s{eta}; store <code>{html.escape(self.run.store_path)}</code>")
 
@@ -384,5 +395,5 @@ class Dashboard:
         except Exception as exc:  # noqa: BLE001 - shown in the UI
             self.detail.message.value = f"<span style='color:#b00'>{html.escape(str(exc))}</span>"
             return
-        self.detail.exported(out)
+        self.detail.exported(out, export_notes(out, self.kernel_run))
 

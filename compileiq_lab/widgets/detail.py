@@ -8,17 +8,16 @@ import html
 import json
 import logging
 import shlex
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import ipywidgets as w
 
-from compileiq_lab.acf.export import effective_params, point_acf
 from compileiq_lab.analysis.machine_code import code_diff
 from compileiq_lab.analysis.occupancy import occupancy
 from compileiq_lab.exceptions import ConfigurationError
-from compileiq_lab.kernels import eval_expr, minimal_controls, one_line, shown_argv
+from compileiq_lab.kernels import eval_expr, one_line, shown_argv
 from compileiq_lab.viz.data import param_rows, quantity_text
 
 if TYPE_CHECKING:
@@ -28,7 +27,7 @@ if TYPE_CHECKING:
     from compileiq_lab.store.results import Results
     from compileiq_lab.store.sqlite import EvalRecord
 
-__all__ = ["DOWNLOAD_LIMIT", "DetailPanel", "copy_button_html", "describe", "export_point", "flag_lines",
+__all__ = ["DOWNLOAD_LIMIT", "DetailPanel", "copy_button_html", "describe", "flag_lines",
            "machine_code_html"]
 
 log = logging.getLogger(__name__)
@@ -107,48 +106,6 @@ def _validation_html(results: Results, eval_id: int) -> str:
     warn = ("<div style='color:#b00'><b>warning: wins on the tuning workload but loses on another</b></div>"
             if row.get("mixed") else "")
     return warn + "<div>" + "<br>".join(lines) + "</div>"
-
-
-def export_point(results: Results, eval_id: int, kernel_run: KernelRun | None = None,
-                 path: str | Path | None = None, folder: str | Path = ".", minimize: bool = True) -> Path:
-    """Write one successful evaluation: an ACF for kernel runs, else the point as JSON. Returns its full path.
-
-    Args:
-        results: The run.
-        eval_id: The evaluation.
-        kernel_run: The run's KernelRun (an ACF), or None (JSON).
-        path: The file; a relative one is taken inside ``folder`` (default: ``<kernel>-eval<N>.acf``).
-        folder: Where files go (created if missing).
-        minimize: Write the smallest control set that compiles to the same machine code (``minimal_controls``;
-            the ACF's ``dropped`` says what was left out and why), as ``compileiq-lab export`` does; where it
-            cannot be minimised (no compiler here) the point is written as it was, with a log warning.
-
-    Raises:
-        ConfigurationError: The evaluation does not exist or failed.
-    """
-    rec = results.record(eval_id)
-    if rec is None or rec.status != "ok":
-        raise ConfigurationError(f"export needs a successful evaluation, but eval {eval_id} is "
-                                 f"{rec.status if rec else 'not in this run'}; click a point that succeeded")
-    default = f"{kernel_run.kernel.name}-eval{eval_id}.acf" if kernel_run is not None else f"point-eval{eval_id}.json"
-    out = (Path(folder) / Path(path or default)).resolve()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    if kernel_run is not None:
-        meta = results.header.kernel or kernel_run.metadata()
-        controls, dropped = effective_params(rec), {}
-        if minimize:
-            try:
-                minimal = minimal_controls(kernel_run, controls, rec.detail.get("ignored_controls") or {})
-                controls, dropped = minimal.controls, minimal.dropped
-            except ConfigurationError as exc:
-                log.warning("eval %d is exported as it was, not minimised: %s", eval_id, str(exc)[:300])
-        point_acf(results, rec, kernel_run.kernel, kernel_run.catalog, meta, controls=controls, dropped=dropped,
-                  acf_path=out).write(out)
-        return out
-    out.write_text(json.dumps({"eval_id": eval_id, "params": rec.params, "status": rec.status,
-                               "objectives": dict(zip(results.objective_names, rec.scores or [])),
-                               "store": results.store_path}, indent=2, sort_keys=True) + "\n")
-    return out
 
 
 def flag_lines(kernel_run: KernelRun, params: Mapping[str, Any]) -> tuple[str, str]:
@@ -230,8 +187,9 @@ def _occupancy_html(kernel_run: KernelRun, diff: pd.DataFrame, base: Mapping[str
         for who, params, report in (("baseline", base, diff.attrs["baseline"]), ("point", point, diff.attrs["point"])):
             launch = _launch(kernel_run, params)
             if launch is None:
-                return ("<div style='color:#888'>occupancy left out: the kernel states no launch block "
-                        "([launch] block in kernel.toml)</div>")
+                return ("<div style='color:#888'>occupancy left out: the run knows no launch block ([launch] "
+                        "block in kernel.toml, or the launch block field for a bare file; __launch_bounds__ "
+                        "states only a maximum)</div>")
             res = report.resources
             o = occupancy(int(res["registers"]), launch[0], int(res["smem_bytes"]) + launch[1],
                           kernel_run.arch or "sm_90")
@@ -356,14 +314,16 @@ class DetailPanel:
             return None
         return diff
 
-    def exported(self, path: Path) -> None:
-        """Say where an export was written (its folder relative to the working folder when inside it) and offer
-        the file as a download link (files up to ``DOWNLOAD_LIMIT`` bytes)."""
+    def exported(self, path: Path, notes: Sequence[str] = ()) -> None:
+        """Say where an export was written (its folder relative to the working folder when inside it), with its
+        ``notes`` (see ``export_notes``), and offer the file as a download link (files up to ``DOWNLOAD_LIMIT``
+        bytes)."""
         out = Path(path).resolve()
         folder = out.parent
         with contextlib.suppress(ValueError):  # inside the notebook's folder: said relative to it
             folder = folder.relative_to(Path.cwd().resolve())
         name = html.escape(out.name)
+        told = "".join(f"<div style='color:#8a6d00'>note: {html.escape(n)}</div>" for n in notes)
         said = (f"wrote <code class='compileiq-export'>{name}</code> in "
                 f"<code class='compileiq-export-folder' title='{html.escape(str(out.parent))}'>"
                 f"{html.escape(str(folder))}</code>")
@@ -371,11 +331,12 @@ class DetailPanel:
             size = out.stat().st_size
             data = out.read_bytes() if 4 * -(-size // 3) <= DOWNLOAD_LIMIT else None  # the link's base64 length
         except OSError as exc:
-            self.message.value = f"{said} <i>(no download link: {html.escape(str(exc))})</i>"
+            self.message.value = f"{said} <i>(no download link: {html.escape(str(exc))})</i>{told}"
             return
         if data is None:
             self.message.value = (f"{said} <i>(no download link: the file is {size / 2**20:.1f} MiB, over the "
-                                  f"{DOWNLOAD_LIMIT >> 20} MiB a link carries; take it from the folder)</i>")
+                                  f"{DOWNLOAD_LIMIT >> 20} MiB a link carries; take it from the folder)</i>{told}")
             return
         href = "data:application/json;base64," + base64.b64encode(data).decode("ascii")
-        self.message.value = f"{said} &nbsp;<a class='compileiq-download' download='{name}' href='{href}'>download</a>"
+        self.message.value = (f"{said} &nbsp;<a class='compileiq-download' download='{name}' href='{href}'>download</a>"
+                              f"{told}")

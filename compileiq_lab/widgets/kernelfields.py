@@ -11,6 +11,7 @@ import ipywidgets as w
 
 from compileiq_lab.exceptions import ConfigurationError
 from compileiq_lab.kernels import (
+    BLOCK_RULE,
     GPU_LANGUAGES,
     TRITON_PREFIX,
     BuildContext,
@@ -61,6 +62,10 @@ class KernelFields:
         self.entry = w.Text(placeholder="its kernel to tune (default: the whole file)", description="entry",
                             style=_STYLE, layout={"width": "420px", "display": _HIDDEN},
                             tooltip="a C++ name, a mangled one or regex:PATTERN; a run that cannot tell lists them")
+        self.block = w.Text(placeholder="e.g. 256 or 16,16", description="launch block", style=_STYLE,
+                            layout={"width": "220px", "display": _HIDDEN}, continuous_update=False,
+                            tooltip="the threads per block it is launched with (the CLI's --block): --maxntid values "
+                                    "below it, which build but fail to launch, are not searched")
         self.defines = w.Text(placeholder="fixed macros: NAME=VALUE, comma-separated", description="defines (-D)",
                               style=_STYLE, layout={"width": "420px", "display": _HIDDEN}, continuous_update=False,
                               tooltip="a bare file's fixed -D defines (not searched), as the CLI's --define")
@@ -88,10 +93,11 @@ class KernelFields:
                                                  "kernel's @triton.autotune list (1 = the first); the constexprs "
                                                  "field overrides it")
         self.autotune.observe(self._autotune_changed, names="value")
-        self.widgets: list[w.Widget] = [self.kernel, self.path, self.include, self.entry, self.defines, self.args,
+        self.widgets: list[w.Widget] = [self.kernel, self.path, self.include, self.entry, self.block, self.defines,
+                                         self.args,
                                          self.signature, self.constexprs, self.num_warps, self.num_stages,
                                          self.autotune]
-        self.rows = [w.HBox([self.kernel, self.path]), w.HBox([self.include, self.entry]),
+        self.rows = [w.HBox([self.kernel, self.path]), w.HBox([self.include, self.entry, self.block]),
                      w.HBox([self.defines, self.args]), w.HBox([self.signature, self.constexprs]),
                      w.HBox([self.num_warps, self.num_stages, self.autotune])]
 
@@ -132,12 +138,25 @@ class KernelFields:
         bare = spec.spec_file is None  # a bare file takes the form's build fields and entry (a folder: kernel.toml's)
         built = bare and spec.language != "ptx"
         entered = bare and spec.language in GPU_LANGUAGES
-        self._show(({self.include, self.defines, self.args} if built else set()) | ({self.entry} if entered else set()))
+        self._show(({self.include, self.defines, self.args} if built else set())
+                   | ({self.entry, self.block} if entered else set()))
         build = self._build_context() if built else None
         entry = self.entry.value.strip() if entered else ""
-        if not build and not entry:
+        block = self._block() if entered else None
+        if not build and not entry and not block:
             return spec
-        return load_kernel(path, entry=entry or None, build=build or None)
+        return load_kernel(path, entry=entry or None, build=build or None, block=block)
+
+    def _block(self) -> list[int] | None:
+        """The launch block field's ints (None when empty), refused with the rule where it is not one."""
+        text = self.block.value.strip()
+        if not text:
+            return None
+        try:
+            return [int(x) for x in text.split(",")]
+        except ValueError:
+            raise ConfigurationError(f"launch block: `{BLOCK_RULE}` must hold, but got {text!r}; write e.g. 256 or "
+                                     "16,16") from None
 
     def _autotune_changed(self, change: object = None) -> None:
         """A config of the @triton.autotune list picked: its num_warps and num_stages shown in their fields (which then

@@ -16,7 +16,7 @@ from compileiq_lab.kernels import Objective
 from compileiq_lab.run.background import in_background
 from compileiq_lab.viz.data import history_data, parallel_data
 from compileiq_lab.viz.figures import weak_fit_note
-from compileiq_lab.widgets.points import PointCache, front_2d
+from compileiq_lab.widgets.points import PointCache, distinct_count, front_2d
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -191,8 +191,10 @@ class LivePlots:
                 self.labels[self.x.value] if yi is not None else "evaluation id (call order)")
             self.pareto.layout.yaxis.title.text = html.escape(
                 self.labels[self.y.value] if yi is not None else self.labels[self.x.value])
-            shown_front = (f"{int(on_front.sum())} on the front of these two axes ({len(c.front)} on the run's front)"
-                           if yi is not None and len(self.names) > 2 else f"{len(c.front)} on the front")
+            run_front = distinct_count([tuple(np.asarray(v).tolist()) for v in c.front.values()])
+            shown_front = (f"{distinct_count(list(zip(fx.tolist(), fy.tolist())))} on the front of these two axes "
+                           f"({run_front} on the run's front)" if yi is not None and len(self.names) > 2
+                           else f"{run_front} on the front")
             self.pareto.layout.title.text = f"{len(xs)} ok, {n_failed} failed, {shown_front}"
             self._update_selected()
 
@@ -377,6 +379,7 @@ def _pareto_figure(k: int, generations: int) -> Any:
                    marker={"symbol": "circle-open", "size": 22, "color": _PICK, "line": {"width": 3}})],
         layout=go.Layout(template="plotly_white", height=PLOT_HEIGHT, margin={"t": 40, "b": 40, "r": 10},
                          legend={"orientation": "h", "y": -0.18}, clickmode="event+select", autosize=True,
+                         modebar={"orientation": "v"},  # (across the top it covers the title's counts)
                          hoverlabel={"align": "left", "font": {"size": 11}}))
 
 
@@ -387,8 +390,9 @@ def _history_figure(names: list[str], generations: int) -> Any:
     fig = go.FigureWidget(layout=go.Layout(
         template="plotly_white", height=300, margin={"t": 40, "b": 40}, title={"text": "per generation"},
         xaxis={"title": {"text": "generation"}, **({"dtick": 1} if generations <= 20 else {})},
-        legend={"orientation": "h", "y": -0.3}, autosize=True))
+        autosize=True))  # the legend at the side: below, its rows covered the axis title once they wrapped
     for name in names:  # best-so-far and median per objective, normalised to the first generation
         fig.add_scatter(name=f"{name} best so far", mode="lines+markers")
         fig.add_scatter(name=f"{name} median", mode="lines", line={"dash": "dash"})
     return fig
+

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from compileiq_lab.store.results import Results
     from compileiq_lab.store.sqlite import EvalRecord
 
-__all__ = ["HOVER_CONTROLS", "PointCache", "compact_hover", "front_2d"]
+__all__ = ["HOVER_CONTROLS", "PointCache", "compact_hover", "distinct_count", "front_2d"]
 
 #: Controls listed in a point's hover (those that differ from the baseline); the rest is "+N more".
 HOVER_CONTROLS = 4
@@ -115,3 +115,10 @@ class PointCache:
         if recs:
             self.n, self.last_id = len(recs), recs[-1].eval_id
         return self
+
+
+def distinct_count(points: list[tuple[float, ...]]) -> str:
+    """How many distinct score vectors ``points`` holds, with the points that repeat one ("3 (+5 with the same
+    scores)"), as ``show`` counts a front."""
+    n = len(set(points))
+    return f"{n} (+{len(points) - n} with the same scores)" if len(points) > n else str(n)

@@ -34,7 +34,8 @@ class RunEntry:
 
     Attributes:
         path: The .db file.
-        kernel: The kernel tuned, or ``"Python: <objective>"`` for a run of a Python objective.
+        kernel: The kernel tuned, with the entry named for a bare file (``"histo (stencil2d)"``), or
+            ``"Python: <objective>"`` for a run of a Python objective.
         arch: The CUDA target ("" when none).
         catalog: The compiler catalog ("" for a Python objective).
         objectives: Objective names, in score order.
@@ -67,7 +68,8 @@ class RunEntry:
         """The entry's line in the list of runs (the file name keeps two alike runs apart)."""
         what = " ".join(p for p in (self.kernel, self.arch, self.catalog) if p)
         objectives = ", ".join(self.objectives)
-        return f"{self.started}  {what}  [{objectives}]  {self.evaluations} evals  ({Path(self.path).name})"
+        return (f"{self.started}  {what}  [{objectives}]  {self.evaluations} evals, {self.state}  "
+                f"({Path(self.path).name})")
 
 
 def _read_entry(path: Path) -> RunEntry:
@@ -78,7 +80,8 @@ def _read_entry(path: Path) -> RunEntry:
         raise ValueError(f"not a run store ({'; '.join(res.damage)})")
     meta = head.kernel
     if meta is not None:
-        kernel, arch, catalog = meta.kernel, meta.arch or "", meta.catalog
+        entry = meta.extra.get("entry")  # a bare file's named kernel: two kernels of one file are two lines
+        kernel, arch, catalog = meta.kernel + (f" ({entry})" if entry else ""), meta.arch or "", meta.catalog
     else:
         kernel, arch, catalog = f"Python: {head.objective.rsplit('.', 1)[-1] or '?'}", "", ""
     failed = sum(1 for r in res.records if r.status != "ok")
@@ -116,7 +119,7 @@ class RunsList:
         self._updating = False  # the x/y pickers are being refilled: no swapping meanwhile
         guard = guard or self._guard
         self.title = w.HTML()
-        self.table = w.HTML(layout={"overflow": "auto", "max_width": "100%"})
+        self.table = w.HTML(layout={"overflow": "auto", "max_width": "100%", "flex": "0 0 auto"})  # never squeezed
         self.notes = w.HTML()
         self.message = w.HTML()
         self.refresh_button = w.Button(description="Refresh", icon="refresh", tooltip="read the folder again")
@@ -205,7 +208,8 @@ class RunsList:
             evals = f"{e.evaluations}" + (f" ({e.failed} failed)" if e.failed else "")
             cells = (Path(e.path).name, e.kernel, e.arch or _NONE, e.catalog or _NONE, ", ".join(e.objectives),
                      evals, e.state + (" (damaged)" if e.damage else ""), e.started)
-            rows.append("<tr>" + "".join(f"<td style='padding:0 8px'>{html.escape(c)}</td>" for c in cells) + "</tr>")
+            rows.append("<tr>" + "".join(f"<td style='padding:0 8px;white-space:nowrap'>{html.escape(c)}</td>"
+                                         for c in cells) + "</tr>")
         header = "<tr>" + "".join(f"<th style='padding:0 8px;text-align:left'>{h}</th>" for h in head) + "</tr>"
         self.table.value = (f"<div style='max-height:16em;overflow:auto'><table>{header}{''.join(rows)}</table></div>"
                             if rows else "")

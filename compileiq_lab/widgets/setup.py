@@ -8,7 +8,7 @@ import html
 import importlib
 import logging
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -90,8 +90,8 @@ class RunForm:
     def __init__(self, folder: str = "compileiq_runs") -> None:
         self.fields = KernelFields(lambda: self.folder.value)
         f = self.fields  # the form's own names for them (the dashboard and the notebooks use these)
-        self.kernel, self.path, self.include, self.entry, self.defines, self.args = \
-            f.kernel, f.path, f.include, f.entry, f.defines, f.args
+        self.kernel, self.path, self.include, self.entry, self.block, self.defines, self.args = \
+            f.kernel, f.path, f.include, f.entry, f.block, f.defines, f.args
         self.signature, self.constexprs, self.num_warps, self.num_stages, self.autotune = \
             f.signature, f.constexprs, f.num_warps, f.num_stages, f.autotune
         self.target = w.Dropdown(description="target", style=_STYLE)
@@ -131,6 +131,12 @@ class RunForm:
                            w.HBox([self.target, self.speed]), self._search_row,
                            self._choice_row, self.objective_docs, self.docs, self._settings_row, self.folder,
                            self.note])
+
+    def on_edit(self, callback: Callable[[], None]) -> None:
+        """Call ``callback()`` whenever the user changes a choice of the form."""
+        for widget in (*self.fields.widgets, self.target, self.catalog, self.arch, self.categories, self.objectives,
+                       self.generations, self.pool, self.seed, self.folder):
+            widget.observe(lambda _change: None if self._updating else callback(), names="value")
 
     # -- helpers ---------------------------------------------------------------------------------
     @contextlib.contextmanager

@@ -202,23 +202,23 @@ def test_verify_help_documents_ignore_changes_and_exit_codes(tmp_path):
 def test_an_export_that_lowers_an_optimisation_level_is_named():
     from types import SimpleNamespace
 
-    from compileiq_lab.cli.options import _lowered_optimisation
+    from compileiq_lab.acf.lowered import lowered_optimisation
     from compileiq_lab.space.catalogs import GCC, NVCC
 
     nvcc = SimpleNamespace(catalog=NVCC)
-    assert _lowered_optimisation(nvcc, {"cicc_opt": 0, "opt_level": 1, "maxrregcount": 64}) == [
+    assert lowered_optimisation(nvcc, {"cicc_opt": 0, "opt_level": 1, "maxrregcount": 64}) == [
         "cicc_opt = 0 against the default 3", "opt_level = 1 against the default 3"]
-    assert _lowered_optimisation(nvcc, {"opt_level": 3, "fast_compile": "max"}) == ["fast_compile = 'max'"]
-    assert _lowered_optimisation(nvcc, {"maxrregcount": 64}) == []
+    assert lowered_optimisation(nvcc, {"opt_level": 3, "fast_compile": "max"}) == ["fast_compile = 'max'"]
+    assert lowered_optimisation(nvcc, {"maxrregcount": 64}) == []
     gcc = SimpleNamespace(catalog=GCC)  # the C build's base is -O2: -O1 and -Os (size before speed) lower it
-    assert _lowered_optimisation(gcc, {"opt_level": 1}) == ["opt_level = 1 against the default 2"]
-    assert _lowered_optimisation(gcc, {"opt_level": "s"}) == ["opt_level = 's', code size before speed, against "
+    assert lowered_optimisation(gcc, {"opt_level": 1}) == ["opt_level = 1 against the default 2"]
+    assert lowered_optimisation(gcc, {"opt_level": "s"}) == ["opt_level = 's', code size before speed, against "
                                                              "the default 2"]
-    assert _lowered_optimisation(gcc, {"opt_level": "g"}) == ["opt_level = 'g', debugging before speed, against "
+    assert lowered_optimisation(gcc, {"opt_level": "g"}) == ["opt_level = 'g', debugging before speed, against "
                                                              "the default 2"]
-    assert _lowered_optimisation(gcc, {"opt_level": 3}) == []
+    assert lowered_optimisation(gcc, {"opt_level": 3}) == []
     # and where to measure it: a bare file first needs the inputs a kernel folder gives
-    from compileiq_lab.cli.options import _how_to_measure
+    from compileiq_lab.acf.lowered import _how_to_measure
 
     def run(language: str, spec_file: object) -> SimpleNamespace:
         return SimpleNamespace(kernel=SimpleNamespace(language=language, spec_file=spec_file))
@@ -329,3 +329,26 @@ def test_validate_refuses_an_eval_id_with_an_acf_as_a_usage_error(tmp_path, caps
 
     code = main(["validate", "--acf", str(tmp_path / "best.acf"), "--eval-id", "3"])
     assert code == 2 and "`--eval-id is for a run store, not --acf` must hold" in capsys.readouterr().err
+
+
+@needs_gcc
+def test_show_names_no_config_as_best_where_none_beat_the_baseline(tmp_path):
+    """Unrolling never shrinks the code: the best text size is the baseline's, and show says so rather than naming
+    a config that ties with it."""
+    tune = cli("tune", "stencil_c", "--objectives", "text_bytes", "--controls", "unroll_loops", "--generations", "1",
+               "--store", "s.db", cwd=tmp_path)
+    assert tune.returncode == 0, tune.stderr
+    show = cli("show", "s.db", cwd=tmp_path)
+    assert "the baseline's: no config beat the compiler defaults on text_bytes" in show.stdout, show.stdout
+    assert "best text_bytes (bytes, lower is better): " in show.stdout and " at eval " not in show.stdout.split(
+        "best text_bytes")[1].splitlines()[0]
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
+def test_show_gives_a_failures_message_whole(tmp_path):
+    (tmp_path / "two.cu").write_text("__global__ void scale(float* y) { y[threadIdx.x] *= 2.f; }\n"
+                                     "__global__ void shift(float* y) { y[threadIdx.x] += 1.f; }\n")
+    cli("tune", "two.cu", "--entry", "bogus", "--objectives", "registers", "--generations", "1", "--store", "e.db",
+        cwd=tmp_path)
+    show = cli("show", "e.db", cwd=tmp_path)
+    assert "compile_error: 1 (e.g. eval 0: " in show.stdout and "the kernels are: scale(float*)" in show.stdout

@@ -29,6 +29,9 @@ def test_one_set_of_defaults_for_c_kernels(tmp_path):
     assert counted.workers == 1
     static = KernelRun("dot", objectives=["text_bytes"], workdir=tmp_path / "c")
     assert static.target == "static" and static.workers == (os.cpu_count() or 1)
+    timed_builds = KernelRun("dot", objectives=["text_bytes", "compile_time"], workdir=tmp_path / "f")
+    assert timed_builds.workers == 1  # compile times are timed alone: overlapping compiles slow each other
+    assert KernelRun("dot", objectives=["compile_time"], workers=2, workdir=tmp_path / "g").workers == 2  # as asked
     with pytest.raises(ConfigurationError, match="objectives for a c kernel must be among"):
         KernelRun("dot", objectives=[], workdir=tmp_path / "d")
     with pytest.raises(ConfigurationError, match="a static target measures no runs"):

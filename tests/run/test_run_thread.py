@@ -61,6 +61,8 @@ def test_pause_holds_the_run_and_resume_finishes_it(store_path):
     assert len(calls) == held and run.running
     run.resume()
     assert run.join(timeout=60) is not None and run.state == "finished" and len(calls) > held
+    p = run.progress()  # the time it ran, the 0.4 s paused not counted
+    assert p["elapsed_s"] <= p["finished_at"] - p["started_at"] - 0.35
 
 
 def test_stop_keeps_every_evaluation_and_open_continues_without_redoing_any(store_path):

@@ -21,7 +21,8 @@ from compileiq_lab.analysis.occupancy import occupancy
 from compileiq_lab.measure.sass import INSTALL_HINT
 from compileiq_lab.testing import tool_available, toy_objective, toy_space
 from compileiq_lab.widgets import Dashboard
-from compileiq_lab.widgets.detail import DOWNLOAD_LIMIT, DetailPanel, copy_button_html, export_point
+from compileiq_lab.widgets.detail import DOWNLOAD_LIMIT, DetailPanel, copy_button_html
+from compileiq_lab.widgets.exporting import export_point
 
 needs_nvcc = pytest.mark.skipif(not tool_available("nvcc"), reason="needs nvcc")
 

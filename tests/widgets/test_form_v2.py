@@ -196,3 +196,40 @@ def test_a_stored_kernel_run_replays_with_its_kernel_run(tmp_path):
         assert replay.store_path and replay.state == "idle"
     finally:
         kernel_run.close()
+
+
+@needs_ptxas
+def test_a_bare_files_launch_block_keeps_maxntid_values_it_cannot_launch_with_out(tmp_path, monkeypatch):
+    """Without a block the lab says what the CLI says (--maxntid values below it build but fail to launch); with
+    the form's launch block those values are not offered; a block that is no CUDA block is refused with the rule."""
+    from compileiq_lab.widgets import Dashboard
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "k.cu").write_text("__global__ void k(float* y) { y[blockIdx.x * blockDim.x + threadIdx.x] *= 2.f; }\n")
+
+    def started(block: str) -> Dashboard:
+        dash = Dashboard(store=str(tmp_path / f"run{len(block)}.db"))
+        form = dash.form
+        form.path.value = "k.cu"
+        form.target.value = "static"
+        form.catalog.value = "ptxas"
+        form.categories.value = ("register_allocation",)
+        form.objectives.value = ("registers",)
+        form.generations.value = 1
+        form.block.value = block
+        dash.start()
+        return dash
+
+    bare = started("")
+    assert bare.error.value == "" and bare.form.block.layout.display == ""  # shown for a bare CUDA file
+    assert "--maxntid is searched without the kernel&#x27;s launch block" in bare.notes.value
+    assert "launch block field" in bare.notes.value
+    bare.wait(timeout=120)
+    given = started("256")
+    assert given.error.value == "" and "--maxntid is searched without" not in given.notes.value
+    assert given.kernel_run is not None and given.kernel_run.kernel.block == (256,)
+    values = given.run.search.space["maxntid"].values
+    assert 64 not in values and 128 not in values and 256 in values
+    given.wait(timeout=120)
+    bad = started("16x16")
+    assert "launch block: `the block is 1 to 3 ints" in bad.error.value and "16x16" in bad.error.value

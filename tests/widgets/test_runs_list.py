@@ -82,6 +82,7 @@ def test_the_list_shows_every_run_newest_first_with_its_facts(kernel_folder: Pat
             assert f">{fact}<" in row
     toy = runs.entries[0]
     assert toy.kernel == "Python: toy_objective" and (toy.arch, toy.catalog) == ("", "")
+    assert all(f"evals, finished  ({Path(e.path).name})" in e.option() for e in runs.entries[1:])
     assert toy.objectives == ("score_1",) and toy.evaluations == len(load_results(toy.path))
     assert [value for _, value in runs.select.options] == [e.path for e in runs.entries]
     labels = [label for label, _ in runs.select.options]
@@ -194,3 +195,15 @@ def test_refresh_finds_new_runs_and_keeps_the_picked_ones(tmp_path: Path):
     assert [Path(e.path).name for e in runs.entries] == ["b.db", "a.db"] and runs.select.value == (str(first),)
     runs.overlay_button.click()  # one objective: no front to draw, and said so
     assert "one objective each" in runs.message.value and runs.figure is None
+
+
+@needs_nvcc
+def test_runs_of_two_kernels_of_one_bare_file_are_told_apart_by_their_entry(tmp_path: Path):
+    (tmp_path / "two.cu").write_text("__global__ void scale(float* y) { y[threadIdx.x] *= 2.f; }\n"
+                                     "__global__ void shift(float* y) { y[threadIdx.x] += 1.f; }\n")
+    for entry in ("scale", "shift"):
+        kr = KernelRun(str(tmp_path / "two.cu"), "ptxas", ["registers"], arch="sm_90", controls=["opt_level"],
+                       entry=entry, workdir=tmp_path / "w")
+        Search.of(kr, store=str(tmp_path / f"{entry}.db"), generations=1, pool_size=2).start()
+        kr.close()
+    assert sorted(e.kernel for e in RunsList(tmp_path).entries) == ["two (scale)", "two (shift)"]

@@ -1,0 +1,100 @@
+"""Exporting a point from the lab: the file written (an ACF, or a Python objective's point as JSON), never over another
+point's, and what the export says of it (controls dropped as having no effect, a lowered optimisation level)."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from compileiq_lab.acf.export import effective_params, point_acf
+from compileiq_lab.acf.lowered import lowered_note
+from compileiq_lab.exceptions import ConfigurationError
+from compileiq_lab.kernels import minimal_controls
+
+if TYPE_CHECKING:
+    from compileiq_lab.kernels import KernelRun
+    from compileiq_lab.store import Results
+
+__all__ = ["export_notes", "export_point"]
+
+log = logging.getLogger(__name__)
+
+
+def export_point(results: Results, eval_id: int, kernel_run: KernelRun | None = None,
+                 path: str | Path | None = None, folder: str | Path = ".", minimize: bool = True) -> Path:
+    """Write one successful evaluation: an ACF for kernel runs, else the point as JSON. Returns its full path.
+
+    Args:
+        results: The run.
+        eval_id: The evaluation.
+        kernel_run: The run's KernelRun (an ACF), or None (JSON).
+        path: The file; a relative one is taken inside ``folder`` (default: ``<kernel>-eval<N>.acf``).
+        folder: Where files go (created if missing).
+        minimize: Write the smallest control set that compiles to the same machine code (``minimal_controls``;
+            the ACF's ``dropped`` says what was left out and why), as ``compileiq-lab export`` does; where it
+            cannot be minimised (no compiler here) the point is written as it was, with a log warning.
+
+    Raises:
+        ConfigurationError: The evaluation does not exist or failed, or the file exists and holds another point (an
+            export of the same point replaces it).
+    """
+    rec = results.record(eval_id)
+    if rec is None or rec.status != "ok":
+        raise ConfigurationError(f"export needs a successful evaluation, but eval {eval_id} is "
+                                 f"{rec.status if rec else 'not in this run'}; click a point that succeeded")
+    default = f"{kernel_run.kernel.name}-eval{eval_id}.acf" if kernel_run is not None else f"point-eval{eval_id}.json"
+    out = (Path(folder) / Path(path or default)).resolve()
+    _refuse_overwrite(out, results, eval_id)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if kernel_run is not None:
+        meta = results.header.kernel or kernel_run.metadata()
+        controls, dropped = effective_params(rec), {}
+        if minimize:
+            try:
+                minimal = minimal_controls(kernel_run, controls, rec.detail.get("ignored_controls") or {})
+                controls, dropped = minimal.controls, minimal.dropped
+            except ConfigurationError as exc:
+                log.warning("eval %d is exported as it was, not minimised: %s", eval_id, str(exc)[:300])
+        point_acf(results, rec, kernel_run.kernel, kernel_run.catalog, meta, controls=controls, dropped=dropped,
+                  acf_path=out).write(out)
+        return out
+    out.write_text(json.dumps({"eval_id": eval_id, "params": rec.params, "status": rec.status,
+                               "objectives": dict(zip(results.objective_names, rec.scores or [])),
+                               "store": results.store_path}, indent=2, sort_keys=True) + "\n")
+    return out
+
+
+def _refuse_overwrite(out: Path, results: Results, eval_id: int) -> None:
+    """Refuse to write over a file that is not this run's export of this point (an export is never lost silently)."""
+    if not out.exists():
+        return
+    held: Any = None
+    try:
+        data = json.loads(out.read_text())
+        run = data.get("run") if isinstance(data.get("run"), dict) else data  # an ACF's provenance, or a point's JSON
+        held = (run.get("store"), run.get("eval_id"))
+    except (OSError, ValueError, AttributeError):
+        pass
+    if held == (results.store_path, eval_id):
+        return
+    what = f"eval {held[1]} of {held[0]}" if isinstance(held, tuple) and held[1] is not None else "another file"
+    raise ConfigurationError(f"an export never replaces another point's file, but {out.name} in {out.parent} holds "
+                             f"{what}; name another file, or delete that one first")
+
+
+def export_notes(path: Path, kernel_run: KernelRun | None) -> list[str]:
+    """What an ACF export says besides where it went (as ``compileiq-lab export`` says it): the controls dropped as
+    having no effect (and when none is left, that it is the compiler defaults), and a lowered optimisation level."""
+    if kernel_run is None or path.suffix != ".acf":
+        return []
+    acf = json.loads(path.read_text())
+    controls, dropped = dict(acf.get("controls") or {}), sorted(acf.get("dropped") or {})
+    notes = []
+    if dropped:
+        notes.append(f"dropped as having no effect (the machine code is identical without them): {', '.join(dropped)}"
+                     + ("; it sets no control: the compiler defaults build this point's machine code"
+                        if not controls else ""))
+    note = lowered_note(kernel_run, controls, str(path))
+    return notes + ([note] if note else [])

@@ -27,12 +27,16 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"compileiq-lab {__version__}")
     p.add_argument("-v", "--verbose", action="store_true", help="log every generation")
     sub = p.add_subparsers(dest="command", required=True)
+    from compileiq_lab.cli.options import int_at_least
+    from compileiq_lab.search.config import MAX_GENERATIONS
+
     d = sub.add_parser("demo", help="run the quickstart search (x**2 + y) and print its results",
                        description="Run the quickstart search and print the results.\n\n"
                                    "example: compileiq-lab demo --generations 15 --seed 3",
                        formatter_class=argparse.RawDescriptionHelpFormatter)
-    d.add_argument("--generations", type=int, default=15)
-    d.add_argument("--seed", type=int, default=0)
+    d.add_argument("--generations", type=int_at_least(1, "searched generations", MAX_GENERATIONS), default=15,
+                   help="searched generations (default 15)")
+    d.add_argument("--seed", type=int_at_least(0, "the search seed"), default=0, help="the search seed (default 0)")
     d.add_argument("--store", default=None, help="run store path (default: a new file under ./compileiq_runs/)")
     from compileiq_lab.cli.runs import add_run_parsers
     from compileiq_lab.cli.tune import add_catalog_parser, add_tune_parser

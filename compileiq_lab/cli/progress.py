@@ -41,8 +41,12 @@ class ProgressLine:
         return not hasattr(record, "stop_reason")
 
 
-def progress_callback(total_generations: int, line: ProgressLine) -> Callable[[RunEvent], None]:
-    state: dict[str, Any] = {"evals": 0, "failed": 0, "t0": time.monotonic(), "generation": 0, "best": None}
+def progress_callback(total_generations: int, line: ProgressLine,
+                      stored: tuple[int, int] = (0, 0)) -> Callable[[RunEvent], None]:
+    """The run's events as progress lines; ``stored``: the evaluations (and failed ones) a continued run's store holds
+    already, which the counts start from (the replayed rows raise no events)."""
+    state: dict[str, Any] = {"evals": stored[0], "failed": stored[1], "t0": time.monotonic(), "generation": 0,
+                             "best": None}
 
     def text() -> str:
         g = state["generation"]

@@ -53,7 +53,8 @@ def add_run_parsers(sub: Any) -> None:
     add_pick_arguments(e)
     f = _sub(sub, "flags", "print the compiler arguments an ACF holds", "compileiq-lab flags best.acf --stage nvcc")
     f.add_argument("acf")
-    f.add_argument("--stage", default=None, help="nvcc (default for CUDA), ptxas, nvrtc, c (default for C)")
+    f.add_argument("--stage", default=None, choices=("nvcc", "ptxas", "nvrtc", "c"),
+                   help="nvcc (default for CUDA), ptxas, nvrtc, c (default for C)")
     f.add_argument("--options-file", action="store_true", help="one argument per line, for nvcc --options-file")
     f.add_argument("--with-build", action="store_true",
                    help="also print the fixed build context (-I relative to the kernel source's folder, -D, extra "
@@ -100,7 +101,7 @@ def add_run_parsers(sub: Any) -> None:
                  "  2  bad arguments")
     r = _sub(sub, "report", "write a self-contained HTML report of a run", "compileiq-lab report run.db -o report.html")
     r.add_argument("store")
-    r.add_argument("-o", "--output", required=True)
+    r.add_argument("-o", "--output", required=True, help="the .html file to write")
 
 
 def _load(path: str) -> Results:
@@ -132,6 +133,10 @@ def _show(args: argparse.Namespace) -> int:
         if best is None:
             break
         value = (best.scores or [0.0])[i]
+        if base_scores and value == base_scores[i]:  # a tie with the compiler defaults: no config to name for it
+            print(f"best {objective.label}: {objective.format(value)}, the baseline's: no config beat the compiler "
+                  f"defaults on {objective.name}")
+            continue
         ref = (f" (baseline {objective.format(base_scores[i])}; {objective.change(value, base_scores[i])})"
                if base_scores else "")
         print(f"best {objective.label}: {objective.format(value)} at eval {best.eval_id}{ref}")
@@ -148,7 +153,8 @@ def _show(args: argparse.Namespace) -> int:
         print("\nfailures by status:")
         for status, n in sorted(failed.items()):
             first = next(r for r in res.records if r.status == status)
-            why = first.error_line[:120]
+            line = first.error_line
+            why = line if len(line) <= 400 else line[:400] + " ..."  # (a compiler's message can be a page long)
             print(f"  {status}: {n} (e.g. eval {first.eval_id}: {why})")
     return 0
 

@@ -45,6 +45,7 @@ from compileiq_lab.kernels import (
 from compileiq_lab.run import Search
 from compileiq_lab.run.build import encode_all
 from compileiq_lab.run.start import count_run_time
+from compileiq_lab.search.config import MAX_GENERATIONS
 from compileiq_lab.store import DEFAULT_DIR, Results, Validation
 
 __all__ = ["EXECUTORS", "add_catalog_parser", "add_tune_parser", "executor_spec", "run_catalog", "run_tune"]
@@ -109,7 +110,7 @@ def _add_space_arguments(t: argparse.ArgumentParser) -> None:
 
 def _add_budget_arguments(t: argparse.ArgumentParser) -> None:
     """How long and how wide the search runs, and where its candidates are evaluated."""
-    t.add_argument("--generations", type=int_at_least(1, "searched generations"), default=10,
+    t.add_argument("--generations", type=int_at_least(1, "searched generations", MAX_GENERATIONS), default=10,
                    help="searched generations (default 10); the run ends at the first of --generations, --max-evals "
                         "and --time-budget it reaches")
     t.add_argument("--max-evals", type=int_at_least(1, "objective calls, the baseline included"), default=None,
@@ -120,8 +121,11 @@ def _add_budget_arguments(t: argparse.ArgumentParser) -> None:
                    help="end the run once it has run this long in all (the canary's builds included), e.g. 600 "
                         "(seconds), 90s, 10m or 1.5h; no candidate starts after it and the ones running are kept; "
                         "continue with a larger one")
-    t.add_argument("--pool-size", type=int_at_least(2, "candidates per generation"), default=None)
-    t.add_argument("--seed", type=int_at_least(0, "the search seed"), default=0)
+    t.add_argument("--pool-size", type=int_at_least(2, "candidates per generation"), default=None,
+                   help="candidates per generation (default: a size measured on real compiler spaces, from the "
+                        "number of controls and objectives)")
+    t.add_argument("--seed", type=int_at_least(0, "the search seed"), default=0,
+                   help="the search seed (default 0): the same seed, space and budget ask the same candidates")
     t.add_argument("--workers", type=int_at_least(1, "candidates at once"), default=None,
                    help="candidates evaluated at once (default: the CPU count; 1 when CPU runs are timed)")
     t.add_argument("--executor", type=executor_spec, default="local", metavar="local|dask|dask-cuda|tcp://HOST:PORT",
@@ -139,7 +143,8 @@ def _add_run_arguments(t: argparse.ArgumentParser) -> None:
     t.add_argument("--export", default=None, help="write a point of the front as an ACF (open JSON: controls, argv, "
                                                    "build context, arch, objectives, baseline, code hash); see --pick")
     add_pick_arguments(t)
-    t.add_argument("--timeout", type=seconds, default=120.0, help="limit per compiler call / run in seconds")
+    t.add_argument("--timeout", type=seconds, default=120.0,
+                   help="limit per compiler call / run in seconds (default 120)")
     t.add_argument("--workdir", default=None, help="scratch folder for PTX cache and binaries")
     t.add_argument("--nvidia-acf", nargs="+", default=None, metavar="FILE",
                    help="NVIDIA's control files, searched as one more control (none, or one of them, applied with "
@@ -277,13 +282,15 @@ def _tune(args: argparse.Namespace, run: KernelRun) -> int:
     if canary_s:
         count_run_time(search.store, canary_s)  # the budget is the whole command's, the canary's builds included
     _say_what_runs(args, search, run, len(encode_all(search.space, warm, say=False)), sources)
-    before = len(search.results.records)
+    stored_rows = search.results.records
+    before = len(stored_rows)
     line = ProgressLine()
     handlers = logging.getLogger().handlers
     for h in handlers:
         h.addFilter(line)
     try:
-        results = search.start(callback=progress_callback(args.generations, line),
+        stored = (before, sum(r.status != "ok" for r in stored_rows))  # the continued run's counts start from them
+        results = search.start(callback=progress_callback(args.generations, line, stored),
                                workers=args.workers if remote else max(1, run.workers))
     finally:
         line.end()

@@ -56,9 +56,9 @@ def triton_ref_parts(ref: str) -> tuple[str, str]:
 
 def _type_error(text: str, params: Sequence[str], why: str) -> ConfigurationError:
     pointers = ", ".join(f"*{t}" for t in ("fp32", "fp16", "bf16", "i32"))
+    known = f" The function's runtime parameters are ({', '.join(params)})." if params else ""  # (none: no file read)
     return fail("signature", f"every type is a Triton type ({', '.join(TRITON_TYPES)}; a pointer: {pointers} ...)",
-                text, f"{why}. The function's runtime parameters are ({', '.join(params)}); hint an aligned pointer "
-                      f"or a multiple-of-16 integer with ':16', e.g. *fp32:16.")
+                text, f"{why}.{known} Hint an aligned pointer or a multiple-of-16 integer with ':16', e.g. *fp32:16.")
 
 
 def _check_type(name: str, ty: str, text: str, params: Sequence[str]) -> str:
@@ -98,7 +98,7 @@ def check_signature_text(text: str) -> None:
          "parameters).")
     for item in items:
         name, _, ty = (part.strip() for part in item.rpartition("=")) if "=" in item else ("", "", item)
-        _check_type(name or "a parameter", ty, text, ["..."])
+        _check_type(name or "a parameter", ty, text, [])
 
 
 def triton_usage_error(ref: str, signature: str | None, num_warps: int | None) -> str | None:

@@ -46,7 +46,7 @@ def pick_point(results: Results, rule: str = "first",
     names = results.objective_names
     if rule not in PICK_RULES and rule != "first" and rule not in names:
         raise ConfigurationError(f"--pick must be an objective of the run ({', '.join(names)}) or one of "
-                                 f"{list(PICK_RULES)}, but got {rule!r}; pick one of those")
+                                 f"{['first', *PICK_RULES]}, but got {rule!r}; pick one of those")
     results, said = _without_miscomputing(results, validation if validation is not None else results.validation)
     if said and not any(r.status == "ok" and r.scores for r in results.records):
         return None, f"no successful point computes the right output on every workload ({said})"

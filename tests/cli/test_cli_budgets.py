@@ -84,6 +84,9 @@ def test_a_run_ended_by_max_evals_continues_with_a_larger_one(tmp_path):
     assert "ended by its budget: max_evaluations" in shown.stdout, shown.stdout
     again = cli(*base, "--max-evals", "9", cwd=tmp_path)
     assert again.returncode == 0, again.stderr
+    counts = [int(line.split("] ")[1].split(" evaluations")[0]) for line in again.stderr.splitlines()
+              if line.startswith("generation ")]
+    assert counts[0] == 6 and counts == sorted(counts) and counts[-1] <= 9, again.stderr  # from the stored rows on
     res = load_results(str(tmp_path / "r.db"))
     assert len(res) == 9 and len({r.config_key for r in res.records}) == 9
     assert res.header.config["max_evaluations"] == 9 and res.header.stop_reason == "max_evaluations"

@@ -128,6 +128,9 @@ def test_a_name_no_run_has_is_a_usage_error(tmp_path, option, value, said):
     (["validate"], "one of the two), but got neither"),
     (["tune", "stencil_c", "--block", "1,x"], "--block must be X[,Y[,Z]] ints, but got '1,x'"),
     (["tune", "stencil_c", "--num-warps", "4"], "--num-warps is a Triton kernel's option"),
+    (["demo", "--generations", "0"], "argument --generations: `an integer from 1 to 1000000` must hold"),
+    (["tune", "stencil_c", "--generations", "10000000"], "`an integer from 1 to 1000000` must hold"),
+    (["flags", "x.acf", "--stage", "foo"], "argument --stage: invalid choice: 'foo'"),
     (["validate", "run.db", "--rounds", "9"], "argument --rounds: `an integer >= 10` must hold"),
     (["validate", "--acf", "best.acf", "--tolerance", "nan"], "argument --tolerance: `a number in [0, 1)` must hold"),
     (["tune", "stencil_c", "--define", "N=64", "--define", "N=128"], "`--define names each define once` must hold"),
@@ -136,7 +139,7 @@ def test_a_name_no_run_has_is_a_usage_error(tmp_path, option, value, said):
     (["tune", "triton:k.py"], "a Triton kernel is named 'triton:path/to/file.py:function'"),
     (["tune", "triton:k.py:"], "the name after the last ':' is a Python function name"),
     (["tune", "triton:k.py:k", "--signature", ""], "comma-separated, none empty` must hold, but got ''"),
-    (["tune", "triton:k.py:k", "--signature", "*half,i32"], "every type is a Triton type"),
+    (["tune", "triton:k.py:k", "--signature", "*half,i32"], "a parameter has type '*half'. Hint an aligned pointer"),
     (["tune", "triton:k.py:k", "--num-warps", "3"], "`num_warps is a power of 2 from 1 to 32` must hold, but got 3"),
     (["tune", "triton:k.py:k", "--define", "BLOCK"], "gives its value (NAME=VALUE)` must hold, but got --define BLOCK"),
 ])

@@ -211,11 +211,11 @@ class Dashboard:
                     run, self.kernel_run = self.form.build(self.store or str(new_store_path(self.folder)))
             except Exception as exc:  # noqa: BLE001 - shown in the UI with its fix
                 self.banner.value = ""  # the last run's banner must not stand beside this error
-                self.error.value, self._form_error = f"<span style='color:#b00'>{html.escape(str(exc))}</span>", True
+                said = html.escape(self.form.fields.in_form_terms(str(exc)))
+                self.error.value, self._form_error = f"<span style='color:#b00'>{said}</span>", True
                 return None
             kr = self.kernel_run  # what the CLI says before a run: the catalog's note, the controls left out
-            for note in ([kr.catalog_note] if kr and kr.catalog_note else []) + [
-                    f"{control} left out: {why}" for control, why in (kr.left_out if kr else ())]:
+            for note in filter(None, [kr.catalog_note, *(f"{c} left out: {y}" for c, y in kr.left_out)] if kr else ()):
                 self.queue_note(note)
             self._attach(run)
         assert self.run is not None
@@ -373,8 +373,9 @@ class Dashboard:
             self.banner.value = ""
             return
         after = {"baseline_failed": "after the baseline", "stopped": "after its first generation"}
-        stopped = (f"<div>The run stopped {after[results.status]}: {html.escape(results.header.stop_reason)}</div>"
-                   if results.status in after and results.header.stop_reason else "")
+        why = self.form.fields.in_form_terms(results.header.stop_reason) if self.form else results.header.stop_reason
+        stopped = f"<div>The run stopped {after[results.status]}: {html.escape(why)}</div>" if results.status in \
+            after and why else ""
         message = html.escape(base.error.strip()[-1500:] or "(no message)")
         self.banner.value = (
             "<div style='border:2px solid #b00;padding:6px;background:#fff4f4'>"

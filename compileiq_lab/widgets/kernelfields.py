@@ -28,6 +28,11 @@ from compileiq_lab.toolchain.context import parse_define
 __all__ = ["TOY", "KernelFields"]
 
 TOY = "toy (quickstart example)"
+#: The command line's options a message may name, and the form's fields that set the same.
+_FORM_FIELDS = (("--include-dir", "include dirs (-I)"), ("--define", "defines (-D)"), ("--entry", "entry"),
+                ("--block", "launch block"), ("--signature", "signature"), ("--num-warps", "num_warps"),
+                ("--num-stages", "num_stages"), ("--autotune-config", "autotune config"), ("--store", "folder"),
+                ("arguments after --", "fixed args"))
 _STYLE = {"description_width": "initial"}
 _HIDDEN, _SHOWN = "none", ""
 
@@ -100,6 +105,12 @@ class KernelFields:
         self.rows = [w.HBox([self.kernel, self.path]), w.HBox([self.include, self.entry, self.block]),
                      w.HBox([self.defines, self.args]), w.HBox([self.signature, self.constexprs]),
                      w.HBox([self.num_warps, self.num_stages, self.autotune])]
+
+    @staticmethod
+    def in_form_terms(message: str) -> str:
+        """``message`` (written for the command line) with the form's fields named for the options it names."""
+        named = [f"{option} is the {field} field" for option, field in _FORM_FIELDS if option in message]
+        return f"{message} (in the lab: {'; '.join(named)})" if named else message
 
     def store(self) -> str | None:
         """The run store named in the path field, or None."""

@@ -184,7 +184,7 @@ class RunForm:
             spec = self._spec = self.spec()
         except Exception as exc:  # noqa: BLE001 - shown, not raised, while the user types
             self._spec = None
-            self.note.value = f"<span style='color:#b00'>{html.escape(str(exc))}</span>"
+            self.note.value = f"<span style='color:#b00'>{html.escape(self.fields.in_form_terms(str(exc)))}</span>"
             return
         if (stored := self._store()) is not None:
             targets, catalogs = [REPLAY], list(self.catalog.options) or [_TOY_SPACE]

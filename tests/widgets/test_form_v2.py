@@ -233,3 +233,31 @@ def test_a_bare_files_launch_block_keeps_maxntid_values_it_cannot_launch_with_ou
     given.wait(timeout=120)
     bad = started("16x16")
     assert "launch block: `the block is 1 to 3 ints" in bad.error.value and "16x16" in bad.error.value
+
+
+def test_a_message_for_the_command_line_names_the_forms_fields(tmp_path, monkeypatch):
+    """A launch block CUDA does not allow: the form's note says which of its fields is --block."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "k.cu").write_text("__global__ void k(float* y) { y[0] = 1.f; }\n")
+    form = RunForm()
+    form.path.value = "k.cu"
+    form.block.value = "1,2,3,4"
+    note = form.note.value
+    assert "but got [1, 2, 3, 4]" in note and "(in the lab: --block is the launch block field)" in note, note
+
+
+@needs_ptxas
+def test_a_baseline_that_fails_for_a_missing_header_names_the_field_to_fix(tmp_path, monkeypatch):
+    from compileiq_lab.widgets import Dashboard
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "k.cu").write_text('#include "missing_header.cuh"\n__global__ void k(float* y) { y[0] = 1.f; }\n')
+    dash = Dashboard(store=str(tmp_path / "r.db"))
+    dash.form.path.value = "k.cu"
+    dash.form.target.value = "static"
+    dash.form.catalog.value = "ptxas"
+    dash.form.generations.value = 1
+    dash.start()
+    dash.wait(timeout=120)
+    banner = dash.banner.value
+    assert "missing_header.cuh" in banner and "include dirs (-I) field" in banner, banner

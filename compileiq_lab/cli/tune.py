@@ -125,9 +125,11 @@ def _add_budget_arguments(t: argparse.ArgumentParser) -> None:
                    help="candidates per generation (default: a size measured on real compiler spaces, from the "
                         "number of controls and objectives)")
     t.add_argument("--seed", type=int_at_least(0, "the search seed"), default=0,
-                   help="the search seed (default 0): the same seed, space and budget ask the same candidates")
+                   help="the search seed (default 0): the same seed, space, budget and --workers ask the same "
+                        "candidates (not with --asynchronous)")
     t.add_argument("--workers", type=int_at_least(1, "candidates at once"), default=None,
-                   help="candidates evaluated at once (default: the CPU count; 1 when CPU runs are timed)")
+                   help="candidates evaluated at once (default: the CPU count; 1 when CPU runs or compile times are "
+                        "timed)")
     t.add_argument("--executor", type=executor_spec, default="local", metavar="local|dask|dask-cuda|tcp://HOST:PORT",
                    help="where candidates are evaluated: this process (local, the default), a Dask LocalCluster of "
                         "one worker per core (dask), one worker per GPU (dask-cuda), or an existing Dask cluster "

@@ -76,7 +76,7 @@ class KernelRun(ClusterStages):
         two_stage: CUDA: nvcc -ptx once per front-end set, then ptxas (else one full nvcc call each).
         timeout_s: Limit per compiler call and per run.
         workdir: Scratch folder (a temporary one, removed at exit, if None: ``kernels.scratch.scratch_folder``).
-        workers: Evaluations at once; default: 1 when CPU runs are timed, else the CPU count.
+        workers: Evaluations at once; default: 1 when CPU runs or compile times are timed, else the CPU count.
         gpu_options: How GPU candidates are timed.
         gpu_backend: The GPU worker's backend (``"module:Class"``; a stand-in for tests without a GPU).
         catalog_name: The name stored in the header for a Catalog object (default: its compiler).

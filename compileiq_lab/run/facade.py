@@ -112,12 +112,12 @@ class Search:
         self.config = self._options.apply(search_config if isinstance(search_config, SearchConfiguration)
                                           else SearchConfiguration.from_dict(dict(search_config)))
         header = new_header(self.space, self.config, name_of(objective_function), metadata)
-        self.objectives: list[Objective] = header.objectives  # (a kernel run's metrics with their units)
         # opening with a header takes the writer lock first: a store another run is writing is refused
         # before anything in it changes, and two creators of one new file cannot replace each other
         self.store = RunStore(new_store_path() if store is None else store, header=header)
         try:
             resolved = prepare_store(self.store, header)
+            self.objectives: list[Objective] = (self.store.header() or header).objectives  # as stored: with units
             self.config, dump = carried_settings(self.store, self.config, self._options.dump_results, resolved)
             self._options = dataclasses.replace(self._options, dump_results=dump)
             self.store.release()

@@ -153,6 +153,7 @@ class Run(ObservedRun):
             self.error_text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)[-8:])
             log.error("run failed: %s: %s", type(exc).__name__, exc)
         with self._lock:
+            self._end_pause()  # (a run paused during its last call: its time paused stops with it)
             self._state = final if final in RUN_STATES else "finished"
             self._progress["finished_at"] = time.time()
         if final == "failed":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import builtins
+import functools
 import logging
 import math
 from collections.abc import Sequence
@@ -106,9 +107,15 @@ def log_grid(start: float, end: float, total: int) -> list[Any]:
     if isinstance(start, int) and isinstance(end, int):
         values: list[Any] = sorted({round(v) for v in raw})
         if len(values) < total:
-            log.warning("log_sampling(%s, %s, total=%s) has %d distinct integer values, not %d: rounding merged the "
-                        "ones near %s; ask for fewer, or pass float ends for unrounded values", start, end, total,
-                        len(values), total, start)
+            _merged(start, end, total, len(values))
         return values
     rounded = [start] + [float(f"{v:.12g}") for v in raw[1:-1]] + [end]
     return list(dict.fromkeys(rounded))  # drop duplicates, keep order
+
+
+@functools.lru_cache(maxsize=256)
+def _merged(start: int, end: int, total: int, n: int) -> None:
+    """Say once per process that rounding merged a log_sampling's integer values (a stored space is rebuilt from its
+    arguments whenever a run is opened, replayed or read)."""
+    log.warning("log_sampling(%s, %s, total=%s) has %d distinct integer values, not %d: rounding merged the ones near "
+                "%s; ask for fewer, or pass float ends for unrounded values", start, end, total, n, total, start)

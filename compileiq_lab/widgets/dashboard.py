@@ -24,7 +24,7 @@ from compileiq_lab.widgets.bridge import EventBridge
 from compileiq_lab.widgets.detail import DetailPanel
 from compileiq_lab.widgets.exporting import export_notes, export_point
 from compileiq_lab.widgets.live import LivePlots
-from compileiq_lab.widgets.notes import COMM_LOGGER, NOTES, CommErrors
+from compileiq_lab.widgets.notes import COMM_LOGGER, NOTES, CommErrors, baseline_banner
 from compileiq_lab.widgets.runs import open_stored_run
 from compileiq_lab.widgets.setup import RunForm
 from compileiq_lab.widgets.side import SidePanels
@@ -109,7 +109,7 @@ class Dashboard:
         NOTES.dashboards.add(self)
         self._form_error = False  # the error line says why the form's choices could not start a run
         if self.form is not None:  # ... until they are edited
-            self.form.on_edit(lambda: setattr(self.error, "value", "") if self._form_error else None)
+            self.form.on_edit(self._form_edited)
         if run is not None:
             self._attach(run)
 
@@ -177,6 +177,10 @@ class Dashboard:
         finally:
             NOTES.active.dashboard = outer
 
+    def _form_edited(self) -> None:
+        if self._form_error:
+            self.error.value, self._form_error = "", False
+
     def queue_note(self, message: str) -> None:
         with self._notes_lock:
             if message not in self._pending_notes:
@@ -215,7 +219,7 @@ class Dashboard:
                 self.error.value, self._form_error = f"<span style='color:#b00'>{said}</span>", True
                 return None
             kr = self.kernel_run  # what the CLI says before a run: the catalog's note, the controls left out
-            for note in filter(None, [kr.catalog_note, *(f"{c} left out: {y}" for c, y in kr.left_out)] if kr else ()):
+            for note in filter(None, [*(f"{c} left out: {y}" for c, y in kr.left_out), kr.catalog_note] if kr else ()):
                 self.queue_note(note)
             self._attach(run)
         assert self.run is not None
@@ -357,30 +361,16 @@ class Dashboard:
         fails = ", ".join(f"{n} {html.escape(s)}" for s, n in sorted(p["statuses"].items()) if s != "ok")
         eta = f", about {p['eta_s']:.0f} s left" if p["eta_s"] and p["state"] == "running" else ""
         n = len(self._records)  # a reopened run's stored rows too, where the run counts this session's evaluations
-        stored = f", {n} stored (Start continues)" if p["state"] == "idle" and n else (
+        last = max(r.generation for r in self._records) if n else 0  # (idle: before Start replays the stored rows)
+        stored = f", {n} stored up to generation {last} (Start continues)" if p["state"] == "idle" and n else (
             f" this session, {n} stored" if n > p["evaluations"] else "")
-        gen = max([p["generation"], *(r.generation for r in self._records)]) if p["state"] == "idle" else \
-            p["generation"]  # (idle: a reopened run's stored generations, before Start replays them)
-        self.status.value = (f"<b>{html.escape(p['state'])}</b>: generation {gen}/{p['generations']}, "
+        self.status.value = (f"<b>{html.escape(p['state'])}</b>: generation {p['generation']}/{p['generations']}, "
                              f"{p['evaluations']} evaluations{stored}{' (failed: ' + fails + ')' if fails else ''}, "
                              f"{p['elapsed_s']:.0f} s{eta}; store <code>{html.escape(self.run.store_path)}</code>")
 
     def _show_banner(self, results: Results) -> None:
-        """A banner when the baseline (compiler defaults) failed: its status and the compiler's message, and
-        why the run stopped after it where it did."""
-        base = results.baseline_record
-        if base is None or base.status == "ok":
-            self.banner.value = ""
-            return
-        after = {"baseline_failed": "after the baseline", "stopped": "after its first generation"}
-        why = self.form.fields.in_form_terms(results.header.stop_reason) if self.form else results.header.stop_reason
-        stopped = f"<div>The run stopped {after[results.status]}: {html.escape(why)}</div>" if results.status in \
-            after and why else ""
-        message = html.escape(base.error.strip()[-1500:] or "(no message)")
-        self.banner.value = (
-            "<div style='border:2px solid #b00;padding:6px;background:#fff4f4'>"
-            f"<b style='color:#b00'>The baseline (compiler defaults) failed: {html.escape(base.status)}</b>"
-            f"{stopped}<pre style='white-space:pre-wrap;max-height:12em;overflow:auto'>{message}</pre></div>")
+        """A banner when the baseline (compiler defaults) failed (see ``baseline_banner``)."""
+        self.banner.value = baseline_banner(results, self.form.fields.in_form_terms if self.form else str)
 
     def _buttons(self) -> None:
         state = self.run.state if self.run is not None else "idle"

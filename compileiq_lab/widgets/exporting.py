@@ -1,5 +1,4 @@
-"""Exporting a point from the lab: the file written (an ACF, or a Python objective's point as JSON), never over another
-point's, and what the export says of it (controls dropped as having no effect, a lowered optimisation level)."""
+"""Exporting a point from the lab: the file written, never over another point's, and what the export says of it."""
 
 from __future__ import annotations
 
@@ -12,6 +11,7 @@ from compileiq_lab.acf.export import effective_params, point_acf
 from compileiq_lab.acf.lowered import lowered_note
 from compileiq_lab.exceptions import ConfigurationError
 from compileiq_lab.kernels import minimal_controls
+from compileiq_lab.store import MEMORY
 
 if TYPE_CHECKING:
     from compileiq_lab.kernels import KernelRun
@@ -44,9 +44,14 @@ def export_point(results: Results, eval_id: int, kernel_run: KernelRun | None = 
     if rec is None or rec.status != "ok":
         raise ConfigurationError(f"export needs a successful evaluation, but eval {eval_id} is "
                                  f"{rec.status if rec else 'not in this run'}; click a point that succeeded")
-    default = f"{kernel_run.kernel.name}-eval{eval_id}.acf" if kernel_run is not None else f"point-eval{eval_id}.json"
-    out = (Path(folder) / Path(path or default)).resolve()
-    _refuse_overwrite(out, results, eval_id)
+    name = kernel_run.kernel.name if kernel_run is not None else "point"
+    suffix = ".acf" if kernel_run is not None else ".json"
+    out = (Path(folder) / Path(path or f"{name}-eval{eval_id}{suffix}")).resolve()
+    if path is None and _held_by_another(out, results, eval_id):  # the default name of another run's export
+        out = out.with_name(f"{name}-{Path(results.store_path).stem}-eval{eval_id}{suffix}")
+    if held := _held_by_another(out, results, eval_id):
+        raise ConfigurationError(f"an export never replaces another point's file, but {out.name} in {out.parent} "
+                                 f"holds {held}; name another file, or delete that one first")
     out.parent.mkdir(parents=True, exist_ok=True)
     if kernel_run is not None:
         meta = results.header.kernel or kernel_run.metadata()
@@ -66,35 +71,42 @@ def export_point(results: Results, eval_id: int, kernel_run: KernelRun | None = 
     return out
 
 
-def _refuse_overwrite(out: Path, results: Results, eval_id: int) -> None:
-    """Refuse to write over a file that is not this run's export of this point (an export is never lost silently)."""
+def _held_by_another(out: Path, results: Results, eval_id: int) -> str:
+    """What the file ``out`` holds when it is not this run's export of this point ("" when it is, or is not there):
+    an export is never lost silently."""
     if not out.exists():
-        return
-    held: Any = None
+        return ""
     try:
         data = json.loads(out.read_text())
         run = data.get("run") if isinstance(data.get("run"), dict) else data  # an ACF's provenance, or a point's JSON
-        held = (run.get("store"), run.get("eval_id"))
+        store, held = run.get("store"), run.get("eval_id")
     except (OSError, ValueError, AttributeError):
-        pass
-    if held == (results.store_path, eval_id):
-        return
-    what = f"eval {held[1]} of {held[0]}" if isinstance(held, tuple) and held[1] is not None else "another file"
-    raise ConfigurationError(f"an export never replaces another point's file, but {out.name} in {out.parent} holds "
-                             f"{what}; name another file, or delete that one first")
+        return "another file"
+    if held == eval_id and _same_store(store, results.store_path):
+        return ""
+    return f"eval {held} of {store}" if held is not None else "another file"
+
+
+def _same_store(a: Any, b: str) -> bool:
+    """Whether two recorded store paths name one file (relative ones from here; an in-memory run is no file)."""
+    if not isinstance(a, str) or MEMORY in (a, b):
+        return False
+    return Path(a).resolve() == Path(b).resolve()
 
 
 def export_notes(path: Path, kernel_run: KernelRun | None) -> list[str]:
     """What an ACF export says besides where it went (as ``compileiq-lab export`` says it): the controls dropped as
     having no effect (and when none is left, that it is the compiler defaults), and a lowered optimisation level."""
-    if kernel_run is None or path.suffix != ".acf":
+    if kernel_run is None:  # (a Python objective's point: its JSON)
         return []
     acf = json.loads(path.read_text())
     controls, dropped = dict(acf.get("controls") or {}), sorted(acf.get("dropped") or {})
+    knobs = {k: v[0] for k, v in kernel_run.kernel.defines.items()}  # the kernel's knobs at their defaults
+    defaults = not {k: v for k, v in controls.items() if k != "defines"} and controls.get("defines", knobs) == knobs
     notes = []
     if dropped:
         notes.append(f"dropped as having no effect (the machine code is identical without them): {', '.join(dropped)}"
                      + ("; it sets no control: the compiler defaults build this point's machine code"
-                        if not controls else ""))
+                        if defaults else ""))
     note = lowered_note(kernel_run, controls, str(path))
     return notes + ([note] if note else [])

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import html
 import logging
 import threading
 import traceback
 import weakref
-from typing import Any, Protocol
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
 
-__all__ = ["COMM_LOGGER", "NOTES", "CommErrors", "NoteSink", "Notes"]
+if TYPE_CHECKING:
+    from compileiq_lab.store import Results
+
+__all__ = ["COMM_LOGGER", "NOTES", "CommErrors", "NoteSink", "Notes", "baseline_banner"]
 
 #: The logger ipykernel's comm layer reports a failed widget message on (a plotly update, an observer).
 COMM_LOGGER = "Comm"
@@ -67,3 +72,19 @@ class CommErrors(logging.Handler):
             return
         tb = "".join(traceback.format_exception(*record.exc_info)) if record.exc_info else ""
         dash.show_error(f"a widget update failed: {record.getMessage()}", tb)
+
+
+def baseline_banner(results: Results, explain: Callable[[str], str] = str) -> str:
+    """A banner's HTML when the baseline (compiler defaults) failed: its status and the compiler's message, and why the
+    run stopped after it where it did (``explain``: the reason as the dashboard says it); "" when it did not fail."""
+    base = results.baseline_record
+    if base is None or base.status == "ok":
+        return ""
+    after = {"baseline_failed": "after the baseline", "stopped": "after its first generation"}
+    why = explain(results.header.stop_reason) if results.header.stop_reason else ""
+    stopped = f"<div>The run stopped {after[results.status]}: {html.escape(why)}</div>" \
+        if results.status in after and why else ""
+    message = html.escape(base.error.strip()[-1500:] or "(no message)")
+    return ("<div style='border:2px solid #b00;padding:6px;background:#fff4f4'>"
+            f"<b style='color:#b00'>The baseline (compiler defaults) failed: {html.escape(base.status)}</b>"
+            f"{stopped}<pre style='white-space:pre-wrap;max-height:12em;overflow:auto'>{message}</pre></div>")

@@ -394,9 +394,6 @@ def test_a_point_with_wrong_output_on_another_workload_is_no_win_no_pick_and_fai
         recheck(point.params, run, rounds=10)
     run.close()
     # exported by its id: written as asked, with a warning that no pick would choose it
-    import subprocess
-    import sys
-
     out = subprocess.run([sys.executable, "-m", "compileiq_lab.cli", "export", str(tmp_path / "f.db"), "--eval-id",
                           str(point.eval_id), "-o", str(tmp_path / "asked.acf")], capture_output=True, text=True)
     assert out.returncode == 0 and (tmp_path / "asked.acf").is_file(), out.stderr

@@ -230,3 +230,14 @@ def test_the_first_generation_verdict_stops_only_where_every_output_so_far_was_w
     assert wrong_output_stop_reason(kernel, [wrong, ok, *searched[1:]]) is None  # one config computed it
     assert wrong_output_stop_reason(kernel, [wrong, crashed, *searched[1:]]) is None  # not every one ran and was wrong
     assert wrong_output_stop_reason(kernel, [wrong]) is None  # the baseline alone says nothing of the controls
+
+
+@needs_gcc
+def test_a_reopened_kernel_run_keeps_its_objectives_units_and_noise(tmp_path):
+    from compileiq_lab import Search
+
+    kr = KernelRun("dot", objectives=["text_bytes", "compile_time"], workdir=tmp_path / "w")
+    Search.of(kr, store=str(tmp_path / "r.db"), generations=1, pool_size=2).start()
+    again = Search.open(str(tmp_path / "r.db"), kr)  # as the lab's runs list and Dashboard.open reopen it
+    assert [(o.unit, o.noise) for o in again.objectives] == [("bytes", 0.0), ("s", 0.10)]
+    kr.close()

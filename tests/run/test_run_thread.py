@@ -190,3 +190,15 @@ def test_a_reopened_runs_eta_counts_only_the_generations_it_ran(store_path):
     for p in live:  # the time left at this session's pace: its own generations (4..), not the replayed ones
         g = p["generation"]
         assert p["eta_s"] == pytest.approx(p["elapsed_s"] * (6 - g) / (g - 3))
+
+
+def test_a_run_paused_during_its_last_call_keeps_its_elapsed_time_once_finished(store_path):
+    objective, calls = slow_toy(0.3)
+    run = make_run(store_path, objective, generations=1).start()
+    while len(calls) < 6:  # the last of the generation's six calls is in flight
+        time.sleep(0.005)
+    run.pause()
+    assert run.join(timeout=60) is not None and run.state == "finished"
+    first = run.progress()["elapsed_s"]
+    time.sleep(0.4)
+    assert run.progress()["elapsed_s"] == first > 0.2  # it had grown 0 while the pause stayed open

@@ -144,10 +144,15 @@ def test_log_sampling_int_endpoints_give_sorted_unique_ints() -> None:
 
 
 def test_log_sampling_int_drops_rounding_duplicates_and_says_so(caplog: pytest.LogCaptureFixture) -> None:
+    from compileiq_lab.space.grid import _merged
+
+    _merged.cache_clear()  # (said once per process)
     p = ss.log_sampling(1, 4, 10)
     assert list(p.values) == [1, 2, 3, 4]
     assert "log_sampling(1, 4, total=10) has 4 distinct integer values, not 10" in caplog.text
     caplog.clear()
+    ss.log_sampling(1, 4, 10)  # the same again (a stored space rebuilt): said once
+    assert "distinct integer values" not in caplog.text
     ss.log_sampling(1, 1000, 4)  # 1, 10, 100, 1000: nothing merged, nothing said
     assert "distinct integer values" not in caplog.text
 

@@ -4,7 +4,6 @@ clicks select points, export writes files, failures and bad choices are shown.""
 from __future__ import annotations
 
 import asyncio
-import html
 import json
 import shutil
 import threading
@@ -66,8 +65,6 @@ def test_live_plots_show_the_run_its_front_baseline_and_failures():
                                                         for a2, c2 in pts.values())}
     assert {pts[e] for e in pareto[FRONT].customdata} == {p for e, p in pts.items() if e not in dominated}
     assert "on the front of these two axes" in dash.plots.pareto.layout.title.text
-    distinct = len({tuple(r["score_" + str(k)] for k in (1, 2, 3)) for r in results.pareto_front()})
-    assert f"({distinct} on the run's front" in dash.plots.pareto.layout.title.text  # as `show` counts it
     dash.plots.view.value = "3-D"  # three objectives: a 3-D view, as large as the 2-D one, with its front
     assert len(dash.plots.pareto3d.data[0].z) == len(ok)
     assert dash.plots.scatter_area.children == (dash.plots.pareto3d,)
@@ -316,8 +313,8 @@ def test_a_stored_kernel_run_reopens_with_its_points_and_continues(tmp_path):
     assert sorted(again.plots.pareto.data[EVALS].customdata) == sorted(
         r.eval_id for r in first.records if r.status == "ok")
     assert again.kernel_run.kernel.name == "reduction" and "maxrregcount" in again.kernel_run.search_space()
-    stored_gen = max(r.generation for r in first.records)  # idle: the status says how far the stored run went
-    assert f"idle</b>: generation {stored_gen}/3, 0 evaluations, {len(first)} stored" in again.status.value
+    last = max(r.generation for r in first.records)  # idle: the status says how far the stored rows go
+    assert f"0 evaluations, {len(first)} stored up to generation {last} (Start continues)" in again.status.value
     again.start()
     final = again.wait(timeout=120)
     assert final.status == "finished" and len(final) > len(first)
@@ -605,43 +602,3 @@ def test_a_bare_file_takes_its_include_folders_and_entry_from_the_form(tmp_path,
     form.path.value = ""
     assert form.include.layout.display == "none" and not form.kernel.disabled
 
-
-@pytest.mark.skipif(not tool_available("ptxas"), reason="needs ptxas")
-def test_an_export_says_what_it_dropped_and_never_replaces_another_points_file(tmp_path):
-    """A point whose controls change nothing is exported as the compiler defaults, and the lab says so (as the CLI
-    does); an export to a file holding another point is refused, one of the same point replaces it."""
-    (tmp_path / "axpy.cu").write_text("__global__ void axpy(float a, const float* x, float* y, int n) {\n"
-                                      "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
-                                      "  if (i < n) y[i] = a * x[i] + y[i];\n}\n")
-    kr = KernelRun(str(tmp_path / "axpy.cu"), "ptxas", ["registers"], arch="sm_90", controls=["maxrregcount"],
-                   workdir=tmp_path / "w")
-    noop = {"maxrregcount": 255}  # above what the kernel uses: the same machine code
-    search = Search.of(kr, store=str(tmp_path / "r.db"), generations=1, pool_size=2, seed=0, warm_start=[noop])
-    dash = Dashboard(Run(search), kr, folder=tmp_path / "out")
-    dash.start()
-    results = dash.wait(timeout=120)
-    point = next(r for r in results.records if r.params == noop and not r.is_baseline)
-    dash.detail.show(results, point.eval_id, kr)  # this very point, not its representative
-    dash.detail.path.value = "noop.acf"
-    dash.detail.export_button.click()
-    said = dash.detail.message.value
-    assert "wrote" in said and "dropped as having no effect" in said and "maxrregcount" in said, said
-    assert "it sets no control: the compiler defaults build this point" in said
-    assert load_acf(tmp_path / "out" / "noop.acf").controls == {}
-    dash.detail.export_button.click()  # the same point again: replaced
-    assert "wrote" in dash.detail.message.value
-    other = next(r for r in results.records if r.status == "ok" and r.eval_id != point.eval_id)
-    dash.detail.show(results, other.eval_id, kr)
-    dash.detail.path.value = "noop.acf"
-    dash.detail.export_button.click()
-    refused = html.unescape(dash.detail.message.value)
-    assert "never replaces another point's file" in refused and f"holds eval {point.eval_id} of" in refused
-    assert load_acf(tmp_path / "out" / "noop.acf").run["eval_id"] == point.eval_id  # not lost
-    kr.close()
-
-
-def test_a_front_is_counted_in_distinct_score_vectors() -> None:
-    from compileiq_lab.widgets.points import distinct_count
-
-    assert distinct_count([(1.0, 2.0), (1.0, 2.0), (2.0, 1.0)]) == "2 (+1 with the same scores)"
-    assert distinct_count([(1.0, 2.0), (2.0, 1.0)]) == "2"

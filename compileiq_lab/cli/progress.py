@@ -41,10 +41,11 @@ class ProgressLine:
         return not hasattr(record, "stop_reason")
 
 
-def progress_callback(total_generations: int, line: ProgressLine,
-                      stored: tuple[int, int] = (0, 0)) -> Callable[[RunEvent], None]:
+def progress_callback(total_generations: int, line: ProgressLine, stored: tuple[int, int] = (0, 0),
+                      shown: Callable[[Any], str] = str) -> Callable[[RunEvent], None]:
     """The run's events as progress lines; ``stored``: the evaluations (and failed ones) a continued run's store holds
-    already, which the counts start from (the replayed rows raise no events)."""
+    already, which the counts start from (the replayed rows raise no events); ``shown``: how the best score is written
+    (the first objective's ``format``: with its unit)."""
     state: dict[str, Any] = {"evals": stored[0], "failed": stored[1], "t0": time.monotonic(), "generation": 0,
                              "best": None}
 
@@ -52,7 +53,8 @@ def progress_callback(total_generations: int, line: ProgressLine,
         g = state["generation"]
         bar = "#" * int(20 * g / total_generations) if total_generations else ""
         return (f"generation {g:3d}/{total_generations} [{bar:20}] {state['evals']} evaluations, {state['failed']} "
-                f"failed, best {state['best']}, {time.monotonic() - state['t0']:.0f} s")
+                f"failed, best {shown(state['best']) if state['best'] is not None else None}, "
+                f"{time.monotonic() - state['t0']:.0f} s")
 
     def on_event(event: RunEvent) -> None:
         if isinstance(event, EvaluationEvent):

@@ -292,7 +292,7 @@ def _tune(args: argparse.Namespace, run: KernelRun) -> int:
         h.addFilter(line)
     try:
         stored = (before, sum(r.status != "ok" for r in stored_rows))  # the continued run's counts start from them
-        results = search.start(callback=progress_callback(args.generations, line, stored),
+        results = search.start(callback=progress_callback(args.generations, line, stored, search.objectives[0].format),
                                workers=args.workers if remote else max(1, run.workers))
     finally:
         line.end()

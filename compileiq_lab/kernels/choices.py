@@ -79,8 +79,9 @@ def run_metrics(language: str) -> frozenset[str]:
 
 def objective_choices(language: str, target: str) -> list[str]:
     """The objectives to offer for a target, run ones first, in the order of ``METRICS``."""
-    names = (run_metrics(language) if target != "static" else frozenset()) | static_metrics(language)
-    return [n for n in METRICS if n in names]
+    run = run_metrics(language) if target != "static" else frozenset()
+    names = run | static_metrics(language)
+    return sorted((n for n in METRICS if n in names), key=lambda n: n not in run)  # (a run's first objective leads)
 
 
 def default_objectives(language: str, target: str) -> list[str]:

@@ -86,6 +86,8 @@ class Objective:
 #: Unit of a measurement by the suffix of its name (``compile_ms`` -> "ms").
 _SUFFIX_UNITS = {"_s": "s", "_ms": "ms", "_us": "us", "_ns": "ns", "_bytes": "bytes", "_w": "W", "_j": "J",
                  "_mhz": "MHz", "_c": "C"}
+#: The timing harness's other measurements (a spread as a share of the value: shown in %).
+_NAMED_UNITS = {"runtime_mean": "s", "runtime_cv": "%", "samples": "count"}
 _SCALES = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
 _SHOWN = {"us": "\u00b5s"}
 
@@ -95,6 +97,8 @@ def unit_of(name: str) -> str:
     (``_s``, ``_ms``, ``_bytes``, ``_w``, ``_j``, ...); "" when unknown."""
     if name in METRICS:
         return METRICS[name].unit
+    if name in _NAMED_UNITS:
+        return _NAMED_UNITS[name]
     lower = name.lower()
     return next((u for suffix, u in _SUFFIX_UNITS.items() if lower.endswith(suffix)), "")
 
@@ -113,6 +117,8 @@ def format_quantity(value: float | None, unit: str) -> str:
                 return f"{seconds / _SCALES[name]:.4g} {_SHOWN.get(name, name)}"
     if unit in ("count", "bytes") and float(value).is_integer():
         return f"{int(value)} {unit}"
+    if unit == "%":  # a share of the value
+        return f"{100 * value:.3g} %"
     return f"{value:.6g}{' ' + unit if unit else ''}"
 
 

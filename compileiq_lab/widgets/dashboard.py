@@ -107,7 +107,7 @@ class Dashboard:
         if NOTES not in package_log.handlers:
             package_log.addHandler(NOTES)
         NOTES.dashboards.add(self)
-        self._form_error = False  # the error line says why the form's choices could not start a run
+        self._form_error = self._edited = False  # the error line says why the form's choices could not start a run
         if self.form is not None:  # ... until they are edited
             self.form.on_edit(self._form_edited)
         if run is not None:
@@ -141,6 +141,8 @@ class Dashboard:
             run, kernel_run = open_stored_run(path)  # opened first: a run that cannot open leaves this one as it was
         self._release_evaluator()
         self.kernel_run = kernel_run
+        with self._notes_lock:  # the last run's notes are not this one's
+            self._pending_notes = []
         self._attach(run)
 
     def _ipython_display_(self) -> None:
@@ -178,6 +180,7 @@ class Dashboard:
             NOTES.active.dashboard = outer
 
     def _form_edited(self) -> None:
+        self._edited = True  # Start builds a new run from the form, even where a reopened run waits
         if self._form_error:
             self.error.value, self._form_error = "", False
 
@@ -203,13 +206,14 @@ class Dashboard:
         if self.run is not None and self.run.running:
             self.error.value = "<span style='color:#b00'>a run is still going; stop it and wait for it to end</span>"
             return None
-        if self.run is None or self.run.state not in ("idle",):
+        if self.run is None or self.run.state != "idle" or (self.form is not None and self._edited):
             if self.form is None:
                 self.error.value = "<span style='color:#b00'>this run has ended; make a new Dashboard</span>"
                 return None
             self._release_evaluator()
             with self._notes_lock:  # the notes of the last run go; those of building this one are shown
                 self._pending_notes = []
+            self.status.value = "<b>building the run</b>: loading the kernel and checking its controls ..."
             try:
                 with self._owning():
                     run, self.kernel_run = self.form.build(self.store or str(new_store_path(self.folder)))
@@ -242,6 +246,7 @@ class Dashboard:
         if self.run is not None:
             self.run.stop()
             self._buttons()
+            self._show_progress()  # "stopping" at once: a call in flight ends first (at worst at its time limit)
 
     def wait(self, timeout: float | None = None) -> Results | None:
         """Block until the run ends (or ``timeout``), then show its final state (for scripts and headless notebooks)."""
@@ -282,7 +287,7 @@ class Dashboard:
         if self._unsubscribe is not None:
             self._unsubscribe()
         self.bridge.discard()
-        self.run = run
+        self.run, self._edited = run, False
         self._unsubscribe = run.subscribe(self.bridge.push)
         self.detail.clear()  # the last run's point must not stay (nor be exported from this run)
         self.error.value = self.banner.value = ""
@@ -359,10 +364,13 @@ class Dashboard:
         p = self.run.progress()
         self.progress_bar.value = min(p["generation"], self.progress_bar.max)
         fails = ", ".join(f"{n} {html.escape(s)}" for s, n in sorted(p["statuses"].items()) if s != "ok")
-        eta = f", about {p['eta_s']:.0f} s left" if p["eta_s"] and p["state"] == "running" else ""
+        eta = f", about {p['eta_s']:.0f} s left" if p["eta_s"] and p["state"] == "running" else \
+            " (it ends when the calls in flight do)" if p["state"] == "stopping" else ""
         n = len(self._records)  # a reopened run's stored rows too, where the run counts this session's evaluations
         last = max(r.generation for r in self._records) if n else 0  # (idle: before Start replays the stored rows)
-        stored = f", {n} stored up to generation {last} (Start continues)" if p["state"] == "idle" and n else (
+        done = self._header is not None and self._header.status == "finished" and last >= p["generations"]
+        then = "finished: edit the form for a new run" if done else "Start continues"
+        stored = f", {n} stored up to generation {last} ({then})" if p["state"] == "idle" and n else (
             f" this session, {n} stored" if n > p["evaluations"] else "")
         self.status.value = (f"<b>{html.escape(p['state'])}</b>: generation {p['generation']}/{p['generations']}, "
                              f"{p['evaluations']} evaluations{stored}{' (failed: ' + fails + ')' if fails else ''}, "

@@ -53,7 +53,8 @@ def describe(results: Results, eval_id: int, kernel_run: KernelRun | None = None
              f"<b>{html.escape(rec.status)}</b>"]
     rows = "".join(f"<tr><td><code>{html.escape(k)}</code></td><td>{_fmt(v)}</td></tr>"
                    for k, v in param_rows(rec.params))
-    parts.append("<div>controls changed from the defaults:</div>" + (f"<table>{rows}</table>" if rows
+    parts.append("<div>controls it sets (a value may be the compiler's own default; the export drops what has no "
+                 "effect):</div>" + (f"<table>{rows}</table>" if rows
                                                                      else "<div><i>none (compiler defaults)</i></div>"))
     if kernel_run is not None:
         shown = shown_argv(kernel_run.catalog_name, kernel_run.argv(rec.params))
@@ -93,6 +94,11 @@ def _validation_html(results: Results, eval_id: int) -> str:
     """The point's re-measured speedup (and per workload), with a warning when it loses somewhere."""
     v = results.validation
     row = v.row(eval_id) if v is not None else None
+    rec = results.record(eval_id)
+    if v is None and "runtime" in results.objective_names and rec is not None and not rec.is_baseline:
+        return ("<div style='color:#8a6d00'>not re-measured: its runtime is the search's single measurement, so a "
+                "small change can be noise; <code>compileiq-lab validate "
+                f"{html.escape(results.store_path)}</code> re-measures the front and the baseline interleaved</div>")
     if v is None or row is None:
         return ""
     lines = [f"re-measured: runtime {_runtime_change(row['speedup'])} (speedup {row['speedup']:.4f}x, "
@@ -249,7 +255,7 @@ class DetailPanel:
         self.eval_id, self._shown = None, None
         self.html.value = self._EMPTY
         self.export_button.disabled = True
-        self.message.value = self.sass.value = ""
+        self.message.value = self.sass.value = self.path.value = ""  # (a name typed for the last run's point too)
         self.sass_button.disabled, self.sass_button.tooltip = True, "click a point first"
         self._set_flags("", "")
         self._diffs.clear()  # keyed by the kernel run's id(), which a new run's may reuse

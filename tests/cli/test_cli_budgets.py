@@ -4,6 +4,7 @@ and a run a budget ended continues with a larger one."""
 from __future__ import annotations
 
 import argparse
+import re
 import shutil
 import subprocess
 import sys
@@ -87,6 +88,7 @@ def test_a_run_ended_by_max_evals_continues_with_a_larger_one(tmp_path):
     counts = [int(line.split("] ")[1].split(" evaluations")[0]) for line in again.stderr.splitlines()
               if line.startswith("generation ")]
     assert counts[0] == 6 and counts == sorted(counts) and counts[-1] <= 9, again.stderr  # from the stored rows on
+    assert re.search(r"failed, best \d+ bytes, ", again.stderr), again.stderr  # the best with its unit
     res = load_results(str(tmp_path / "r.db"))
     assert len(res) == 9 and len({r.config_key for r in res.records}) == 9
     assert res.header.config["max_evaluations"] == 9 and res.header.stop_reason == "max_evaluations"

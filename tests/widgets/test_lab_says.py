@@ -1,0 +1,60 @@
+"""What the lab says of a run: a runtime not re-measured, a reopened run that Start continues or a form that starts a
+new one, the objectives a run's target leads with, and measurements with their units."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+pytest.importorskip("ipywidgets")
+
+import compileiq_lab.space as ss
+from compileiq_lab import Search, SearchConfiguration
+from compileiq_lab.kernels import objective_choices
+from compileiq_lab.viz.data import quantity_text
+from compileiq_lab.widgets import Dashboard
+from compileiq_lab.widgets.detail import DetailPanel
+
+needs_gcc = pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc not installed")
+
+
+def test_a_runtime_never_re_measured_is_said_to_be_one_measurement(tmp_path) -> None:
+    settings = SearchConfiguration(generations=1, pool_size=3, seed=0, objective_names=["runtime"])
+    results = Search(lambda c: 1e-3 * c["x"], {"x": ss.range(1, 9, default=5)}, settings,
+                     store=str(tmp_path / "r.db")).start()
+    point = next(r for r in results.records if r.status == "ok" and not r.is_baseline)
+    panel = DetailPanel()
+    panel.show(results, point.eval_id, None)
+    assert "not re-measured: its runtime is the search's single measurement" in panel.html.value
+    assert "compileiq-lab validate" in panel.html.value
+    panel.show(results, results.baseline_record.eval_id, None)
+    assert "not re-measured" not in panel.html.value  # the baseline has no change to doubt
+
+
+@needs_gcc
+def test_start_continues_a_reopened_run_until_the_form_is_edited(tmp_path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    dash = Dashboard(folder=tmp_path / "runs")
+    form = dash.form
+    form.kernel.value = "dot"
+    form.target.value = "static"
+    form.objectives.value = ("text_bytes",)
+    form.categories.value = (form.categories.options[0],)
+    form.generations.value = 1
+    dash.start()
+    first = dash.wait(timeout=300)
+    assert first is not None and first.status == "finished"
+    dash.reopen(first.store_path)
+    assert "stored up to generation 1 (finished: edit the form for a new run)" in dash.status.value
+    form.generations.value = 1  # edited (to the same value: no change, no edit)
+    form.seed.value = 1
+    assert dash.start() is not None and dash.run.store_path != first.store_path  # a new run of the form's choices
+    dash.wait(timeout=300)
+
+
+def test_a_run_target_leads_with_its_run_objectives_and_measurements_have_units() -> None:
+    assert objective_choices("c", "cpu")[0] == "runtime"  # the lab's first objective, what the export picks
+    assert objective_choices("c", "static")[0] != "runtime"
+    assert quantity_text("runtime_mean", 0.00031119) == "311.2 µs"
+    assert quantity_text("runtime_cv", 2.51441) == "251 %" and quantity_text("samples", 41.0) == "41 count"

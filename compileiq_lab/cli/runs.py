@@ -260,7 +260,7 @@ def _recheck_acf(args: argparse.Namespace) -> int:
     print(f"re-measured {r.rounds} interleaved rounds: speedup {r.speedup:.4f} [{r.low:.4f}, {r.high:.4f}]{before}; "
           f"A/A [{r.aa_low:.4f}, {r.aa_high:.4f}]")
     if run.kernel.workloads:  # (recheck refuses a point that computes wrong output on any of them)
-        print(f"output right on every workload: {', '.join(run.kernel.workloads)} (each checked once)")
+        print(f"output right on the tuning workload and on every declared one: {', '.join(run.kernel.workloads)}")
     if r.recorded_hash and r.recorded_hash != r.code_hash:
         print(f"warning: the machine code now ({r.code_hash[:16]}) differs from the recorded {r.recorded_hash[:16]}",
               file=sys.stderr)

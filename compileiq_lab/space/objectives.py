@@ -86,8 +86,8 @@ class Objective:
 #: Unit of a measurement by the suffix of its name (``compile_ms`` -> "ms").
 _SUFFIX_UNITS = {"_s": "s", "_ms": "ms", "_us": "us", "_ns": "ns", "_bytes": "bytes", "_w": "W", "_j": "J",
                  "_mhz": "MHz", "_c": "C"}
-#: The timing harness's other measurements (a spread as a share of the value: shown in %).
-_NAMED_UNITS = {"runtime_mean": "s", "runtime_cv": "%", "samples": "count"}
+#: The timing harnesses' other measurements ("share": a spread as a share of the value, shown in %).
+_NAMED_UNITS = {"runtime_mean": "s", "runtime_min": "s", "runtime_iqr": "s", "runtime_cv": "share"}
 _SCALES = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
 _SHOWN = {"us": "\u00b5s"}
 
@@ -117,7 +117,7 @@ def format_quantity(value: float | None, unit: str) -> str:
                 return f"{seconds / _SCALES[name]:.4g} {_SHOWN.get(name, name)}"
     if unit in ("count", "bytes") and float(value).is_integer():
         return f"{int(value)} {unit}"
-    if unit == "%":  # a share of the value
+    if unit == "share":  # of the value (a spread): shown in %
         return f"{100 * value:.3g} %"
     return f"{value:.6g}{' ' + unit if unit else ''}"
 

@@ -24,7 +24,7 @@ from compileiq_lab.widgets.bridge import EventBridge
 from compileiq_lab.widgets.detail import DetailPanel
 from compileiq_lab.widgets.exporting import export_notes, export_point
 from compileiq_lab.widgets.live import LivePlots
-from compileiq_lab.widgets.notes import COMM_LOGGER, NOTES, CommErrors, baseline_banner
+from compileiq_lab.widgets.notes import COMM_LOGGER, NOTES, CommErrors, baseline_banner, status_html
 from compileiq_lab.widgets.runs import open_stored_run
 from compileiq_lab.widgets.setup import RunForm
 from compileiq_lab.widgets.side import SidePanels
@@ -129,9 +129,12 @@ class Dashboard:
 
     def reopen(self, path: str) -> None:
         """Show the stored run ``path`` here instead (the runs tab's Open): its points at once; Start continues a
-        kernel run. A run of a Python objective cannot be rebuilt from its store: it is replayed instead."""
+        kernel run (until the form is edited: then Start builds the form's run). A run of a Python objective cannot be
+        rebuilt from its store: it is replayed instead."""
         if self.run is not None and self.run.running:
             raise ConfigurationError("a run is still going; stop it before opening another")
+        with self._notes_lock:  # the last run's notes are not this one's (those of opening it are)
+            self._pending_notes = []
         run: Run | ReplayRun
         if load_results(path).header.kernel is None:  # a Python objective's run: replayed, not continued
             from compileiq_lab.run import replay_run
@@ -141,8 +144,6 @@ class Dashboard:
             run, kernel_run = open_stored_run(path)  # opened first: a run that cannot open leaves this one as it was
         self._release_evaluator()
         self.kernel_run = kernel_run
-        with self._notes_lock:  # the last run's notes are not this one's
-            self._pending_notes = []
         self._attach(run)
 
     def _ipython_display_(self) -> None:
@@ -179,10 +180,12 @@ class Dashboard:
         finally:
             NOTES.active.dashboard = outer
 
-    def _form_edited(self) -> None:
-        self._edited = True  # Start builds a new run from the form, even where a reopened run waits
+    def _form_edited(self, of_the_run: bool) -> None:
+        self._edited |= of_the_run  # Start builds a new run from the form, even where a reopened run waits
         if self._form_error:
             self.error.value, self._form_error = "", False
+        if self.run is not None and self.plots is not None:
+            self._show_progress()
 
     def queue_note(self, message: str) -> None:
         with self._notes_lock:
@@ -213,12 +216,16 @@ class Dashboard:
             self._release_evaluator()
             with self._notes_lock:  # the notes of the last run go; those of building this one are shown
                 self._pending_notes = []
-            self.status.value = "<b>building the run</b>: loading the kernel and checking its controls ..."
+            self.status.value = "<b>building the run</b> from the form ..."
             try:
                 with self._owning():
                     run, self.kernel_run = self.form.build(self.store or str(new_store_path(self.folder)))
             except Exception as exc:  # noqa: BLE001 - shown in the UI with its fix
                 self.banner.value = ""  # the last run's banner must not stand beside this error
+                if self.run is not None:  # (not "building" any more)
+                    self._show_progress()
+                else:
+                    self.status.value = "not started"
                 said = html.escape(self.form.fields.in_form_terms(str(exc)))
                 self.error.value, self._form_error = f"<span style='color:#b00'>{said}</span>", True
                 return None
@@ -363,18 +370,8 @@ class Dashboard:
         assert self.run is not None
         p = self.run.progress()
         self.progress_bar.value = min(p["generation"], self.progress_bar.max)
-        fails = ", ".join(f"{n} {html.escape(s)}" for s, n in sorted(p["statuses"].items()) if s != "ok")
-        eta = f", about {p['eta_s']:.0f} s left" if p["eta_s"] and p["state"] == "running" else \
-            " (it ends when the calls in flight do)" if p["state"] == "stopping" else ""
-        n = len(self._records)  # a reopened run's stored rows too, where the run counts this session's evaluations
-        last = max(r.generation for r in self._records) if n else 0  # (idle: before Start replays the stored rows)
-        done = self._header is not None and self._header.status == "finished" and last >= p["generations"]
-        then = "finished: edit the form for a new run" if done else "Start continues"
-        stored = f", {n} stored up to generation {last} ({then})" if p["state"] == "idle" and n else (
-            f" this session, {n} stored" if n > p["evaluations"] else "")
-        self.status.value = (f"<b>{html.escape(p['state'])}</b>: generation {p['generation']}/{p['generations']}, "
-                             f"{p['evaluations']} evaluations{stored}{' (failed: ' + fails + ')' if fails else ''}, "
-                             f"{p['elapsed_s']:.0f} s{eta}; store <code>{html.escape(self.run.store_path)}</code>")
+        self.status.value = status_html(p, self._records, self._header, self.run.store_path,
+                                        edited=self._edited, form=self.form is not None)
 
     def _show_banner(self, results: Results) -> None:
         """A banner when the baseline (compiler defaults) failed (see ``baseline_banner``)."""

@@ -18,6 +18,7 @@ from compileiq_lab.analysis.machine_code import code_diff
 from compileiq_lab.analysis.occupancy import occupancy
 from compileiq_lab.exceptions import ConfigurationError
 from compileiq_lab.kernels import eval_expr, one_line, shown_argv
+from compileiq_lab.store import MEMORY
 from compileiq_lab.viz.data import param_rows, quantity_text
 
 if TYPE_CHECKING:
@@ -53,8 +54,9 @@ def describe(results: Results, eval_id: int, kernel_run: KernelRun | None = None
              f"<b>{html.escape(rec.status)}</b>"]
     rows = "".join(f"<tr><td><code>{html.escape(k)}</code></td><td>{_fmt(v)}</td></tr>"
                    for k, v in param_rows(rec.params))
-    parts.append("<div>controls it sets (a value may be the compiler's own default; the export drops what has no "
-                 "effect):</div>" + (f"<table>{rows}</table>" if rows
+    head = ("controls it sets (a value may be the compiler's own default; the export drops what has no effect)"
+            if kernel_run is not None else "parameters it sets")
+    parts.append(f"<div>{head}:</div>" + (f"<table>{rows}</table>" if rows
                                                                      else "<div><i>none (compiler defaults)</i></div>"))
     if kernel_run is not None:
         shown = shown_argv(kernel_run.catalog_name, kernel_run.argv(rec.params))
@@ -95,10 +97,13 @@ def _validation_html(results: Results, eval_id: int) -> str:
     v = results.validation
     row = v.row(eval_id) if v is not None else None
     rec = results.record(eval_id)
-    if v is None and "runtime" in results.objective_names and rec is not None and not rec.is_baseline:
+    kernel_run = results.header.kernel is not None and results.store_path != MEMORY  # (what validate re-measures)
+    if v is None and "runtime" in results.objective_names and kernel_run and rec is not None and \
+            rec.status == "ok" and not rec.is_baseline:
         return ("<div style='color:#8a6d00'>not re-measured: its runtime is the search's single measurement, so a "
                 "small change can be noise; <code>compileiq-lab validate "
-                f"{html.escape(results.store_path)}</code> re-measures the front and the baseline interleaved</div>")
+                f"{html.escape(shlex.quote(results.store_path))}</code> re-measures the front and the baseline "
+                "interleaved</div>")
     if v is None or row is None:
         return ""
     lines = [f"re-measured: runtime {_runtime_change(row['speedup'])} (speedup {row['speedup']:.4f}x, "

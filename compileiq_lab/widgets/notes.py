@@ -7,13 +7,15 @@ import logging
 import threading
 import traceback
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from compileiq_lab.store import Results
+    from compileiq_lab.store.header import RunHeader
+    from compileiq_lab.store.sqlite import EvalRecord
 
-__all__ = ["COMM_LOGGER", "NOTES", "CommErrors", "NoteSink", "Notes", "baseline_banner"]
+__all__ = ["COMM_LOGGER", "NOTES", "CommErrors", "NoteSink", "Notes", "baseline_banner", "status_html"]
 
 #: The logger ipykernel's comm layer reports a failed widget message on (a plotly update, an observer).
 COMM_LOGGER = "Comm"
@@ -88,3 +90,23 @@ def baseline_banner(results: Results, explain: Callable[[str], str] = str) -> st
     return ("<div style='border:2px solid #b00;padding:6px;background:#fff4f4'>"
             f"<b style='color:#b00'>The baseline (compiler defaults) failed: {html.escape(base.status)}</b>"
             f"{stopped}<pre style='white-space:pre-wrap;max-height:12em;overflow:auto'>{message}</pre></div>")
+
+
+def status_html(p: Mapping[str, Any], records: Sequence[EvalRecord], header: RunHeader | None, store_path: str, *,
+                edited: bool = False, form: bool = False) -> str:
+    """A run's status line from its ``progress()``: its rows as the dashboard has them (a reopened run's stored rows
+    too, where the run counts this session's evaluations); an idle run's says what Start does: continue it, build the
+    form's run once the form was ``edited``, or nothing more for a finished run (the ``form`` makes new ones)."""
+    fails = ", ".join(f"{n} {html.escape(s)}" for s, n in sorted(p["statuses"].items()) if s != "ok")
+    eta = f", about {p['eta_s']:.0f} s left" if p["eta_s"] and p["state"] == "running" else \
+        " (it ends when the calls in flight do)" if p["state"] == "stopping" else ""
+    n = len(records)
+    last = max(r.generation for r in records) if n else 0  # (idle: before Start replays the stored rows)
+    done = header is not None and header.status == "finished" and last >= p["generations"]
+    then = "Start builds a new run from the form" if edited else "finished" + (
+        ": edit the form for a new run" if form else "") if done else "Start continues"
+    stored = f", {n} stored up to generation {last} ({then})" if p["state"] == "idle" and n else (
+        f" this session, {n} stored" if n > p["evaluations"] else "")
+    return (f"<b>{html.escape(p['state'])}</b>: generation {p['generation']}/{p['generations']}, "
+            f"{p['evaluations']} evaluations{stored}{' (failed: ' + fails + ')' if fails else ''}, "
+            f"{p['elapsed_s']:.0f} s{eta}; store <code>{html.escape(store_path)}</code>")

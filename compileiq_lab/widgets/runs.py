@@ -128,8 +128,8 @@ class RunsList:
         self.y = w.Dropdown(description="y", options=[], layout={"width": "220px"})
         self.overlay_button = w.Button(description="Overlay fronts", icon="line-chart",
                                        tooltip="the picked runs' fronts on the x/y objectives, on one scatter")
-        self.open_button = w.Button(description="Open", icon="folder-open", tooltip="open the picked run "
-                                    "in the dashboard (Start continues it)")
+        self.open_button = w.Button(description="Open", icon="folder-open", tooltip="open the picked run in the "
+                                    "dashboard (Start continues it; once the form is edited, the form's run)")
         self.figure: Any = None  # the overlay's FigureWidget, built on the first overlay
         self.figure_area = w.VBox()
         self.refresh_button.on_click(guard(lambda _: self._refresh_clicked()))

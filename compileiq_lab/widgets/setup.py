@@ -132,11 +132,13 @@ class RunForm:
                            self._choice_row, self.objective_docs, self.docs, self._settings_row, self.folder,
                            self.note])
 
-    def on_edit(self, callback: Callable[[], None]) -> None:
-        """Call ``callback()`` whenever the user changes a choice of the form."""
+    def on_edit(self, callback: Callable[[bool], None]) -> None:
+        """Call ``callback(of_the_run)`` whenever the user changes a choice of the form: ``of_the_run`` False for the
+        folder alone (where exports go too), True for what a run is made of."""
         for widget in (*self.fields.widgets, self.target, self.catalog, self.arch, self.categories, self.objectives,
                        self.generations, self.pool, self.seed, self.folder):
-            widget.observe(lambda _change: None if self._updating else callback(), names="value")
+            widget.observe(lambda _change, run=widget is not self.folder: None if self._updating else callback(run),
+                           names="value")
 
     # -- helpers ---------------------------------------------------------------------------------
     @contextlib.contextmanager

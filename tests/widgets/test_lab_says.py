@@ -10,7 +10,7 @@ import pytest
 pytest.importorskip("ipywidgets")
 
 import compileiq_lab.space as ss
-from compileiq_lab import Search, SearchConfiguration
+from compileiq_lab import KernelRun, Search, SearchConfiguration
 from compileiq_lab.kernels import objective_choices
 from compileiq_lab.viz.data import quantity_text
 from compileiq_lab.widgets import Dashboard
@@ -19,17 +19,22 @@ from compileiq_lab.widgets.detail import DetailPanel
 needs_gcc = pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc not installed")
 
 
+@needs_gcc
 def test_a_runtime_never_re_measured_is_said_to_be_one_measurement(tmp_path) -> None:
-    settings = SearchConfiguration(generations=1, pool_size=3, seed=0, objective_names=["runtime"])
-    results = Search(lambda c: 1e-3 * c["x"], {"x": ss.range(1, 9, default=5)}, settings,
-                     store=str(tmp_path / "r.db")).start()
+    kr = KernelRun("dot", objectives=["runtime"], workdir=tmp_path / "w")
+    results = Search.of(kr, store=str(tmp_path / "r d.db"), generations=1, pool_size=2, seed=0).start()
+    kr.close()
     point = next(r for r in results.records if r.status == "ok" and not r.is_baseline)
     panel = DetailPanel()
     panel.show(results, point.eval_id, None)
     assert "not re-measured: its runtime is the search's single measurement" in panel.html.value
-    assert "compileiq-lab validate" in panel.html.value
+    assert f"compileiq-lab validate &#x27;{tmp_path}/r d.db&#x27;" in panel.html.value  # quoted to paste
     panel.show(results, results.baseline_record.eval_id, None)
     assert "not re-measured" not in panel.html.value  # the baseline has no change to doubt
+    python = Search(lambda c: 1e-3 * c["x"], {"x": ss.range(1, 9)}, SearchConfiguration(
+        generations=1, pool_size=3, seed=0, objective_names=["runtime"]), store=str(tmp_path / "p.db")).start()
+    panel.show(python, python.records[0].eval_id, None)
+    assert "not re-measured" not in panel.html.value  # validate re-measures kernel runs only
 
 
 @needs_gcc
@@ -47,8 +52,14 @@ def test_start_continues_a_reopened_run_until_the_form_is_edited(tmp_path, monke
     assert first is not None and first.status == "finished"
     dash.reopen(first.store_path)
     assert "stored up to generation 1 (finished: edit the form for a new run)" in dash.status.value
-    form.generations.value = 1  # edited (to the same value: no change, no edit)
+    form.folder.value = str(tmp_path / "exports")  # where exports go: not a choice of the run
+    assert dash.start() is not None and dash.run.store_path == first.store_path  # continued (nothing left to do)
+    dash.wait(timeout=300)
+    dash.reopen(first.store_path)
+    form.generations.value = 1  # set to the value it has: no change, no edit
+    assert "(finished: edit the form" in dash.status.value
     form.seed.value = 1
+    assert "(Start builds a new run from the form)" in dash.status.value  # said as soon as it is edited
     assert dash.start() is not None and dash.run.store_path != first.store_path  # a new run of the form's choices
     dash.wait(timeout=300)
 
@@ -57,4 +68,4 @@ def test_a_run_target_leads_with_its_run_objectives_and_measurements_have_units(
     assert objective_choices("c", "cpu")[0] == "runtime"  # the lab's first objective, what the export picks
     assert objective_choices("c", "static")[0] != "runtime"
     assert quantity_text("runtime_mean", 0.00031119) == "311.2 µs"
-    assert quantity_text("runtime_cv", 2.51441) == "251 %" and quantity_text("samples", 41.0) == "41 count"
+    assert quantity_text("runtime_cv", 2.51441) == "251 %" and quantity_text("runtime_iqr", 2e-6) == "2 µs"

@@ -28,7 +28,7 @@ from compileiq_lab.kernels import (
     valid_block,
 )
 from compileiq_lab.store import EvalRecord, Results, Validation
-from compileiq_lab.store.pick import PICK_RULES, default_pick, pick_point
+from compileiq_lab.store.pick import PICK_CHOICES, default_pick, pick_point
 from compileiq_lab.toolchain.context import check_extra_arg, parse_define
 
 __all__ = ["UsageError", "add_build_arguments", "add_pick_arguments", "add_triton_arguments", "build_options",
@@ -36,8 +36,6 @@ __all__ = ["UsageError", "add_build_arguments", "add_pick_arguments", "add_trito
            "int_at_least", "kernel_argument", "rounds", "seconds"]
 
 _UNITS = {"s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
-#: What --pick takes besides an objective's name: pick_point's default "first" and its PICK_RULES.
-_PICKS = ("first", *PICK_RULES)
 
 
 class UsageError(ConfigurationError):
@@ -167,10 +165,10 @@ def add_triton_arguments(parser: argparse.ArgumentParser) -> None:
 
 def check_pick(rule: str | None, objectives: list[str]) -> None:
     """Refuse a --pick that names neither one of the run's ``objectives`` nor a rule (UsageError)."""
-    if rule is not None and rule not in objectives and rule not in _PICKS:
-        raise UsageError(f"`--pick is an objective of the run ({', '.join(objectives)}) or one of {', '.join(_PICKS)}`"
-                         f" must hold, but got {rule!r}{did_you_mean(rule, [*objectives, *_PICKS])}; pick one of "
-                         "those")
+    if rule is not None and rule not in objectives and rule not in PICK_CHOICES:
+        raise UsageError(f"`--pick is an objective of the run ({', '.join(objectives)}) or one of "
+                         f"{', '.join(PICK_CHOICES)}` must hold, but got {rule!r}"
+                         f"{did_you_mean(rule, [*objectives, *PICK_CHOICES])}; pick one of those")
 
 
 def _check_defines(defines: list[str], triton: bool) -> None:

@@ -20,7 +20,7 @@ def check_warm_start(args: argparse.Namespace) -> None:
     """Refuse a --warm-start store that is not there, before anything is built (the warm start is read after the
     canary's builds)."""
     given = args.warm_start
-    if given not in ("auto", "none") and not (args.store and Path(args.store).exists()) and not Path(given).is_file():
+    if given not in ("auto", "none") and not _continues(args) and not Path(given).is_file():
         raise ConfigurationError(f"--warm-start takes auto, none or a run store's .db file, but got {given!r}, which "
                                  f"{'is a folder' if Path(given).is_dir() else 'does not exist'}; name an existing "
                                  f"run's .db (tune writes them to {DEFAULT_DIR}/ unless --store names one), or auto")
@@ -31,7 +31,7 @@ def warm_start(args: argparse.Namespace, run: KernelRun,
     """Configs from earlier runs (see --warm-start); when continuing an existing store, the ones it started with
     (a continued run keeps its trajectory, whatever other runs the folder holds by now). ``facts``: the run's
     ``metadata()``."""
-    if args.store and Path(args.store).exists():
+    if _continues(args):
         return _stored_warm_start(args.store)
     if args.warm_start == "none":
         return [], []
@@ -47,6 +47,11 @@ def warm_start(args: argparse.Namespace, run: KernelRun,
     return warm_start_configs(run.kernel.name, run.arch, run.catalog_name, directory,
                               source_sha256=facts["source_sha256"], entry=meta.entry if meta else None,
                               build=facts.get("build"), headers_sha256=facts.get("headers_sha256"))
+
+
+def _continues(args: argparse.Namespace) -> bool:
+    """Whether the run continues a store that exists (which keeps the warm start it was made with)."""
+    return bool(args.store and Path(args.store).exists())
 
 
 def _stored_warm_start(path: str) -> tuple[list[dict[str, Any]], list[str]]:

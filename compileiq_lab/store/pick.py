@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -13,10 +14,12 @@ if TYPE_CHECKING:
     from compileiq_lab.store.header import Validation
     from compileiq_lab.store.sqlite import EvalRecord
 
-__all__ = ["PICK_RULES", "default_pick", "miscomputing", "pick_point"]
+__all__ = ["PICK_CHOICES", "PICK_RULES", "default_pick", "miscomputing", "pick_point"]
 
 #: The rules besides an objective's name.
 PICK_RULES = ("knee", "no-regression")
+#: What a pick takes besides an objective's name: "first" (the first objective's best) and the rules.
+PICK_CHOICES = ("first", *PICK_RULES)
 
 
 def default_pick(static: bool) -> str:
@@ -44,9 +47,9 @@ def pick_point(results: Results, rule: str = "first",
             successful baseline.
     """
     names = results.objective_names
-    if rule not in PICK_RULES and rule != "first" and rule not in names:
+    if rule not in PICK_CHOICES and rule not in names:
         raise ConfigurationError(f"--pick must be an objective of the run ({', '.join(names)}) or one of "
-                                 f"{['first', *PICK_RULES]}, but got {rule!r}; pick one of those")
+                                 f"{list(PICK_CHOICES)}, but got {rule!r}; pick one of those")
     results, said = _without_miscomputing(results, validation if validation is not None else results.validation)
     if said and not any(r.status == "ok" and r.scores for r in results.records):
         return None, f"no successful point computes the right output on every workload ({said})"
@@ -98,7 +101,7 @@ def _without_miscomputing(results: Results, validation: Validation | None) -> tu
     wrong = validation.wrong_output if validation is not None else {}
     if not wrong:
         return results, ""
-    codes = {r.detail.get("code_hash") for i in wrong if (r := results.record(i)) is not None} - {None}
+    codes = _their_codes(results, wrong)
     kept = [r for r in results.records if r.eval_id not in wrong and r.detail.get("code_hash") not in codes]
     shown = "; ".join(f"eval {i} on {', '.join(map(repr, names))}" for i, names in sorted(wrong.items()))
     return Results(kept, objectives=results.objectives, status=results.status, store_path=results.store_path,
@@ -113,12 +116,22 @@ def miscomputing(results: Results, rec: EvalRecord, validation: Validation | Non
     if rec.eval_id in flagged:
         return f"eval {rec.eval_id} computed wrong output on workload {', '.join(map(repr, flagged[rec.eval_id]))}"
     code = rec.detail.get("code_hash")
-    for i, names in sorted(flagged.items()):
-        other = results.record(i)
-        if code is not None and other is not None and other.detail.get("code_hash") == code:
-            return (f"eval {rec.eval_id} has the machine code of eval {i}, which computed wrong output on workload "
-                    f"{', '.join(map(repr, names))}")
-    return ""
+    twin = _their_codes(results, flagged).get(code) if isinstance(code, str) else None
+    if twin is None:
+        return ""
+    return (f"eval {rec.eval_id} has the machine code of eval {twin}, which computed wrong output on workload "
+            f"{', '.join(map(repr, flagged[twin]))}")
+
+
+def _their_codes(results: Results, wrong: Mapping[int, Sequence[str]]) -> dict[str, int]:
+    """The machine code of each point that computed wrong output (``Validation.wrong_output``), and the first such
+    point that has it: every point with that code computes the same."""
+    codes: dict[str, int] = {}
+    for i in sorted(wrong):
+        code = rec.detail.get("code_hash") if (rec := results.record(i)) is not None else None
+        if code is not None:
+            codes.setdefault(code, i)
+    return codes
 
 
 def _spill_bytes(rec: EvalRecord) -> float | None:

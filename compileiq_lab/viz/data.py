@@ -33,6 +33,7 @@ __all__ = [
     "params_text",
     "pareto_data",
     "quantity_text",
+    "single_runtimes",
 ]
 
 _MAX_EXAMPLES = 3
@@ -55,6 +56,12 @@ def params_text(params: Mapping[str, Any], sep: str = "<br>") -> str:
     if not flat:
         return "(compiler defaults)"
     return sep.join(html.escape(f"{k}={_fmt(v)}") for k, v in sorted(flat.items()))
+
+
+def single_runtimes(results: Results) -> bool:
+    """Whether the run's runtimes are the search's single measurements, never re-measured (``validate`` re-measures a
+    kernel run's front)."""
+    return results.validation is None and "runtime" in results.objective_names and results.header.kernel is not None
 
 
 def quantity_text(name: str, value: Any) -> str:

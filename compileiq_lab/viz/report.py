@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from compileiq_lab.space.space import flatten_params
-from compileiq_lab.viz.data import failure_summary, front_table
+from compileiq_lab.viz.data import failure_summary, front_table, single_runtimes
 
 if TYPE_CHECKING:
     from compileiq_lab.kernels import KernelRun
@@ -155,7 +155,7 @@ def _validation(results: Results) -> str:
     if v is None:
         return ("<h2>Re-measured</h2><p class=\"muted\">Not re-measured: the scores above are the search's single "
                 "measurements (<code>compileiq-lab validate RUN.db</code> re-measures the front).</p>"
-                if "runtime" in results.objective_names and results.header.kernel is not None else "")
+                if single_runtimes(results) else "")
     body = []
     for r in v.rows:
         verdicts = [f"{_e(name)}: " + (_e(e["error"]) if "error" in e else

@@ -24,7 +24,7 @@ from compileiq_lab.widgets.bridge import EventBridge
 from compileiq_lab.widgets.detail import DetailPanel
 from compileiq_lab.widgets.exporting import export_notes, export_point
 from compileiq_lab.widgets.live import LivePlots
-from compileiq_lab.widgets.notes import COMM_LOGGER, NOTES, CommErrors, baseline_banner, status_html
+from compileiq_lab.widgets.notes import COMM_LOGGER, NOTES, CommErrors, baseline_banner, notes_html, status_html
 from compileiq_lab.widgets.runs import open_stored_run
 from compileiq_lab.widgets.setup import RunForm
 from compileiq_lab.widgets.side import SidePanels
@@ -196,7 +196,7 @@ class Dashboard:
         """The package's warnings since the last run started, one line each (notebook thread only)."""
         with self._notes_lock:
             notes = list(self._pending_notes)
-        self.notes.value = "".join(f"<div style='color:#8a6d00'>note: {html.escape(n)}</div>" for n in notes[-6:])
+        self.notes.value = notes_html(notes[-6:])
 
     @property
     def folder(self) -> Path:

@@ -19,7 +19,8 @@ from compileiq_lab.analysis.occupancy import occupancy
 from compileiq_lab.exceptions import ConfigurationError
 from compileiq_lab.kernels import eval_expr, one_line, shown_argv
 from compileiq_lab.store import MEMORY
-from compileiq_lab.viz.data import param_rows, quantity_text
+from compileiq_lab.viz.data import param_rows, quantity_text, single_runtimes
+from compileiq_lab.widgets.notes import notes_html
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -97,9 +98,8 @@ def _validation_html(results: Results, eval_id: int) -> str:
     v = results.validation
     row = v.row(eval_id) if v is not None else None
     rec = results.record(eval_id)
-    kernel_run = results.header.kernel is not None and results.store_path != MEMORY  # (what validate re-measures)
-    if v is None and "runtime" in results.objective_names and kernel_run and rec is not None and \
-            rec.status == "ok" and not rec.is_baseline:
+    if single_runtimes(results) and results.store_path != MEMORY and rec is not None and rec.status == "ok" \
+            and not rec.is_baseline:
         return ("<div style='color:#8a6d00'>not re-measured: its runtime is the search's single measurement, so a "
                 "small change can be noise; <code>compileiq-lab validate "
                 f"{html.escape(shlex.quote(results.store_path))}</code> re-measures the front and the baseline "
@@ -334,7 +334,7 @@ class DetailPanel:
         with contextlib.suppress(ValueError):  # inside the notebook's folder: said relative to it
             folder = folder.relative_to(Path.cwd().resolve())
         name = html.escape(out.name)
-        told = "".join(f"<div style='color:#8a6d00'>note: {html.escape(n)}</div>" for n in notes)
+        told = notes_html(notes)
         said = (f"wrote <code class='compileiq-export'>{name}</code> in "
                 f"<code class='compileiq-export-folder' title='{html.escape(str(out.parent))}'>"
                 f"{html.escape(str(folder))}</code>")

@@ -7,7 +7,7 @@ import logging
 import threading
 import traceback
 import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from compileiq_lab.store.header import RunHeader
     from compileiq_lab.store.sqlite import EvalRecord
 
-__all__ = ["COMM_LOGGER", "NOTES", "CommErrors", "NoteSink", "Notes", "baseline_banner", "status_html"]
+__all__ = ["COMM_LOGGER", "NOTES", "CommErrors", "NoteSink", "Notes", "baseline_banner", "notes_html", "status_html"]
 
 #: The logger ipykernel's comm layer reports a failed widget message on (a plotly update, an observer).
 COMM_LOGGER = "Comm"
@@ -110,3 +110,8 @@ def status_html(p: Mapping[str, Any], records: Sequence[EvalRecord], header: Run
     return (f"<b>{html.escape(p['state'])}</b>: generation {p['generation']}/{p['generations']}, "
             f"{p['evaluations']} evaluations{stored}{' (failed: ' + fails + ')' if fails else ''}, "
             f"{p['elapsed_s']:.0f} s{eta}; store <code>{html.escape(store_path)}</code>")
+
+
+def notes_html(notes: Iterable[str]) -> str:
+    """Notes as the lab shows them: one amber "note: ..." line each."""
+    return "".join(f"<div style='color:#8a6d00'>note: {html.escape(n)}</div>" for n in notes)

@@ -20,6 +20,7 @@ from compileiq_lab.kernels import KernelRun
 from compileiq_lab.run import Run
 from compileiq_lab.store import DEFAULT_DIR, Results, load_results
 from compileiq_lab.viz.overlay import overlay_fronts_figure
+from compileiq_lab.widgets.notes import notes_html
 
 __all__ = ["RunEntry", "RunsList", "open_stored_run"]
 
@@ -215,7 +216,7 @@ class RunsList:
                             if rows else "")
         notes = [f"skipped {name}: {why}" for name, why in self.skipped]
         notes += [f"{Path(e.path).name} is damaged: {'; '.join(e.damage)}" for e in self.entries if e.damage]
-        self.notes.value = "".join(f"<div style='color:#8a6d00'>note: {html.escape(n)}</div>" for n in notes)
+        self.notes.value = notes_html(notes)
 
     # -- picking -----------------------------------------------------------------------------------
     @property

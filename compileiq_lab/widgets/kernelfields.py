@@ -32,7 +32,7 @@ TOY = "toy (quickstart example)"
 _FORM_FIELDS = (("--include-dir", "include dirs (-I)"), ("--define", "defines (-D)"), ("--entry", "entry"),
                 ("--block", "launch block"), ("--signature", "signature"), ("--num-warps", "num_warps"),
                 ("--num-stages", "num_stages"), ("--autotune-config", "autotune config"), ("--store", "folder"),
-                ("arguments after --", "fixed args"), ("pool_size", "pool (0=auto)"))
+                ("arguments after --", "fixed args"), ("pool_size", "pool (0=auto)"), ("--timeout", "call limit (s)"))
 _STYLE = {"description_width": "initial"}
 _HIDDEN, _SHOWN = "none", ""
 

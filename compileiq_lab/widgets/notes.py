@@ -92,6 +92,10 @@ def baseline_banner(results: Results, explain: Callable[[str], str] = str) -> st
             f"{stopped}<pre style='white-space:pre-wrap;max-height:12em;overflow:auto'>{message}</pre></div>")
 
 
+#: What ended a run before its generations, in words, for each such ``RunHeader.stop_reason``.
+_LIMITS = {"max_evaluations": "its evaluation limit was reached", "time_budget": "its time budget was spent"}
+
+
 def status_html(p: Mapping[str, Any], records: Sequence[EvalRecord], header: RunHeader | None, store_path: str, *,
                 edited: bool = False, form: bool = False) -> str:
     """A run's status line from its ``progress()``: its rows as the dashboard has them (a reopened run's stored rows
@@ -102,12 +106,14 @@ def status_html(p: Mapping[str, Any], records: Sequence[EvalRecord], header: Run
         " (it ends when the calls in flight do)" if p["state"] == "stopping" else ""
     n = len(records)
     last = max(r.generation for r in records) if n else 0  # (idle: before Start replays the stored rows)
-    done = header is not None and header.status == "finished" and last >= p["generations"]
+    limit = _LIMITS.get(header.stop_reason) if header is not None and header.status == "finished" else None
+    done = header is not None and header.status == "finished" and (last >= p["generations"] or limit is not None)
     then = "Start builds a new run from the form" if edited else "finished" + (
         ": edit the form for a new run" if form else "") if done else "Start continues"
     stored = f", {n} stored up to generation {last} ({then})" if p["state"] == "idle" and n else (
         f" this session, {n} stored" if n > p["evaluations"] else "")
-    return (f"<b>{html.escape(p['state'])}</b>: generation {p['generation']}/{p['generations']}, "
+    ended = f" ({limit})" if limit and p["state"] in ("idle", "finished") else ""
+    return (f"<b>{html.escape(p['state'])}</b>{ended}: generation {p['generation']}/{p['generations']}, "
             f"{p['evaluations']} evaluations{stored}{' (failed: ' + fails + ')' if fails else ''}, "
             f"{p['elapsed_s']:.0f} s{eta}; store <code>{html.escape(store_path)}</code>")
 

@@ -109,6 +109,18 @@ class RunForm:
         self.pool = w.BoundedIntText(value=0, min=0, max=10_000, description="pool (0=auto)", style=_STYLE,
                                      layout={"width": "180px"})
         self.seed = w.IntText(value=0, description="seed", style=_STYLE, layout={"width": "140px"})
+        self.max_evals = w.BoundedIntText(value=0, min=0, max=10**7, description="evaluations (0=no limit)",
+                                          style=_STYLE, layout={"width": "240px"},
+                                          tooltip="end the run once it holds this many evaluations (the baseline's "
+                                                  "included)")
+        self.time_budget = w.BoundedFloatText(value=0, min=0, max=7 * 24 * 60, description="minutes (0=no limit)",
+                                              style=_STYLE, layout={"width": "220px"},
+                                              tooltip="end the run once it has run this long (paused time not "
+                                                      "counted); no call starts after it")
+        self.timeout = w.BoundedFloatText(value=120, min=1, max=24 * 3600, description="call limit (s)",
+                                          style=_STYLE, layout={"width": "180px"},
+                                          tooltip="the limit of each compiler call and kernel run: one that takes "
+                                                  "longer is recorded as a timeout")
         self.folder = w.Text(value=folder, description="folder", layout={"width": "420px"}, style=_STYLE,
                              tooltip="runs (.db) and exported files go here; relative to the notebook's folder")
         self.objective_docs = w.HTML()
@@ -125,7 +137,8 @@ class RunForm:
             widget.observe(handler, names="value")
         self._search_row = w.HBox([self.catalog, self.arch])
         self._choice_row = w.HBox([self.categories, self.objectives])
-        self._settings_row = w.HBox([self.generations, self.pool, self.seed])
+        self._settings_row = w.VBox([w.HBox([self.generations, self.pool, self.seed]),
+                                     w.HBox([self.max_evals, self.time_budget, self.timeout])])
         self._kernel_changed()
         self.box = w.VBox([*f.rows,
                            w.HBox([self.target, self.speed]), self._search_row,
@@ -136,7 +149,8 @@ class RunForm:
         """Call ``callback(of_the_run)`` whenever the user changes a choice of the form: ``of_the_run`` False for the
         folder alone (where exports go too), True for what a run is made of."""
         for widget in (*self.fields.widgets, self.target, self.catalog, self.arch, self.categories, self.objectives,
-                       self.generations, self.pool, self.seed, self.folder):
+                       self.generations, self.pool, self.seed, self.max_evals, self.time_budget, self.timeout,
+                       self.folder):
             widget.observe(lambda _change, run=widget is not self.folder: None if self._updating else callback(run),
                            names="value")
 
@@ -228,10 +242,11 @@ class RunForm:
         self._objectives_changed()
 
     def _show(self, replay: bool) -> None:
-        """Replay shows its speed; a search shows what it searches."""
+        """Replay shows its speed; a search shows what it searches (a kernel's search its call limit too)."""
         self.speed.layout.display = _SHOWN if replay else _HIDDEN
         for part in (self._search_row, self._choice_row, self.docs, self.objective_docs, self._settings_row):
             part.layout.display = _HIDDEN if replay else _SHOWN
+        self.timeout.layout.display = _HIDDEN if self._spec is None else _SHOWN  # (the toy's calls have no limit)
 
     def _arch_changed(self) -> None:
         """Offer the GPU targets for a CUDA/PTX kernel (hidden otherwise), keeping one the user picked."""
@@ -310,7 +325,8 @@ class RunForm:
             raise ConfigurationError(f"a run store ({self._store()!r}) in the path field is replayed, not searched; "
                                      "pick target 'replay', or put a kernel folder or file in the path field")
         settings = {"generations": self.generations.value, "pool_size": self.pool.value or None,
-                    "seed": self.seed.value}
+                    "seed": self.seed.value, "max_evaluations": self.max_evals.value or None,
+                    "time_budget_s": self.time_budget.value * 60 or None}
         spec = self.spec()
         if spec is None:
             return Run(Search(toy_objective, toy_space(), SearchConfiguration(**settings), store=store)), None
@@ -320,7 +336,7 @@ class RunForm:
             raise ConfigurationError("pick at least one category of controls to search")
         arch = self.arch.value if spec.language in GPU_LANGUAGES else None
         kernel_run = KernelRun(spec, self.catalog.value, list(self.objectives.value), target=self.target.value,
-                               categories=list(self.categories.value), arch=arch)
+                               categories=list(self.categories.value), arch=arch, timeout_s=self.timeout.value)
         try:
             search = Search.of(kernel_run, store=store, **settings)
         except BaseException:

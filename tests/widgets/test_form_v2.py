@@ -124,7 +124,8 @@ def test_no_offered_category_is_empty(kernel):
 def test_every_label_shows_whole():
     form = RunForm()
     labelled = [form.kernel, form.path, form.target, form.catalog, form.arch, form.speed, form.categories,
-                form.objectives, form.generations, form.pool, form.seed, form.folder]
+                form.objectives, form.generations, form.pool, form.seed, form.max_evals, form.time_budget, form.timeout,
+                form.folder]
     assert all(x.style.description_width == "initial" for x in labelled)
     assert form.pool.description == "pool (0=auto)"
 

@@ -1,5 +1,5 @@
 """What the lab says of a run: a runtime not re-measured, a reopened run that Start continues or a form that starts a
-new one, the objectives a run's target leads with, and measurements with their units."""
+new one, the objectives a run's target leads with, measurements with their units, and the form's limits."""
 
 from __future__ import annotations
 
@@ -69,3 +69,33 @@ def test_a_run_target_leads_with_its_run_objectives_and_measurements_have_units(
     assert objective_choices("c", "static")[0] != "runtime"
     assert quantity_text("runtime_mean", 0.00031119) == "311.2 µs"
     assert quantity_text("runtime_cv", 2.51441) == "251 %" and quantity_text("runtime_iqr", 2e-6) == "2 µs"
+
+
+def test_the_forms_limits_end_the_run_and_the_status_says_which(tmp_path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    dash = Dashboard(folder=tmp_path / "runs")
+    form = dash.form
+    assert form.timeout.layout.display == "none"  # the toy's calls have no limit to set
+    form.generations.value, form.max_evals.value = 50, 7
+    dash.start()
+    results = dash.wait(timeout=300)
+    assert results is not None and results.status == "finished" and len(results.records) == 7
+    assert results.header.stop_reason == "max_evaluations"
+    assert "<b>finished</b> (its evaluation limit was reached)" in dash.status.value
+    form.max_evals.value, form.time_budget.value = 0, 0.5
+    run, _ = form.build(str(tmp_path / "t.db"))
+    assert run.search.config.max_evaluations is None and run.search.config.time_budget_s == 30
+
+
+@needs_gcc
+def test_the_call_limit_field_is_the_kernel_runs_timeout(tmp_path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    dash = Dashboard(folder=tmp_path / "runs")
+    form = dash.form
+    form.kernel.value = "dot"
+    form.target.value = "static"
+    assert form.timeout.layout.display != "none"
+    form.timeout.value = 7.5
+    _, kernel_run = form.build(str(tmp_path / "k.db"))
+    assert kernel_run is not None and kernel_run.timeout_s == 7.5
+    kernel_run.close()

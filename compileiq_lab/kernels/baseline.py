@@ -11,6 +11,7 @@ from compileiq_lab.kernels.cudalibs import library_header_note, missing_library_
 from compileiq_lab.kernels.spec import KernelSpec
 from compileiq_lab.measure.binding import device_part
 from compileiq_lab.measure.c_shim import C_ENTRY, SHIM_ERROR, calls_own_function
+from compileiq_lab.measure.cpu import WRITES_INPUT
 from compileiq_lab.measure.entries import demangle
 from compileiq_lab.space.catalogs import Catalog
 from compileiq_lab.store.sqlite import EvalRecord
@@ -226,6 +227,10 @@ def wrong_output_stop_reason(kernel: KernelSpec, records: Sequence[EvalRecord]) 
                 f"kernel.toml's [launch] args {list(kernel.args or ())}, so nothing writes it. Pass it where the "
                 f"function takes its result; a function that returns its result instead needs a wrapper that stores "
                 "it (a cil_kernel of the file's own, see the README's C kernels)")
+    if WRITES_INPUT in first.error:  # the kernel's own fault, whatever the reference says
+        return (f"the baseline and all {len(records) - 1} configs of the first generation computed wrong output "
+                f"({'baseline' if first.is_baseline else 'first'}: {said}): fix the kernel so that it leaves its "
+                "inputs as they are, and tune again into a new run store")
     return (f"the baseline and all {len(records) - 1} configs of the first generation computed wrong output "
             f"({'baseline' if first.is_baseline else 'first'}: {said}): no config computed what "
             f"{kernel.name}'s reference does, so the reference, the tolerances (kernel.toml's [check] rtol, atol), "

@@ -20,7 +20,10 @@ from compileiq_lab.measure.kernel import Kernel
 from compileiq_lab.measure.runner import RunOutcome
 from compileiq_lab.toolchain.tools import run_tool
 
-__all__ = ["CPU_METRICS", "CpuRunner", "cpu_model", "parse_callgrind_total", "timing_summary"]
+__all__ = ["CPU_METRICS", "WRITES_INPUT", "CpuRunner", "cpu_model", "parse_callgrind_total", "timing_summary"]
+
+#: How a wrong output's message says that the kernel changed its input buffers (``CpuRunner``'s harness saw it).
+WRITES_INPUT = "the kernel writes its input buffer"
 
 log = logging.getLogger(__name__)
 #: A timed total under this is not trusted to rank flag sets alone (shared machines jitter).
@@ -202,7 +205,7 @@ class CpuRunner:
                  if int(i) < len(self.kernel.inputs)]
         if not names:
             return ""
-        return (f"; the kernel writes its input buffer{'s' if len(names) > 1 else ''} {', '.join(map(repr, names))}, "
+        return (f"; {WRITES_INPUT}{'s' if len(names) > 1 else ''} {', '.join(map(repr, names))}, "
                 "but the harness calls it many times on the same buffers, so each call starts from the last one's "
                 "result: a kernel must not write its inputs (copy them to a scratch output and work there)")
 

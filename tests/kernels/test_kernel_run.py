@@ -230,6 +230,10 @@ def test_the_first_generation_verdict_stops_only_where_every_output_so_far_was_w
     assert wrong_output_stop_reason(kernel, [wrong, ok, *searched[1:]]) is None  # one config computed it
     assert wrong_output_stop_reason(kernel, [wrong, crashed, *searched[1:]]) is None  # not every one ran and was wrong
     assert wrong_output_stop_reason(kernel, [wrong]) is None  # the baseline alone says nothing of the controls
+    writes = [dataclasses.replace(r, error=r.error + "; the kernel writes its input buffer 'x', but the harness ...")
+              for r in (wrong, *searched)]
+    why = wrong_output_stop_reason(kernel, writes) or ""
+    assert "fix the kernel so that it leaves its inputs as they are" in why and "reference" not in why
 
 
 @needs_gcc

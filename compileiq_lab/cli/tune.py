@@ -252,6 +252,9 @@ def run_tune(args: argparse.Namespace) -> int:
     """Tune a kernel and print the Pareto table; returns the exit code."""
     if args.export:
         check_output_file(args.export, "--export")
+    elif args.pick is not None:  # (it would do nothing)
+        raise UsageError(f"--pick chooses the point --export writes, but got --pick {args.pick} without --export; "
+                         "add --export FILE.acf, or export later: compileiq-lab export STORE --pick ...")
     objectives = _objectives(args.objectives)  # before a Triton kernel is compiled
     controls = _known(args.controls, "--controls", CONTROL_NAMES, "controls of a catalog")
     check_searched_not_fixed(args, controls)

@@ -227,8 +227,9 @@ def _source_name(mangled: str) -> str | None:
 _LIBRARIES = ("cub::", "thrust::", "cuda::", "cute::", "cutlass::", "CUB_", "THRUST_")
 
 
-#: A message lists at most this many kernels.
-_LISTED = 12
+#: A message lists at most this many kernels, in at most about this many characters (a kept error message is cut at
+#: 1,500, ``MESSAGE_CHARS``; one cut in the middle of the list would name none of them whole).
+_LISTED, _LISTING_CHARS = 12, 900
 #: How much of a long name a message shows.
 _HEAD = 72
 
@@ -241,7 +242,7 @@ def entry_pattern(kernel: str, kernels: Sequence[str], readable: dict[str, str] 
 def _listing(kernels: Sequence[str], readable: dict[str, str], among: Sequence[str] | None = None) -> str:
     """The kernels for a message, demangled with the mangled name in parentheses (a long name by its head and the
     ``regex:`` entry that picks it among ``among``, by default ``kernels``): the file's own first, then those of a
-    library (``cub::``, ``thrust::``...), at most ``_LISTED`` of them."""
+    library (``cub::``, ``thrust::``...), at most ``_LISTED`` of them in about ``_LISTING_CHARS``."""
     def library(k: str) -> bool:
         name = top_level(readable[k].strip(), " ")[-1].lstrip("(")
         return name.startswith(_LIBRARIES)
@@ -253,8 +254,14 @@ def _listing(kernels: Sequence[str], readable: dict[str, str], among: Sequence[s
                     f"{entry_pattern(k, among if among is not None else kernels, readable)})")
         return f"{name} ({k})" if name != k else k
     ordered = sorted(kernels, key=library)  # (stable: each group in the module's order)
-    text = "; ".join(shown(k) for k in ordered[:_LISTED])
-    return text + (f"; and {len(ordered) - _LISTED} more" if len(ordered) > _LISTED else "")
+    listed: list[str] = []
+    for k in ordered[:_LISTED]:
+        item = shown(k)
+        if listed and sum(map(len, listed)) + len(item) > _LISTING_CHARS:
+            break
+        listed.append(item)
+    more = len(ordered) - len(listed)
+    return "; ".join(listed) + (f"; and {more} more" if more else "")
 
 
 def kernel_listing(kernels: Sequence[str]) -> str:

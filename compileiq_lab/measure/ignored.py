@@ -36,6 +36,11 @@ _PATTERNS: tuple[tuple[re.Pattern[str], tuple[str, ...], str | None], ...] = (
 )
 #: ptxas spells some options by their internal names in warnings
 _ALIASES = {"regusagelevel": "registerusagelevel", "threadspersm": "maxntid"}
+#: Warnings whose verdict rests on several options together: what they teach holds only at all their values (the
+#: threads per SM are .maxntid's threads times .minnctapersm, so 4 blocks are out of range at 1024 threads, not 256)
+_TOGETHER: tuple[tuple[re.Pattern[str], tuple[str, ...]], ...] = (
+    (re.compile(r"threads per SM"), ("minnctapersm", "maxntid")),
+)
 
 
 @dataclass(frozen=True)
@@ -126,7 +131,11 @@ def find_ignored(catalog: Catalog, config: Mapping[str, Any], text: str) -> list
             value = flat[rival.name]
         elif item.because:  # only its name ("-maxrregcount"): at any value
             rival, value = _control_for(catalog, flat, item.because, exact=False), ANY
-        when = ((rival.name, value),) if rival is not None and rival.name != control.name else \
-            ((control.name, flat[control.name]),)
+        when: tuple[tuple[str, Any], ...] = ((rival.name, value),) \
+            if rival is not None and rival.name != control.name else ((control.name, flat[control.name]),)
+        together = next((names for pattern, names in _TOGETHER if pattern.search(item.message)), ())
+        joint = [c for c in (_control_for(catalog, flat, name, exact=False) for name in together) if c is not None]
+        if joint:  # (an option of the message the config leaves unset is the kernel's own, fixed: not a condition)
+            when = tuple(dict.fromkeys((c.name, flat[c.name]) for c in joint))
         found.append((control.name, IgnoreRule(when, control.name, item.message)))
     return found

@@ -38,7 +38,8 @@ def pick_point(results: Results, rule: str = "first",
         rule: An objective's name (its best point), "first" (the first objective), "knee" (the front point
             nearest the ideal point once each objective is scaled to [0, 1] over the front) or "no-regression"
             (the best point on the first objective, then on the next ones, among those no worse than the baseline on
-            any objective, nor, where a kernel run records it and it is no objective, in bytes spilled).
+            any objective, nor, where a kernel run records them and they are no objectives, in bytes spilled or
+            stack frame bytes).
         validation: The run's re-measurement (default: the one ``results`` holds): points it found computing wrong
             output on another workload, and points with their machine code, are left out before the front is made.
 
@@ -77,14 +78,15 @@ def pick_point(results: Results, rule: str = "first",
         raise ConfigurationError("--pick no-regression compares with the baseline, but this run has no successful "
                                  "baseline; pick an objective or knee")
     floor = np.array(base.scores, dtype=float) * signs
-    spills = _spill_bytes(base)  # a kernel run's: no more spilled than the defaults either (unless an objective)
-    guard = spills is not None and "spill_bytes" not in names
-    if guard:  # a point that spills less may lie behind one that spills more: every point is a candidate then
+    # a kernel run's point spills no more than the defaults either, nor has a larger stack frame (arrays moved to
+    # local memory), unless that is an objective
+    guards = {m: v for m in _GUARDS if m not in names and (v := _metric(base, m)) is not None}
+    if guards:  # a point that spills less may lie behind one that spills more: every point is a candidate then
         front = [r for r in results.records if r.status == "ok" and r.scores
-                 and (_spill_bytes(r) or 0.0) <= (spills or 0.0)]
+                 and all((_metric(r, m) or 0.0) <= v for m, v in guards.items())]
         scores = np.array([rec.scores for rec in front], dtype=float).reshape(len(front), len(names)) * signs
     safe = [(tuple(s), r) for r, s in zip(front, scores) if bool(np.all(s <= floor))]
-    nor = " or in bytes spilled" if guard else ""
+    nor = f" or in {' or '.join(_GUARDS[m] for m in guards)}" if guards else ""
     if not safe:
         return base, f"no front point is at least as good as the baseline on every objective{nor}: the baseline"
     top = min(key for key, _ in safe)  # the best first objective, then the next one ...
@@ -134,8 +136,14 @@ def _their_codes(results: Results, wrong: Mapping[int, Sequence[str]]) -> dict[s
     return codes
 
 
-def _spill_bytes(rec: EvalRecord) -> float | None:
-    """The bytes a kernel run's point spilled (ptxas' spill stores plus loads), or None where it was not measured."""
+#: What "no-regression" also holds a kernel run's point to, where recorded and no objective: no more than the
+#: baseline's (in words).
+_GUARDS = {"spill_bytes": "bytes spilled", "stack_bytes": "stack frame bytes"}
+
+
+def _metric(rec: EvalRecord, name: str) -> float | None:
+    """A kernel run's recorded measurement of a point (e.g. ptxas' spill stores plus loads), or None where it was
+    not measured."""
     metrics = rec.detail.get("metrics") if isinstance(rec.detail, dict) else None
-    value = metrics.get("spill_bytes") if isinstance(metrics, dict) else None
+    value = metrics.get(name) if isinstance(metrics, dict) else None
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None

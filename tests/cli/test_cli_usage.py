@@ -87,6 +87,9 @@ def test_an_unknown_pick_is_a_usage_error_before_anything_runs(tmp_path):
     assert all(name in out.stderr for name in ("text_bytes", "first", "knee", "no-regression"))  # the valid names
     assert "checking that the controls" not in out.stderr and "Traceback" not in out.stderr
     assert not (tmp_path / "x.db").exists() and not (tmp_path / "out.acf").exists()
+    alone = cli("tune", "stencil_c", "--objectives", "text_bytes", "--pick", "knee", "--store", "x.db", cwd=tmp_path)
+    assert alone.returncode == 2 and "--pick chooses the point --export writes" in alone.stderr
+    assert not (tmp_path / "x.db").exists()
 
 
 def test_an_executor_of_no_known_form_is_a_usage_error_before_anything_runs(tmp_path):

@@ -78,13 +78,13 @@ def _assert_minimal_and_honest(acf_path: Path, store: Path, tmp_path: Path) -> N
     res = load_results(str(store))
     # a combination the compiler ignored is a constraint for the rest of the run once its result is in: it is seen
     # again only among the candidates of its own generation (asked together, before any result), never after. The
-    # combination is the ignored controls at their values ("threads per SM out of range" says the same for any
-    # value out of range)
+    # combination is each rule's condition at the row's values ("threads per SM out of range": the block and the
+    # count of blocks together)
     first: dict[str, int] = {}
     for r in res.records:
-        if r.detail.get("ignored_controls"):
-            key = json.dumps(sorted((name, message, r.params.get(name)) for name, message
-                                    in r.detail["ignored_controls"].items()), sort_keys=True, default=str)
+        if r.detail.get("ignored_rules"):
+            key = json.dumps(sorted((rule["control"], rule["message"], rule["when"])
+                                    for rule in r.detail["ignored_rules"]), sort_keys=True, default=str)
             assert first.setdefault(key, r.generation) == r.generation, (key, first[key], r.generation)
     point = res.record(acf.run["eval_id"])
     assert point is not None and not set(kept) & set(point.detail.get("ignored_controls") or {})

@@ -69,6 +69,21 @@ def test_ignored_controls_and_the_rule_learned() -> None:
     assert not _rejects(learner, {"register_usage_level": 8})
 
 
+def test_threads_per_sm_out_of_range_is_learned_for_the_block_and_the_count_together() -> None:
+    cat, space = get_catalog("ptxas"), SearchSpace(get_catalog("ptxas").space())
+    line = "ptxas warning : Value of threads per SM for entry k is out of range. .minnctapersm will be ignored"
+    config = {"maxntid": 1024, "minnctapersm": 4}  # 4 blocks of 1024 threads: more than an SM holds
+    (name, rule), = find_ignored(cat, config, line)
+    assert name == "minnctapersm" and rule.when == (("minnctapersm", 4), ("maxntid", 1024))
+    learner = _learned(space, config, [rule])
+    assert _rejects(learner, config)
+    assert not _rejects(learner, {"maxntid": 256, "minnctapersm": 4})  # 4 blocks of 256 fit: asked
+    (_, alone), = find_ignored(cat, {"minnctapersm": 6}, line)  # the kernel's own block: the count alone decides
+    assert alone.when == (("minnctapersm", 6),)
+    both = dict(find_ignored(cat, config, BOUNDS))
+    assert both["minnctapersm"].when == both["maxntid"].when == (("minnctapersm", 4), ("maxntid", 1024))
+
+
 def test_unquoted_forms_of_ptxas_13() -> None:
     text = "\n".join([
         "ptxas warning : Conflicting options force-load-cache and def-load-cache specified, ignoring def-load-cache "

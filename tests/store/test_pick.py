@@ -54,6 +54,19 @@ def test_no_regression_leaves_out_points_that_spill_more_than_the_baseline() -> 
     assert pick_point(spill_obj, "no-regression")[0].eval_id == 0
 
 
+def test_no_regression_leaves_out_points_whose_stack_frame_grew() -> None:
+    # eval 1's -Xcicc -O1 and register cap moved the accumulators to a 384-byte local-memory frame, spilling nothing
+    def rec(i: int, scores: list[float], stack: float) -> EvalRecord:
+        return EvalRecord(eval_id=i, generation=0, config_key=str(i), params={"x": i} if i else {}, status="ok",
+                          error="", scores=scores, elapsed_s=0.0, started_at=0.0, is_baseline=i == 0,
+                          detail={"metrics": {"spill_bytes": 0, "stack_bytes": stack}})
+
+    res = Results([rec(0, [127, 900], 0), rec(1, [32, 340], 384), rec(2, [120, 880], 0)], ["min", "min"],
+                  objective_names=["registers", "sass_instructions"])
+    got, why = pick_point(res, "no-regression")
+    assert got.eval_id == 2 and "or in bytes spilled or stack frame bytes" in why
+
+
 def test_knee_balances_the_objectives() -> None:
     assert pick_point(_results(), "knee")[0].eval_id in (2, 3)
 

@@ -84,9 +84,9 @@ _PTXAS_CONTROLS = (
                  ss.choice([64, 128, 256, 512, 1024, "16,16", "32,8", "32,16", "32,32", "8,8,4", "16,16,4"],
                            knockout_prob=0.8),
                  "--maxntid={value}", "backend", "register_allocation",
-                 "assumed maximum block shape (threads, or X,Y[,Z]); launches with a larger block in any "
-                 "dimension fail; ignored with --maxrregcount, and under __launch_bounds__ unless "
-                 "--override-directive-values", tier="exotic"),
+                 "assumed maximum block shape (threads, or X,Y[,Z]: their product is the kernel's thread limit); "
+                 "launches with more threads in all fail; ignored with --maxrregcount, and under "
+                 "__launch_bounds__ unless --override-directive-values", tier="exotic"),
     Control("override_directive_values", "--override-directive-values",
             ss.flag("--override-directive-values", 0.7), "{value}", "backend", "register_allocation",
             "let --maxntid/--minnctapersm/--maxrregcount override the kernel's own launch bounds",

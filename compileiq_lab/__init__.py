@@ -30,6 +30,7 @@ __all__ = [
     "compare_fronts",
     "control_influence",
     "control_interactions",
+    "export_point",
     "flag",
     "history_figure",
     "literal",
@@ -55,6 +56,7 @@ _LAZY = {
     "KernelRun": "compileiq_lab.kernels.run",
     "ACF": "compileiq_lab.acf.format",
     "load_acf": "compileiq_lab.acf.format",
+    "export_point": "compileiq_lab.acf.exporting",
     "Measurement": "compileiq_lab.measure.measurement",
     "range": "compileiq_lab.space.params",
     "choice": "compileiq_lab.space.params",
@@ -80,6 +82,7 @@ _LAZY = {
 }
 
 if TYPE_CHECKING:
+    from compileiq_lab.acf.exporting import export_point
     from compileiq_lab.acf.format import ACF, load_acf
     from compileiq_lab.analysis.influence import control_influence, control_interactions
     from compileiq_lab.analysis.registry import compare_fronts, warm_start_configs

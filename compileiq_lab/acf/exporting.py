@@ -1,4 +1,4 @@
-"""Exporting a point from the lab: the file written, never over another point's, and what the export says of it."""
+"""Exporting a point from Python or the lab: the file written, never over another point's, and what it says of it."""
 
 from __future__ import annotations
 
@@ -26,6 +26,12 @@ def export_point(results: Results, eval_id: int, kernel_run: KernelRun | None = 
                  path: str | Path | None = None, folder: str | Path = ".", minimize: bool = True) -> Path:
     """Write one successful evaluation: an ACF for kernel runs, else the point as JSON. Returns its full path.
 
+    What the lab's Export button and ``compileiq-lab export`` do, for scripts::
+
+        kr = KernelRun("reduction", "ptxas", ["registers"])
+        results = Search.of(kr, store="reduction.db", generations=5).start()
+        export_point(results, results.best_record().eval_id, kr, "best.acf")
+
     Args:
         results: The run.
         eval_id: The evaluation.
@@ -43,7 +49,8 @@ def export_point(results: Results, eval_id: int, kernel_run: KernelRun | None = 
     rec = results.record(eval_id)
     if rec is None or rec.status != "ok":
         raise ConfigurationError(f"export needs a successful evaluation, but eval {eval_id} is "
-                                 f"{rec.status if rec else 'not in this run'}; click a point that succeeded")
+                                 f"{rec.status if rec else 'not in this run'}; pick a point that succeeded (click one "
+                                 "in the lab; in a script e.g. results.best_record().eval_id)")
     name = kernel_run.kernel.name if kernel_run is not None else "point"
     suffix = ".acf" if kernel_run is not None else ".json"
     out = (Path(folder) / Path(path or f"{name}-eval{eval_id}{suffix}")).resolve()

@@ -26,10 +26,7 @@ def _design(results: Results, objective: int | str) -> tuple[np.ndarray, np.ndar
     """Features (one column per control: numbers, or codes with "default" = knocked out), target, names,
     distinct values per control and the objective's name. Positive skewed targets are modelled in log."""
     names = results.objective_names
-    k = names.index(objective) if isinstance(objective, str) and objective in names else objective
-    if not isinstance(k, int) or not 0 <= k < len(names):
-        raise ConfigurationError(f"objective must be one of {names} or an index below {len(names)}, but got "
-                                 f"{objective!r}")
+    k = results.objective_index(objective)
     controls = control_columns(results)
     y = np.asarray([(r.scores or [])[k] for r in ok_records(results)], dtype=float)
     if len(y) < MIN_EVALUATIONS:

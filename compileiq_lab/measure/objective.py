@@ -52,7 +52,7 @@ def classify_return(value: Any, n_objectives: int) -> Measurement:
         return Measurement("invalid", error=f"objective returned {type(value).__name__} {_short(value)}; "
                            "return a number or a tuple of numbers")
     if len(items) != n_objectives:
-        return Measurement("invalid", error=f"objective returned {len(items)} values but "
+        return Measurement("invalid", error=f"objective returned {len(items)} value{'s' * (len(items) != 1)} but "
                            f"num_objectives={n_objectives}: {_short(value)}")
     scores = []
     for v in items:
@@ -64,7 +64,8 @@ def classify_return(value: Any, n_objectives: int) -> Measurement:
         except (OverflowError, ValueError):
             f = math.inf
         if not math.isfinite(f):
-            return Measurement("invalid", error=f"objective returned a non-finite value {f} in {_short(value)}")
+            where = f" in {_short(value)}" if len(items) > 1 else ""
+            return Measurement("invalid", error=f"objective returned a non-finite value {f}{where}")
         scores.append(f)
     return Measurement("ok", scores=tuple(scores))
 

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from compileiq_lab.exceptions import ConfigurationError
 from compileiq_lab.measure.measurement import Measurement
 from compileiq_lab.search.base import Strategy
 from compileiq_lab.search.config import SearchConfiguration
@@ -17,7 +18,8 @@ from compileiq_lab.search.conflicts import NamedConflicts, lessons
 from compileiq_lab.search.factory import make_strategy
 from compileiq_lab.space.space import SearchSpace
 
-__all__ = ["Constraint", "baseline_config", "build_strategy", "encode_all", "learn_conflicts"]
+__all__ = ["Constraint", "baseline_config", "build_strategy", "check_search_arguments", "constraint_says", "encode_all",
+           "learn_conflicts"]
 
 log = logging.getLogger(__name__)
 #: Verdicts of the constraint kept per genome (a bounded cache: a run re-checks the same neighbours and offspring at
@@ -25,6 +27,25 @@ log = logging.getLogger(__name__)
 CONSTRAINT_CACHE = 1 << 16
 #: Why a config is never worth evaluating (e.g. a flag combination the compiler rejects), or None.
 Constraint = Callable[[Mapping[str, Any]], "str | None"]
+
+
+def check_search_arguments(objective_function: Any, search_space: Any, search_config: Any, constraint: Any) -> None:
+    """Refuse what a ``Search`` cannot be made of (its first arguments), with the fix."""
+    if search_space is None:
+        raise ConfigurationError("Search needs search_space, e.g. {'x': ss.range(1, 10)}")
+    if search_config is None:
+        raise ConfigurationError("Search needs search_config, e.g. SearchConfiguration(generations=10)")
+    if not isinstance(search_config, (SearchConfiguration, Mapping)):
+        raise ConfigurationError(
+            f"Search: `search_config is a SearchConfiguration or a dict of its arguments` must hold, but got "
+            f"{type(search_config).__name__} {search_config!r}; a CompileIQ config file is not read here: pass "
+            "SearchConfiguration(generations=..., pool_size=..., ...) with the file's settings")
+    if objective_function is not None and not callable(objective_function):
+        raise ConfigurationError(f"objective_function must be callable, but got "
+                                 f"{type(objective_function).__name__}; pass a function of one config dict")
+    if constraint is not None and not callable(constraint):
+        raise ConfigurationError(f"constraint must be callable (config -> reason | None), but got {constraint!r}; "
+                                 "pass e.g. constraint=lambda c: 'why not' if c['x'] > 3 else None")
 
 
 def baseline_config(space: SearchSpace, config: SearchConfiguration) -> dict[str, Any] | None:
@@ -70,8 +91,28 @@ def _cached_verdict(space: SearchSpace, constraint: Constraint) -> Callable[[byt
     the cache."""
     @functools.lru_cache(maxsize=CONSTRAINT_CACHE)
     def rejected(genome: bytes) -> bool:
-        return constraint(space.decode(np.frombuffer(genome, dtype=np.int64))) is not None
+        return constraint_says(constraint, space.decode(np.frombuffer(genome, dtype=np.int64))) is not None
     return rejected
+
+
+def constraint_says(constraint: Constraint, config: Mapping[str, Any]) -> str | None:
+    """The constraint's reason for ruling ``config`` out, or None where it allows it ("" counts as None).
+
+    Raises:
+        ConfigurationError: The constraint raised, or returned something other than a str or None (a yes/no test's
+            bool would otherwise read as a reason for every config), naming the config and the fix.
+    """
+    try:
+        reason = constraint(config)
+    except Exception as exc:
+        raise ConfigurationError(f"the constraint raised {type(exc).__name__}: {exc} for the config {dict(config)!r}; "
+                                 "a constraint must answer every config of the space (fix it, or return a reason "
+                                 "for the configs it cannot take)") from exc
+    if reason is None or isinstance(reason, str):
+        return reason or None
+    raise ConfigurationError(f"a constraint returns a reason (a str) for a config it rules out and None for one it "
+                             f"allows, but it returned {reason!r} ({type(reason).__name__}) for {dict(config)!r}; "
+                             "for a yes/no test write e.g. constraint=lambda c: None if ok(c) else 'why not'")
 
 
 def learn_conflicts(conflicts: NamedConflicts | None, genomes: Sequence[np.ndarray | None],

@@ -156,6 +156,11 @@ def search_options(worker_type: Any = None, engine: str | EngineConfig | None = 
     del disable_progress_bar  # Search shows no progress bar here (the CLI does)
     manual, isolated = _worker(worker_type)
     strategy, settings = _engine(engine)
+    if dump_results is not None:  # refused, or its folder made, before anything is evaluated (as the store's is)
+        if os.path.isdir(dump_results):
+            raise ConfigurationError(f"dump_results names a CSV file to write, but got the folder "
+                                     f"{str(dump_results)!r}; pass a file path such as 'results.csv'")
+        os.makedirs(os.path.dirname(os.path.abspath(dump_results)), exist_ok=True)
     return SearchOptions(manual=manual, isolated=isolated, exit_on_failure=bool(exit_on_failure),
                          dump_results=None if dump_results is None else str(dump_results), strategy=strategy,
                          settings=settings)
@@ -251,10 +256,8 @@ class RunHooks:
         self._judged = False
 
     def wrap(self, emit: Callable[[RunEvent], None], results: Callable[[], Results]) -> Callable[[RunEvent], None]:
-        """``emit`` with the hooks applied first."""
-        if not (self.options.exit_on_failure or self.options.dump_results or self.verdict):
-            return emit
-
+        """``emit`` with the hooks applied first (and, after the first searched generation, a warning where every
+        evaluation so far was invalid: the objective's answer, not a config, is at fault)."""
         def hooked(event: RunEvent) -> None:
             if isinstance(event, EvaluationEvent):
                 # the baseline (generation 0) does not count: CompileIQ asks whether the searched configs all failed
@@ -265,13 +268,18 @@ class RunHooks:
                 if self.options.exit_on_failure and not self._ok_seen and not self.failed_first:
                     self.failed_first = True
                     self.stop.set()
-                if self.verdict is not None and not self._judged:
+                if not self._judged:
                     self._judged = True  # the first searched generation only
-                    why = None if self._ok_seen else self.verdict(list(results().records))
+                    records = [] if self._ok_seen else list(results().records)
+                    why = self.verdict(records) if records and self.verdict is not None else None
                     if why:
                         self.stopped_because = why
                         log.warning("the run stops after its first generation: %s", why)
                         self.stop.set()
+                    elif records and all(r.status == "invalid" for r in records):
+                        log.warning("every evaluation so far (%d) was invalid, first: %s; the objective gives no "
+                                    "usable score for any config: check what it returns (a number, or a tuple of "
+                                    "num_objectives numbers)", len(records), records[0].error[:300])
             emit(event)
         return hooked
 

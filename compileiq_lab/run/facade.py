@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from compileiq_lab.exceptions import ConfigurationError, SearchStateError, StoreError
+from compileiq_lab.run.build import check_search_arguments
 from compileiq_lab.run.clock import RunClock
 from compileiq_lab.run.compat import (
     EngineConfig,
@@ -60,9 +61,9 @@ class Search:
         search_config: The settings (a SearchConfiguration or a dict of its arguments).
         store: None (a new file under ./compileiq_runs/), ":memory:" (nothing persisted) or a
             path; an existing path with the same space and settings continues that run.
-        constraint: Optional ``config -> reason | None``; configs with a reason (e.g. flag combinations the
-            compiler rejects) are never asked. A function of the config alone: its verdict on each config is
-            cached. Not stored: pass the same one when resuming.
+        constraint: Optional ``config -> reason (str) | None``: searched configs with a reason are never asked
+            (the baseline is); another answer (a bool) or an exception is a ConfigurationError naming the config.
+            Its verdict on each config is cached. Not stored: pass the same one when resuming.
         metadata: JSON-serialisable facts stored in a new run's header (kernel, toolchain, ...).
         baseline_check: Given the baseline's evaluation, why searching on is pointless (the run then ends
             after it with status "baseline_failed" and the reason in the header's ``stop_reason``), or None;
@@ -92,18 +93,8 @@ class Search:
                  exit_on_failure: bool = False, tracker_config: Any = None, debug: bool = False,
                  cache_folder: Any = None, dump_results: str | os.PathLike[str] | None = None,
                  executor: ExecutorSpec = None) -> None:
-        if search_space is None:
-            raise ConfigurationError("Search needs search_space, e.g. {'x': ss.range(1, 10)}")
-        if search_config is None:
-            raise ConfigurationError("Search needs search_config, e.g. SearchConfiguration(generations=10)")
-        if not isinstance(search_config, (SearchConfiguration, Mapping)):
-            raise ConfigurationError(
-                f"Search: `search_config is a SearchConfiguration or a dict of its arguments` must hold, but got "
-                f"{type(search_config).__name__} {search_config!r}; a CompileIQ config file is not read here: pass "
-                "SearchConfiguration(generations=..., pool_size=..., ...) with the file's settings")
-        if objective_function is not None and not callable(objective_function):
-            raise ConfigurationError(f"objective_function must be callable, but got "
-                                     f"{type(objective_function).__name__}; pass a function of one config dict")
+        check_search_arguments(objective_function, search_space, search_config, constraint)
+        assert search_space is not None and search_config is not None  # (checked: for the type checker)
         self._options = search_options(worker_type, engine, disable_progress_bar=disable_progress_bar,
                                        exit_on_failure=exit_on_failure, tracker_config=tracker_config, debug=debug,
                                        cache_folder=cache_folder, dump_results=dump_results)

@@ -153,13 +153,20 @@ def prepare_store(store: RunStore, new: RunHeader) -> dict[str, Any]:
             f"given space {space!r}. Use a new store path, or resume with the stored space.")
     defaults = SearchConfiguration.defaults()  # a setting an earlier version did not store had its default
     stored_cfg, given_cfg = {**defaults, **h.config}, {**defaults, **new.config}
-    diff = [f"{k}: stored {stored_cfg[k]!r} vs given {given_cfg[k]!r}"
-            for k in TRAJECTORY_KEYS if stored_cfg[k] != given_cfg[k]]
+    if (stored_cfg["pool_size"] is None) != (given_cfg["pool_size"] is None) and h.resolved.get("pool_size"):
+        # the automatic pool on one side only: it is the pool the stored run resolved (and continues with)
+        stored_cfg["pool_size"] = stored_cfg["pool_size"] or h.resolved["pool_size"]
+        given_cfg["pool_size"] = given_cfg["pool_size"] or h.resolved["pool_size"]
+    named = [[o.name for o in x.objectives] for x in (h, new)]
+    diff = [f"objectives: stored {','.join(named[0])} vs given {','.join(named[1])}"] if named[0] != named[1] else []
+    diff += [f"{k}: stored {stored_cfg[k]!r} vs given {given_cfg[k]!r}" for k in TRAJECTORY_KEYS
+             if stored_cfg[k] != given_cfg[k] and not (diff and k in ("num_objectives", "problem_type"))]
     if diff:
         raise StoreMismatchError(
             f"run store {store.path!r} was made with other search settings ({'; '.join(diff)}); "
-            "a resumed run must keep them (only generations, timeout_s, max_evaluations and time_budget_s may change). "
-            "Use a new store path to search with new settings.")
+            "a resumed run must keep them (only generations, timeout_s, max_evaluations and time_budget_s may change: "
+            "tune's --generations, --timeout, --max-evals and --time-budget). Use a new store path to search with "
+            "new settings.")
     stored_setup, given_setup = h.setup(), new.setup()
     keys = sorted(k for k in set(stored_setup) & set(given_setup) if stored_setup[k] != given_setup[k])
     if keys:  # a fact one side does not record is unknown, not different

@@ -151,7 +151,8 @@ class SearchConfiguration:
             included, stored rows of earlier sessions too); the last generation is cut short so the total never
             exceeds it. None: no such limit. Not a trajectory setting: a resumed run may raise it.
         time_budget_s: Also end the run once its ``start()`` calls have taken this many seconds of wall time in all
-            (a resumed run continues the count; a killed process's time is not counted). No new call starts past it;
+            (a resumed run continues the count; a killed process's time counts too, as recorded once a second while
+            it ran). No new call starts past it;
             calls already running finish and are kept. None: no such limit. Not a trajectory setting.
         normalize: CompileIQ's switch: the baseline is evaluated (the empty config, CompileIQ's
             BASELINE_CONFIG, where the space has no baseline of its own) and ``get_results()`` adds the
@@ -240,11 +241,17 @@ class SearchConfiguration:
     def _check_inputs(self) -> None:
         """objective_names and warm_start, each kept as a list of its own."""
         if self.objective_names is not None:
+            if isinstance(self.objective_names, str):  # a list of its letters otherwise
+                raise _fail("objective_names is a list of names", f"the str {self.objective_names!r}",
+                            f"Pass a list: objective_names=[{self.objective_names!r}].")
             names = list(self.objective_names)
             if len(names) != self.num_objectives or not all(isinstance(n, str) and n for n in names):
                 raise _fail("objective_names holds num_objectives non-empty strings",
                             f"objective_names={names!r} with num_objectives={self.num_objectives}",
                             "Give one name per objective, or None.")
+            if len(set(names)) < len(names):
+                raise _fail("objective_names are distinct", f"objective_names={names!r}",
+                            "Name each objective differently: a name picks one objective (best_record, figures).")
             self.objective_names = names
         if self.warm_start is not None:
             configs = list(itertools.islice(self.warm_start, MAX_WARM_START + 1))  # an endless iterable ends here

@@ -66,15 +66,16 @@ def grid_size(start: float, end: float, step: float) -> float:
 
 
 def grid(start: float, end: float, step: float) -> list[float | int]:
-    """The values ``start, start+step, ...`` up to ``end`` (float noise rounded away, the ends exact)."""
+    """The values ``start, start+step, ...`` up to ``end`` (float noise rounded away, the ends exact): ints where
+    ``start``, ``end`` and ``step`` all are, else floats, every one (an objective formats them all alike)."""
     n = int(grid_size(start, end, step))
     if all(isinstance(v, int) for v in (start, end, step)):
         return [start + i * step for i in builtins.range(n)]
     # 12 significant digits hide float noise (0.1 * 3 -> 0.3); the ends stay exact
     values: list[float | int] = [float(f"{start + i * step:.12g}") for i in builtins.range(n)]
-    values[0] = start
+    values[0] = float(start)
     if abs(start + (n - 1) * step - end) <= 1e-9 * max(1.0, abs(step)):
-        values[-1] = end
+        values[-1] = float(end)
     return values
 
 

@@ -129,10 +129,9 @@ class Param:
         Raises:
             SpaceDefinitionError: If the value is not in the domain.
         """
-        key = _json_key(value, self.kind)
-        for i, v in enumerate(self.values):
-            if _json_key(v, self.kind) == key:
-                return i
+        same = matching_values(self.values, value, self.kind)  # (3 names a float range's 3.0, as stored before)
+        if same:
+            return next(i for i, v in enumerate(self.values) if v is same[0])
         raise SpaceDefinitionError(
             f"value {value!r} is not in the domain of {self!r}; valid values: "
             f"{preview(self.values)}"

@@ -97,6 +97,20 @@ class Results:
         """How many objectives the run has."""
         return len(self.objectives)
 
+    def objective_index(self, which: int | str) -> int:
+        """The index of an objective given by name or index.
+
+        Raises:
+            ConfigurationError: ``which`` names no objective of the run (the message lists them).
+        """
+        names = self.objective_names
+        if isinstance(which, str) and which in names:
+            return names.index(which)
+        if isinstance(which, numbers.Integral) and not isinstance(which, bool) and 0 <= which < len(names):
+            return int(which)
+        raise ConfigurationError(f"objective must be one of {names} or an index below {len(names)}, but got "
+                                 f"{which!r}")
+
     @property
     def validation(self) -> Validation | None:
         """The latest interleaved re-measurement of a GPU run (see ``compileiq_lab.analysis.validation``), or None."""
@@ -242,9 +256,10 @@ class Results:
         return conflicts_in(space, [(r.params, r.status, r.error, r.detail) for r in self.records
                                     if pooled or not r.is_baseline])
 
-    def best_record(self, objective: int = 0) -> EvalRecord | None:
-        """The best evaluation on one objective (index), ties broken first by the other objectives (a point on
-        the front) and then by ``representative``; None if nothing succeeded."""
+    def best_record(self, objective: int | str = 0) -> EvalRecord | None:
+        """The best evaluation on one objective (index or name), ties broken first by the other objectives (a point
+        on the front) and then by ``representative``; None if nothing succeeded."""
+        objective = self.objective_index(objective)
         front = self.front_records()
         if not front:
             return None

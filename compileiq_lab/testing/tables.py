@@ -281,7 +281,10 @@ class TableObjective:
 
     def __init__(self, table: Table | str | Path, objectives: Sequence[str] | None = None) -> None:
         self.table = table if isinstance(table, Table) else Table.load(table)
-        self.objectives = list(objectives or self.table.objectives)
+        if isinstance(objectives, str):  # a list of its letters otherwise
+            raise ValueError(f"TableObjective: objectives is a list of the table's metrics, but got the str "
+                             f"{objectives!r}; pass [{objectives!r}]")
+        self.objectives = list(self.table.objectives if objectives is None else objectives)
         self.table.check_objectives(self.objectives)
         self.calls = 0
         self.history: list[tuple[str, ...]] = []

@@ -82,17 +82,6 @@ def _front_ids(results: Results) -> set[int]:
     return {int(row["eval_id"]) for row in results.pareto_front()}
 
 
-def _objective_index(results: Results, which: int | str) -> int:
-    if isinstance(which, str):
-        if which not in results.objective_names:
-            raise ConfigurationError(f"unknown objective {which!r}; objectives: {results.objective_names}")
-        return results.objective_names.index(which)
-    if not 0 <= which < results.n_objectives:
-        raise ConfigurationError(f"objective index {which} out of range; the run has "
-                                 f"{results.n_objectives} objective(s): {results.objective_names}")
-    return int(which)
-
-
 def _ok_baseline(results: Results) -> EvalRecord | None:
     for r in results.records:
         if r.is_baseline:
@@ -126,9 +115,9 @@ def pareto_data(results: Results, x: int | str = 0, y: int | str = 1) -> dict[st
         ``front`` (x, y, eval_id sorted by x), ``failed`` (eval_id, generation, status, error,
         text) and ``baseline`` ({x, y, eval_id} or None when it did not succeed).
     """
-    xi = _objective_index(results, x)
+    xi = results.objective_index(x)
     single = results.n_objectives == 1
-    yi = None if single else _objective_index(results, y)
+    yi = None if single else results.objective_index(y)
     if yi == xi:
         raise ConfigurationError(f"x and y are the same objective ({results.objective_names[xi]!r})")
     names = results.objective_names

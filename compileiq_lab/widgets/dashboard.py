@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import ipywidgets as w
 
+from compileiq_lab.acf.exporting import export_notes, export_point
 from compileiq_lab.exceptions import ConfigurationError
 from compileiq_lab.kernels import KernelRun
 from compileiq_lab.run import ReplayRun, Run
@@ -22,7 +23,6 @@ from compileiq_lab.run.events import EvaluationEvent, FailedEvent, FinishedEvent
 from compileiq_lab.store import Results, load_results, new_store_path
 from compileiq_lab.widgets.bridge import EventBridge
 from compileiq_lab.widgets.detail import DetailPanel
-from compileiq_lab.widgets.exporting import export_notes, export_point
 from compileiq_lab.widgets.live import LivePlots
 from compileiq_lab.widgets.notes import COMM_LOGGER, NOTES, CommErrors, baseline_banner, notes_html, status_html
 from compileiq_lab.widgets.runs import open_stored_run

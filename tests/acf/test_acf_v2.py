@@ -1,4 +1,4 @@
-"""ACF version 2: the build section and dropped controls; version 1 documents still read."""
+"""ACF version 2: the build section and dropped controls; version 1 documents still read; a script's export."""
 
 from __future__ import annotations
 
@@ -115,3 +115,17 @@ def test_an_acf_knows_the_folder_it_was_read_from_or_written_to(tmp_path: Path) 
     assert acf.folder == (tmp_path / "out").resolve()
     again = load_acf(tmp_path / "out" / "a.acf")
     assert again.folder == (tmp_path / "out").resolve() and again == acf and "folder" not in again.to_json()
+
+
+def test_a_script_exports_a_point_as_the_lab_does(tmp_path: Path) -> None:
+    import compileiq_lab as cil
+
+    results = cil.Search(lambda c: float(c["x"]), {"x": cil.range(1, 9)}, cil.SearchConfiguration(
+        generations=2, pool_size=3, seed=0), store=str(tmp_path / "run.db")).start()
+    best = results.best_record()
+    assert best is not None
+    out = cil.export_point(results, best.eval_id, path="best.json", folder=tmp_path / "exports")
+    assert json.loads(out.read_text())["params"] == best.params and out.parent == (tmp_path / "exports").resolve()
+    other = next(r for r in results.records if r.scores != best.scores)
+    with pytest.raises(ConfigurationError, match="never replaces another point's file"):
+        cil.export_point(results, other.eval_id, path="best.json", folder=tmp_path / "exports")

@@ -76,6 +76,37 @@ def test_every_candidate_of_first_generation_failing_keeps_going():
     assert (df[df["generation"] > 1]["status"] == "ok").any()
 
 
+def test_an_objective_whose_every_answer_is_invalid_is_warned_of_after_the_first_generation(caplog):
+    with caplog.at_level("WARNING", logger="compileiq_lab"):
+        res = _run(lambda c: (c["a"], 1.0), generations=2, baseline=False)
+    assert {r.status for r in res.records} == {"invalid"}  # still recorded, the run goes on
+    said = [m for m in caplog.messages if "was invalid" in m]
+    assert len(said) == 1 and "every evaluation so far (6) was invalid, first: objective returned 2 values" in said[0]
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="compileiq_lab"):
+        _run(lambda c: c["a"] if c["b"] == "p" else None, generations=2, baseline=False)
+    assert not [m for m in caplog.messages if "was invalid" in m]  # some answered: the configs are at fault
+
+
+@pytest.mark.parametrize(("constraint", "said"), [
+    (lambda c: c["a"] == 3, "returned False (bool)"),  # a yes/no test would rule out every config
+    (lambda c: 1 / 0 if c["a"] == 3 else None, "the constraint raised ZeroDivisionError"),
+])
+def test_a_constraint_that_answers_other_than_a_reason_or_none_is_refused_naming_the_config(constraint, said):
+    with pytest.raises(ConfigurationError, match="for (the config )?{'a': ") as got:
+        Search(lambda c: c["a"], SPACE, SearchConfiguration(generations=2, pool_size=4), store=":memory:",
+               constraint=constraint).start()
+    assert said in str(got.value)
+
+
+def test_a_constraint_of_empty_reasons_allows_and_one_not_callable_is_refused():
+    res = Search(lambda c: c["a"], SPACE, SearchConfiguration(generations=2, pool_size=4, baseline=False),
+                 store=":memory:", constraint=lambda c: "" if c["a"] < 18 else "too big").start()
+    assert all(r.params["a"] < 18 for r in res.records) and len(res.records) == 8
+    with pytest.raises(ConfigurationError, match="constraint must be callable .* but got 'a>3'"):
+        Search(lambda c: c["a"], SPACE, SearchConfiguration(generations=2), constraint="a>3")
+
+
 def test_multi_objective_wrong_arity_is_invalid():
     res = _run(lambda c: (c["a"],), num_objectives=2, baseline=False)
     assert set(res.get_results()["status"]) == {"invalid"}

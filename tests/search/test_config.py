@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from compileiq_lab.exceptions import CompileIQLabError, ConfigurationError
+from compileiq_lab.exceptions import CompileIQLabError, ConfigurationError, StoreMismatchError
 from compileiq_lab.search.config import SMALL_POOL_SIZE, SMALL_SPACE_GENES, SearchConfiguration, default_pool_size
 
 
@@ -38,6 +38,9 @@ def test_configuration_error_is_value_error() -> None:
      "objective_names holds num_objectives non-empty strings", "objective_names=['time']"),
     ({"objective_names": ["time", ""], "num_objectives": 2},
      "objective_names holds num_objectives non-empty strings", "objective_names=['time', '']"),
+    ({"objective_names": ["t", "t"], "num_objectives": 2}, "objective_names are distinct",
+     "objective_names=['t', 't']"),
+    ({"objective_names": "runtime"}, "objective_names is a list of names", "the str 'runtime'"),
 ])
 def test_validation_names_rule_and_value(kwargs: dict, rule: str, got: str) -> None:
     kwargs.setdefault("generations", 3)
@@ -114,6 +117,10 @@ def test_a_run_stored_with_an_earlier_default_pool_resumes_with_it(tmp_path: Any
     rows = Search.resume(path, lambda c: float(c["b"]), generations=4).get_results()
     searched = rows[rows["generation"] > 0]
     assert searched.groupby("generation").size().tolist() == [7, 7, 7, 7]
+    again = Search(lambda c: float(c["b"]), space, SearchConfiguration(generations=5, seed=3, pool_size=7), store=path)
+    assert len(again.start().records) == len(rows) + 7  # the pool it resolved, given: the same run
+    with pytest.raises(StoreMismatchError, match="pool_size: stored 7 vs given 6"):
+        Search(lambda c: float(c["b"]), space, SearchConfiguration(generations=6, seed=3, pool_size=6), store=path)
 
 
 @pytest.mark.parametrize("cfg", [

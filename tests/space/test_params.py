@@ -35,6 +35,13 @@ def test_range_int_arguments_give_ints() -> None:
     assert all(type(v) is int for v in p.values)
 
 
+def test_range_with_any_float_argument_gives_floats_only_and_takes_the_ints_they_equal() -> None:
+    for p in (ss.range(0, 3, step=0.5), ss.range(1, 5, 1.0), ss.range(0, 1, 0.1)):
+        assert all(type(v) is float for v in p.values), p.values  # an objective formats every value alike
+    p = ss.range(0, 3, 0.5, default=3)
+    assert p.default == 3.0 and p.index_of(3) == p.index_of(3.0) == 6  # a store of ints at the ends still reads
+
+
 def test_range_default_step_is_one() -> None:
     assert ss.range(0, 4).values == (0, 1, 2, 3, 4)
 

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
+from compileiq_lab.exceptions import ConfigurationError
 from compileiq_lab.store.results import Results, representative
 from compileiq_lab.store.sqlite import EvalRecord
 
@@ -43,6 +46,10 @@ def test_best_record_breaks_ties_on_the_front_then_by_the_rule() -> None:
     best = res.best_record(0)
     assert best is not None and best.eval_id == 2  # eval 4 has fewer params but is dominated
     assert res.best_record(1).eval_id == 5  # type: ignore[union-attr]
+    assert res.best_record(res.objective_names[1]) == res.best_record(1)  # by name too
+    for wrong in ("nope", 2, -1, True):
+        with pytest.raises(ConfigurationError, match="objective must be one of .* or an index below 2, but got"):
+            res.best_record(wrong)  # type: ignore[arg-type]
 
 
 def test_distinct_front_folds_identical_scores() -> None:

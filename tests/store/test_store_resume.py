@@ -74,6 +74,10 @@ def test_different_seed_is_refused(store_path):
     Search(PROBLEM, PROBLEM.space(), SearchConfiguration(generations=1, seed=1), store=store_path).start()
     with pytest.raises(StoreMismatchError, match="seed: stored 1 vs given 2"):
         Search(PROBLEM, PROBLEM.space(), SearchConfiguration(generations=1, seed=2), store=store_path)
+    with pytest.raises(StoreMismatchError, match=r"\(objectives: stored score_1 vs given a,b\); .* tune's "
+                                                 r"--generations, --timeout, --max-evals and --time-budget"):
+        Search(PROBLEM, PROBLEM.space(), SearchConfiguration(generations=1, seed=1, num_objectives=2,
+                                                             objective_names=["a", "b"]), store=store_path)
 
 
 def test_load_results_is_read_only_and_rejects_non_stores(store_path, tmp_path):

@@ -15,6 +15,7 @@ import pytest
 pytest.importorskip("ipywidgets")
 
 from compileiq_lab import KernelRun, Run, Search, SearchConfiguration
+from compileiq_lab.acf.exporting import export_point
 from compileiq_lab.analysis import machine_code
 from compileiq_lab.analysis.machine_code import code_diff
 from compileiq_lab.analysis.occupancy import occupancy
@@ -22,7 +23,6 @@ from compileiq_lab.measure.sass import INSTALL_HINT
 from compileiq_lab.testing import tool_available, toy_objective, toy_space
 from compileiq_lab.widgets import Dashboard
 from compileiq_lab.widgets.detail import DOWNLOAD_LIMIT, DetailPanel, copy_button_html
-from compileiq_lab.widgets.exporting import export_point
 
 needs_nvcc = pytest.mark.skipif(not tool_available("nvcc"), reason="needs nvcc")
 

@@ -13,10 +13,10 @@ pytest.importorskip("anywidget")
 
 import compileiq_lab.space as ss
 from compileiq_lab import KernelRun, Run, Search, SearchConfiguration, load_acf, load_results
+from compileiq_lab.acf.exporting import export_point
 from compileiq_lab.exceptions import ConfigurationError
 from compileiq_lab.testing import tool_available
 from compileiq_lab.widgets import Dashboard
-from compileiq_lab.widgets.exporting import export_point
 
 
 @pytest.mark.skipif(not tool_available("ptxas"), reason="needs ptxas")

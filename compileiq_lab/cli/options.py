@@ -254,11 +254,27 @@ def build_options(args: argparse.Namespace) -> dict[str, Any]:
     return {"entry": args.entry, "build": context or None, "block": block}
 
 
-def check_output_file(path: str, flag: str) -> None:
-    """Refuse an output file that cannot be written where it is asked, before any work is done for it."""
+def check_output_file(path: str, flag: str, store: str | None = None) -> None:
+    """Refuse an output file that cannot be written where it is asked, or that would destroy a run: the ``store``
+    the command reads or writes (or its -wal, -shm and lock files, through a link too), or any other run store.
+    Before any work is done for it."""
+    if not path.strip():
+        raise UsageError(f"{flag} must name a file, but got an empty name; name the file to write")
     if Path(path).is_dir() or not Path(path).resolve().parent.is_dir():
         raise ConfigurationError(f"{flag} must name a file in an existing folder, but got {path!r}; create the folder "
                                  f"{str(Path(path).parent)!r} first, or name a file there")
+    out = Path(path).resolve()
+    if store is not None and out in {Path(store + end).resolve() for end in ("", "-wal", "-shm", ".lock")}:
+        raise ConfigurationError(f"{flag} must not name the run store it comes from, but got {path!r} for the store "
+                                 f"{store!r}: writing there would destroy the run; name another file")
+    try:
+        with out.open("rb") as f:
+            held = f.read(16) == b"SQLite format 3\x00"
+    except OSError:  # (not there, or not readable: nothing to keep)
+        held = False
+    if held:
+        raise ConfigurationError(f"{flag} must not name a run store (an SQLite database), but got {path!r}: writing "
+                                 "there would destroy it; name another file")
 
 
 def export_point(args: argparse.Namespace, path: str, results: Results, run: KernelRun,
@@ -267,13 +283,17 @@ def export_point(args: argparse.Namespace, path: str, results: Results, run: Ker
     ``--no-minimize``. Returns the exit code."""
     rule = args.pick or default_pick(run.target == "static")
     base = results.baseline_record
+    fallback = ""
     if args.pick is None and rule == "no-regression" and (base is None or base.status != "ok"):
         rule = "first"  # nothing to compare with: the default falls back to the first objective
+        fallback = "; no-regression compares with the baseline, which failed"
     why, default = "the point asked for", False
     if rec is None:
         rec, why = pick_point(results, rule, validation)  # (the re-measurement just made: not in this snapshot)
         default = args.pick is None
     if rec is None:
+        if not any(r.status == "ok" for r in results.records):
+            why = "no evaluation succeeded (`compileiq-lab show` lists the failures by status)"
         print(f"compileiq-lab: error: nothing to export from {results.store_path}: {why}", file=sys.stderr)
         return 1
     controls, dropped = effective_params(rec), {}
@@ -287,7 +307,7 @@ def export_point(args: argparse.Namespace, path: str, results: Results, run: Ker
     acf = point_acf(results, rec, run.kernel, run.catalog, validation=validation, controls=controls, dropped=dropped,
                     acf_path=path)
     acf.write(path)
-    print(f"exported eval {rec.eval_id} ({why}{', the default pick' if default else ''}) to {path}"
+    print(f"exported eval {rec.eval_id} ({why}{', the default pick' + fallback if default else ''}) to {path}"
           + (f"; dropped as having no effect: {', '.join(sorted(acf.dropped))}" if acf.dropped else ""),
           file=sys.stderr)
     note = lowered_note(run, controls, path)

@@ -160,7 +160,7 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
-    check_output_file(args.output, "-o/--output")
+    check_output_file(args.output, "-o/--output", args.store)
     res = _load(args.store)
     rec = None
     if args.eval_id is not None and args.pick is not None:
@@ -332,6 +332,7 @@ def _verify(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
+    check_output_file(args.output, "-o/--output", args.store)
     results = _load(args.store)
     run = None
     if results.header.kernel is not None:  # a kernel run: the report shows what the picked point's controls changed

@@ -152,6 +152,7 @@ class CudaCompiler:
             return [self.nvcc, f"-arch={self.arch}", "-ptx", *self.context.argv(), *extra, *frontend_argv,
                     str(compiled), "-o", str(target)]
 
+        shell_safe(argv_for(out))
         # nvcc -ptx checks its PTX with ptxas, whose errors name the (scratch) output file by line
         shown = {str(out): _ptx_of(source), str(compiled): str(source)}
         with lock:  # two threads wanting the same PTX compile it once
@@ -180,8 +181,8 @@ class CudaCompiler:
                         *backend_argv)
         out = self.workdir / "cubin" / f"{key}.cubin"
         xptxas = [a for tok in backend_argv for a in ("-Xptxas", tok)]
-        argv = [self.nvcc, f"-arch={self.arch}", "-cubin", *self.context.argv(), *extra, *frontend_argv, "-Xptxas",
-                "-v", *xptxas, str(compiled), "-o", str(out)]
+        argv = shell_safe([self.nvcc, f"-arch={self.arch}", "-cubin", *self.context.argv(), *extra, *frontend_argv,
+                           "-Xptxas", "-v", *xptxas, str(compiled), "-o", str(out)])
         return self._assemble(argv, out, entry, cwd=source.parent, shown={str(compiled): str(source)})
 
     def _assemble(self, argv: list[str], out: Path, entry: str | None, cwd: Path | None,
@@ -248,6 +249,26 @@ class CudaCompiler:
         return h.hexdigest()
 
 
+#: What nvcc's own steps read in an argument: it runs cicc, ptxas and fatbinary through a shell, each argument in
+#: double quotes, inside which these still act (a file named 'k$(cmd).cu' would run cmd).
+_SHELL_CHARS = frozenset('$`"\\')
+
+
+def shell_safe(argv: Sequence[str]) -> list[str]:
+    """``argv`` (an nvcc command), refused where an argument holds a character nvcc's shell steps would act on.
+
+    Raises:
+        ConfigurationError: Naming the argument (a path of the kernel, its headers or the work folder) and the fix.
+    """
+    for arg in argv[1:]:
+        if set(arg) & _SHELL_CHARS:
+            raise ConfigurationError(
+                "an nvcc argument (a path of the kernel, its include folders or the work folder, a define) must hold "
+                f"none of $ ` \" \\, which nvcc's own shell steps would act on (a file named 'k$(cmd).cu' would run "
+                f"cmd), but got {arg!r}; rename that file or folder, or copy the kernel to a path without them")
+    return list(argv)
+
+
 def _ptx_of(source: Path) -> str:
     """What a compile error calls a source's PTX, in place of the scratch file's path."""
     return f"{source.stem}.ptx (nvcc -ptx of {source.name})"
@@ -288,6 +309,7 @@ def header_deps(nvcc: str, arch: str, source: Path, argv: Sequence[str],
         ConfigurationError: If nvcc hangs on the scan (limit ``timeout_s``, default ``DEPS_TIMEOUT_S``).
     """
     limit = DEPS_TIMEOUT_S if timeout_s is None else timeout_s
+    shell_safe([nvcc, *argv, str(source)])
     return scan_deps([nvcc, f"-arch={arch}", "-MM", *argv], source, limit, Path(nvcc).resolve().parent.parent)
 
 

@@ -10,10 +10,16 @@ try:
 except ImportError:  # pragma: no cover - Windows: no writer lock
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["LOCKS", "take_writer_lock", "writer_pid"]
+__all__ = ["LOCKS", "lock_path", "take_writer_lock", "writer_pid"]
 
 #: Whether this platform has the writer lock (``fcntl``); without it stores are written unlocked.
 LOCKS = fcntl is not None
+
+
+def lock_path(path: str | os.PathLike[str]) -> str:
+    """The writer lock file of the run store at ``path``: beside the file itself, links resolved, so that two names
+    of one store (a ``latest.db`` link, a linked folder) take one lock."""
+    return os.path.realpath(path) + ".lock"
 
 
 def take_writer_lock(fd: int, tries: int = 5, wait_s: float = 0.02) -> str | None:
@@ -42,7 +48,7 @@ def writer_pid(path: str | os.PathLike[str]) -> int | None:
     if fcntl is None:
         return 0
     try:
-        fd = os.open(os.fspath(path) + ".lock", os.O_RDONLY)
+        fd = os.open(lock_path(path), os.O_RDONLY)
     except OSError:
         return None  # never written by a run
     try:

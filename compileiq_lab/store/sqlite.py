@@ -17,7 +17,7 @@ from compileiq_lab.exceptions import CompileIQLabError, EnvironmentFaultError, S
 from compileiq_lab.store.checks import check_file, check_readable, check_schema
 from compileiq_lab.store.damage import check_header_values, read_header_values, read_rows, scan_pages
 from compileiq_lab.store.header import HEADER_KEYS, SCHEMA_VERSION, RunHeader
-from compileiq_lab.store.lock import LOCKS, take_writer_lock
+from compileiq_lab.store.lock import LOCKS, lock_path, take_writer_lock
 from compileiq_lab.store.record import COLUMNS, MEMORY_SCHEMA, SCHEMA, SELECT, EvalRecord
 
 __all__ = ["DEFAULT_DIR", "MEMORY", "SCHEMA_VERSION", "EvalRecord", "RunStore", "new_store_path"]
@@ -155,10 +155,19 @@ class RunStore:
             else:
                 conn.executescript(MEMORY_SCHEMA if self.path == MEMORY else SCHEMA)
             check_schema(conn, self.path)
+        except sqlite3.OperationalError as exc:
+            conn.close()
+            if "locked" not in str(exc) and "busy" not in str(exc):
+                raise StoreError(f"{self.path!r} is not a compileiq-lab run store ({exc}); nothing can be read from "
+                                 "it. Pass the path of a run's .db file, or a new path for a new run") from exc
+            raise StoreError(f"run store {self.path!r} is locked by another program that has it open ({exc}), e.g. "
+                             "an sqlite3 shell or a browser of the file; close it and run again") from exc
         except sqlite3.DatabaseError as exc:
             conn.close()
-            raise StoreError(f"{self.path!r} is not a compileiq-lab run store ({exc}); nothing can be read from it. "
-                             "Pass the path of a run's .db file, or a new path for a new run") from exc
+            raise StoreError(f"{self.path!r} is not a compileiq-lab run store, or a damaged one, and cannot be "
+                             f"written ({exc}). Pass the path of a run's .db file, or a new path for a new run; where "
+                             "`compileiq-lab show` still reads rows from it, continue in a new store with "
+                             "--warm-start FILE (its best configs start the new run)") from exc
         except BaseException:
             conn.close()
             raise
@@ -329,7 +338,7 @@ class RunStore:
             return
         try:
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.path + ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+            fd = os.open(lock_path(self.path), os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as exc:
             raise self._unwritable(exc) from exc
         holder = take_writer_lock(fd)

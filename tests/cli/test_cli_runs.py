@@ -93,6 +93,21 @@ def test_export_refuses_runs_without_a_kernel(tmp_path):
     assert out.returncode == 1 and "not made by `compileiq-lab tune`" in out.stderr
 
 
+def test_no_output_ever_writes_over_a_run_store(tmp_path):
+    assert cli("demo", "--generations", "2", "--store", "d.db", cwd=tmp_path).returncode == 0
+    shutil.copy(tmp_path / "d.db", tmp_path / "other.db")
+    (tmp_path / "link.db").symlink_to("d.db")
+    kept = (tmp_path / "d.db").read_bytes(), (tmp_path / "other.db").read_bytes()
+    for command, output in (("report", "d.db"), ("report", "link.db"), ("export", "d.db-wal"), ("report", "other.db")):
+        out = cli(command, "d.db", "-o", output, cwd=tmp_path)
+        assert out.returncode == 1 and "writing there would destroy" in out.stderr, (command, output, out.stderr)
+    assert ((tmp_path / "d.db").read_bytes(), (tmp_path / "other.db").read_bytes()) == kept
+    tune = cli("tune", "stencil_c", "--objectives", "text_bytes", "--store", "d.db", "--export", "d.db", cwd=tmp_path)
+    assert tune.returncode == 1 and "must not name the run store it comes from" in tune.stderr
+    assert (tmp_path / "d.db").read_bytes() == kept[0] and not (tmp_path / "d.db-wal").exists()
+    assert cli("report", "d.db", "-o", "", cwd=tmp_path).returncode == 2
+
+
 @needs_gcc
 def test_export_when_the_baseline_failed(tmp_path):
     from compileiq_lab import load_acf, load_results

@@ -163,3 +163,21 @@ def test_a_writer_starting_while_its_store_is_probed_waits_out_the_probe(tmp_pat
             RunStore(str(path)).acquire()
     finally:
         os.close(held)
+
+
+def test_a_link_to_a_store_being_written_takes_the_same_lock(tmp_path: Path) -> None:
+    path = tmp_path / "run.db"
+    Search(PROBLEM, PROBLEM.space(), SearchConfiguration(generations=1), store=path).close()
+    (tmp_path / "latest.db").symlink_to("run.db")
+    (tmp_path / "linked").symlink_to(tmp_path, target_is_directory=True)
+    writer = RunStore(str(path))
+    writer.acquire()
+    try:
+        for name in (tmp_path / "latest.db", tmp_path / "linked" / "run.db"):
+            with pytest.raises(StoreError, match="is being written by another run"):
+                RunStore(str(name)).acquire()
+    finally:
+        writer.close()
+    other = RunStore(str(tmp_path / "latest.db"))
+    other.acquire()  # free again: the link's writer is the only one
+    other.close()

@@ -242,3 +242,17 @@ def test_include_folders_count_in_a_runs_setup_only_where_the_headers_digest_is_
     assert not same(meta("/a/inc"), meta("/b/inc"))  # no digest (none recorded, no headers read): the folders count
     assert same(meta("/a/inc"), meta("/a/inc", "d" * 64))  # a run of an earlier version, without the digest
     assert not same(meta("/a/inc", "d" * 64, {"N": "4"}), meta("/b/inc", "d" * 64, {"N": "8"}))  # defines count
+
+
+def test_a_store_another_program_holds_open_is_said_to_be_locked_not_foreign(store_path):
+    Search(PROBLEM, PROBLEM.space(), SearchConfiguration(generations=1), store=store_path).start()
+    reader = sqlite3.connect(store_path)  # e.g. an sqlite3 shell in a read transaction on the finished run
+    reader.execute("BEGIN")
+    reader.execute("SELECT COUNT(*) FROM evals").fetchall()
+    try:
+        with pytest.raises(StoreError, match="is locked by another program that has it open") as err:
+            Search(PROBLEM, PROBLEM.space(), SearchConfiguration(generations=2), store=store_path).start()
+        assert "not a compileiq-lab run store" not in str(err.value)
+    finally:
+        reader.close()
+    assert len(Search(PROBLEM, PROBLEM.space(), SearchConfiguration(generations=2), store=store_path).start()) > 0

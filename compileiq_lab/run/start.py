@@ -157,10 +157,11 @@ def prepare_store(store: RunStore, new: RunHeader) -> dict[str, Any]:
         # the automatic pool on one side only: it is the pool the stored run resolved (and continues with)
         stored_cfg["pool_size"] = stored_cfg["pool_size"] or h.resolved["pool_size"]
         given_cfg["pool_size"] = given_cfg["pool_size"] or h.resolved["pool_size"]
-    named = [[o.name for o in x.objectives] for x in (h, new)]
-    diff = [f"objectives: stored {','.join(named[0])} vs given {','.join(named[1])}"] if named[0] != named[1] else []
+    named = [[o.name for o in x.objectives] for x in (h, new)]  # other objectives: said by their names
+    said = any(stored_cfg[k] != given_cfg[k] for k in ("num_objectives", "problem_type")) and named[0] != named[1]
+    diff = [f"objectives: stored {','.join(named[0])} vs given {','.join(named[1])}"] if said else []
     diff += [f"{k}: stored {stored_cfg[k]!r} vs given {given_cfg[k]!r}" for k in TRAJECTORY_KEYS
-             if stored_cfg[k] != given_cfg[k] and not (diff and k in ("num_objectives", "problem_type"))]
+             if stored_cfg[k] != given_cfg[k] and not (said and k in ("num_objectives", "problem_type"))]
     if diff:
         raise StoreMismatchError(
             f"run store {store.path!r} was made with other search settings ({'; '.join(diff)}); "

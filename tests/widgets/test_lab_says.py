@@ -37,13 +37,19 @@ def test_a_runtime_never_re_measured_is_said_to_be_one_measurement(tmp_path) -> 
     assert "not re-measured" not in panel.html.value  # validate re-measures kernel runs only
 
 
-@needs_gcc
-def test_start_continues_a_reopened_run_until_the_form_is_edited(tmp_path, monkeypatch) -> None:
+def _static_dot(tmp_path, monkeypatch) -> Dashboard:
+    """A dashboard whose form holds the bundled C kernel "dot" for static metrics."""
     monkeypatch.chdir(tmp_path)
     dash = Dashboard(folder=tmp_path / "runs")
+    dash.form.kernel.value = "dot"
+    dash.form.target.value = "static"
+    return dash
+
+
+@needs_gcc
+def test_start_continues_a_reopened_run_until_the_form_is_edited(tmp_path, monkeypatch) -> None:
+    dash = _static_dot(tmp_path, monkeypatch)
     form = dash.form
-    form.kernel.value = "dot"
-    form.target.value = "static"
     form.objectives.value = ("text_bytes",)
     form.categories.value = (form.categories.options[0],)
     form.generations.value = 1
@@ -89,11 +95,7 @@ def test_the_forms_limits_end_the_run_and_the_status_says_which(tmp_path, monkey
 
 @needs_gcc
 def test_the_call_limit_field_is_the_kernel_runs_timeout(tmp_path, monkeypatch) -> None:
-    monkeypatch.chdir(tmp_path)
-    dash = Dashboard(folder=tmp_path / "runs")
-    form = dash.form
-    form.kernel.value = "dot"
-    form.target.value = "static"
+    form = _static_dot(tmp_path, monkeypatch).form
     assert form.timeout.layout.display != "none"
     form.timeout.value = 7.5
     _, kernel_run = form.build(str(tmp_path / "k.db"))

@@ -12,6 +12,7 @@ from compileiq_lab.acf.lowered import lowered_note
 from compileiq_lab.exceptions import ConfigurationError
 from compileiq_lab.kernels import minimal_controls
 from compileiq_lab.store import MEMORY
+from compileiq_lab.store.guard import overwrite_problem
 
 if TYPE_CHECKING:
     from compileiq_lab.kernels import KernelRun
@@ -59,6 +60,9 @@ def export_point(results: Results, eval_id: int, kernel_run: KernelRun | None = 
     if held := _held_by_another(out, results, eval_id):
         raise ConfigurationError(f"an export never replaces another point's file, but {out.name} in {out.parent} "
                                  f"holds {held}; name another file, or delete that one first")
+    if problem := overwrite_problem(out, results.store_path):
+        raise ConfigurationError(f"an export never writes over a run, but {out.name} in {out.parent}: {problem}; "
+                                 "name another file")
     out.parent.mkdir(parents=True, exist_ok=True)
     if kernel_run is not None:
         meta = results.header.kernel or kernel_run.metadata()

@@ -28,6 +28,7 @@ from compileiq_lab.kernels import (
     valid_block,
 )
 from compileiq_lab.store import EvalRecord, Results, Validation
+from compileiq_lab.store.guard import overwrite_problem
 from compileiq_lab.store.pick import PICK_CHOICES, default_pick, pick_point
 from compileiq_lab.toolchain.context import check_extra_arg, parse_define
 
@@ -263,18 +264,10 @@ def check_output_file(path: str, flag: str, store: str | None = None) -> None:
     if Path(path).is_dir() or not Path(path).resolve().parent.is_dir():
         raise ConfigurationError(f"{flag} must name a file in an existing folder, but got {path!r}; create the folder "
                                  f"{str(Path(path).parent)!r} first, or name a file there")
-    out = Path(path).resolve()
-    if store is not None and out in {Path(store + end).resolve() for end in ("", "-wal", "-shm", ".lock")}:
-        raise ConfigurationError(f"{flag} must not name the run store it comes from, but got {path!r} for the store "
-                                 f"{store!r}: writing there would destroy the run; name another file")
-    try:
-        with out.open("rb") as f:
-            held = f.read(16) == b"SQLite format 3\x00"
-    except OSError:  # (not there, or not readable: nothing to keep)
-        held = False
-    if held:
-        raise ConfigurationError(f"{flag} must not name a run store (an SQLite database), but got {path!r}: writing "
-                                 "there would destroy it; name another file")
+    problem = overwrite_problem(path, store)
+    if problem:
+        raise ConfigurationError(f"{flag} must not name a run store or the files beside it, but got {path!r}: "
+                                 f"{problem}; name another file")
 
 
 def export_point(args: argparse.Namespace, path: str, results: Results, run: KernelRun,

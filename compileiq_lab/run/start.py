@@ -161,7 +161,7 @@ def prepare_store(store: RunStore, new: RunHeader) -> dict[str, Any]:
     said = any(stored_cfg[k] != given_cfg[k] for k in ("num_objectives", "problem_type")) and named[0] != named[1]
     diff = [f"objectives: stored {','.join(named[0])} vs given {','.join(named[1])}"] if said else []
     diff += [f"{k}: stored {stored_cfg[k]!r} vs given {given_cfg[k]!r}" for k in TRAJECTORY_KEYS
-             if stored_cfg[k] != given_cfg[k] and not (said and k in ("num_objectives", "problem_type"))]
+             if stored_cfg[k] != given_cfg[k] and not (said and k == "num_objectives")]
     if diff:
         raise StoreMismatchError(
             f"run store {store.path!r} was made with other search settings ({'; '.join(diff)}); "

@@ -276,6 +276,8 @@ def choice(values: Sequence[Any] | None = None, knockout_prob: float | None = No
     seen: dict[str, int] = {}
     for i, v in enumerate(values):
         key = _json_key(v, "choice")
+        if isinstance(v, float) and v.is_integer():  # 1.0 is 1: one config, as a stored run finds it
+            key = _json_key(int(v), "choice")
         if key in seen:
             raise fail("choice", "values are distinct", f"{v!r} at positions {seen[key]} and {i}",
                         "Remove the duplicate; to weight an option, use knockout_prob or a range.")

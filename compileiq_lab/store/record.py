@@ -10,7 +10,7 @@ from typing import Any
 
 from compileiq_lab.store.damage import check_row
 
-__all__ = ["COLUMNS", "MEMORY_SCHEMA", "SCHEMA", "SELECT", "EvalRecord"]
+__all__ = ["COLUMNS", "MEMORY_SCHEMA", "SCHEMA", "SELECT", "EvalRecord", "whole_key"]
 
 COLUMNS = ("eval_id", "generation", "config_key", "params", "status", "error", "scores",
            "elapsed_s", "started_at", "is_baseline", "detail")
@@ -100,3 +100,14 @@ class EvalRecord:
             raise ValueError(wrong)
         d["is_baseline"] = bool(d["is_baseline"])
         return cls(**d)
+
+
+def whole_key(config_key: str) -> str:
+    """A config's key with its whole-number floats written as ints (``{"x":3.0}`` -> ``{"x":3}``)."""
+    def whole(v: Any) -> Any:
+        if isinstance(v, float) and v.is_integer():
+            return int(v)
+        if isinstance(v, dict):
+            return {k: whole(x) for k, x in v.items()}
+        return [whole(x) for x in v] if isinstance(v, list) else v
+    return json.dumps(whole(json.loads(config_key)), sort_keys=True, separators=(",", ":"))

@@ -18,7 +18,7 @@ from compileiq_lab.store.checks import check_file, check_readable, check_schema
 from compileiq_lab.store.damage import check_header_values, read_header_values, read_rows, scan_pages
 from compileiq_lab.store.header import HEADER_KEYS, SCHEMA_VERSION, RunHeader
 from compileiq_lab.store.lock import LOCKS, lock_path, take_writer_lock
-from compileiq_lab.store.record import COLUMNS, MEMORY_SCHEMA, SCHEMA, SELECT, EvalRecord
+from compileiq_lab.store.record import COLUMNS, MEMORY_SCHEMA, SCHEMA, SELECT, EvalRecord, whole_key
 
 __all__ = ["DEFAULT_DIR", "MEMORY", "SCHEMA_VERSION", "EvalRecord", "RunStore", "new_store_path"]
 
@@ -86,7 +86,9 @@ class RunStore:
             raise
         self._records, notes = read_rows(self._conn, SELECT, EvalRecord.from_row, self._file)
         self._row_damage += notes
-        self._by_key = {r.config_key: r for r in self._records}
+        self._by_key: dict[str, EvalRecord] = {}
+        self._by_whole: dict[str, EvalRecord] = {}  # stored floats' keys, their whole numbers written as ints
+        self._index(self._records)
         if not self.readonly and self.path != MEMORY:
             self.header()  # its damage, if any, is known before anything is written
             if self.damage:
@@ -295,7 +297,14 @@ class RunStore:
             except sqlite3.Error as exc:
                 raise self._write_failed(exc, f"evaluation {record.eval_id}") from exc
             self._records.append(record)
-            self._by_key[record.config_key] = record
+            self._index([record])
+
+    def _index(self, records: list[EvalRecord]) -> None:
+        """Find these rows by their config's key (``lookup``)."""
+        for r in records:
+            self._by_key[r.config_key] = r
+            if ".0" in r.config_key:
+                self._by_whole.setdefault(whole_key(r.config_key), r)
 
     def refresh(self) -> int:
         """Read rows another connection committed since this store was opened; returns how many."""
@@ -312,7 +321,7 @@ class RunStore:
                 except ValueError as exc:
                     self._row_damage.append(f"eval {r[0]!r}: {exc}"[:200])
             self._records.extend(new)
-            self._by_key.update((r.config_key, r) for r in new)
+            self._index(new)
             return len(new)
 
     def records(self, start: int = 0) -> list[EvalRecord]:
@@ -321,8 +330,13 @@ class RunStore:
             return self._records[start:]
 
     def lookup(self, config_key: str) -> EvalRecord | None:
-        """The stored evaluation of a config, if any."""
-        return self._by_key.get(config_key)
+        """The stored evaluation of a config, if any: a row stored before a float range's whole ends were floats too
+        (``0`` where the config now has ``0.0``) is found as well."""
+        rec = self._by_key.get(config_key)
+        if rec is None and ".0" in config_key:
+            whole = whole_key(config_key)
+            rec = self._by_key.get(whole) or self._by_whole.get(whole)
+        return rec
 
     def __len__(self) -> int:
         return len(self._records)

@@ -98,12 +98,14 @@ def test_no_output_ever_writes_over_a_run_store(tmp_path):
     shutil.copy(tmp_path / "d.db", tmp_path / "other.db")
     (tmp_path / "link.db").symlink_to("d.db")
     kept = (tmp_path / "d.db").read_bytes(), (tmp_path / "other.db").read_bytes()
-    for command, output in (("report", "d.db"), ("report", "link.db"), ("export", "d.db-wal"), ("report", "other.db")):
-        out = cli(command, "d.db", "-o", output, cwd=tmp_path)
+    for command, store, output in (("report", "d.db", "d.db"), ("report", "d.db", "link.db"),
+                                   ("export", "d.db", "d.db-wal"), ("report", "d.db", "other.db"),
+                                   ("report", "link.db", "d.db-shm"), ("export", "link.db", "d.db.lock")):
+        out = cli(command, store, "-o", output, cwd=tmp_path)
         assert out.returncode == 1 and "writing there would destroy" in out.stderr, (command, output, out.stderr)
     assert ((tmp_path / "d.db").read_bytes(), (tmp_path / "other.db").read_bytes()) == kept
     tune = cli("tune", "stencil_c", "--objectives", "text_bytes", "--store", "d.db", "--export", "d.db", cwd=tmp_path)
-    assert tune.returncode == 1 and "must not name the run store it comes from" in tune.stderr
+    assert tune.returncode == 1 and "it is the run store it comes from" in tune.stderr
     assert (tmp_path / "d.db").read_bytes() == kept[0] and not (tmp_path / "d.db-wal").exists()
     assert cli("report", "d.db", "-o", "", cwd=tmp_path).returncode == 2
 

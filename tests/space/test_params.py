@@ -265,6 +265,9 @@ def test_choice_empty() -> None:
 def test_choice_duplicate_values_names_positions() -> None:
     with pytest.raises(SpaceDefinitionError, match=r"values are distinct.*'b' at positions 1 and 3.*Remove"):
         ss.choice(["a", "b", "c", "b"])
+    with pytest.raises(SpaceDefinitionError, match=r"values are distinct.*1.0 at positions 0 and 1"):
+        ss.choice([1, 1.0])  # one number: a stored run finds both as one config
+    assert ss.choice([1, 1.5, True, "1"]).n_values == 4  # a bool and a string are not that number
 
 
 def test_choice_string_instead_of_list() -> None:

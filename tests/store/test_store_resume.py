@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 import sqlite3
 import subprocess
@@ -256,3 +257,22 @@ def test_a_store_another_program_holds_open_is_said_to_be_locked_not_foreign(sto
     finally:
         reader.close()
     assert len(Search(PROBLEM, PROBLEM.space(), SearchConfiguration(generations=2), store=store_path).start()) > 0
+
+
+def test_a_run_stored_with_a_float_ranges_int_ends_continues_without_evaluating_them_again(store_path):
+    space = {"x": ss.range(0, 3, 0.5, default=0), "y": ss.choice(["a", "b"])}
+    Search(lambda c: c["x"] + len(c["y"]), space, SearchConfiguration(generations=2, pool_size=4, seed=0),
+           store=store_path).start()
+    with sqlite3.connect(store_path) as db:  # as an earlier version stored them: 0 and 3, not 0.0 and 3.0
+        for end in ("0", "3"):
+            db.execute(f"UPDATE evals SET config_key = replace(config_key, '\"x\":{end}.0', '\"x\":{end}'), "
+                       f"params = replace(params, '\"x\": {end}.0', '\"x\": {end}')")
+    stored = load_results(store_path).records
+    assert any('"x":0,' in r.config_key for r in stored)  # (the rewrite took)
+    asked: list[dict] = []
+    more = Search(lambda c: asked.append(c) or c["x"] + len(c["y"]), space,
+                  SearchConfiguration(generations=4, pool_size=4, seed=0), store=store_path).start()
+    keys = [json.dumps({k: float(v) if k == "x" else v for k, v in r.params.items()}, sort_keys=True)
+            for r in more.records]
+    assert len(keys) == len(set(keys))  # nothing evaluated twice
+    assert len(asked) == len(more.records) - len(stored)

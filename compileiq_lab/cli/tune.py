@@ -250,7 +250,7 @@ def _notes(left_out: tuple[tuple[str, str], ...], note: str) -> None:
 
 def run_tune(args: argparse.Namespace) -> int:
     """Tune a kernel and print the Pareto table; returns the exit code."""
-    if args.export:
+    if args.export is not None:
         check_output_file(args.export, "--export", args.store)
     elif args.pick is not None:  # (it would do nothing)
         raise UsageError(f"--pick chooses the point --export writes, but got --pick {args.pick} without --export; "

@@ -27,7 +27,7 @@ from compileiq_lab.kernels.spec import (
     show_bytes,
 )
 from compileiq_lab.measure.c_shim import C_ENTRY
-from compileiq_lab.toolchain.context import BuildContext
+from compileiq_lab.toolchain.context import DEFINE_VALUE, BuildContext
 from compileiq_lab.toolchain.nvidia_acf import NvidiaAcf, load_nvidia_acfs
 
 __all__ = ["MAX_REPEATS", "SpecParser"]
@@ -254,6 +254,11 @@ class SpecParser:
             self.need(isinstance(v, list) and v and all(type(x) in (int, float, str) for x in v),
                       f"define {self.ident(k, 'each define name')} is a non-empty list of ints, floats or strings",
                       v, f"Write {k} = [default, other values...].")
+            self.need(all(DEFINE_VALUE.match(x) for x in v if type(x) is str),
+                      f"define {k}'s strings hold only [A-Za-z0-9_.+-] (an ACF writes them; nvcc's own shell steps "
+                      "would act on quotes, backslashes or $)", [x for x in v if type(x) is str and not
+                                                                  DEFINE_VALUE.match(x)],
+                      "Spell the value without them, e.g. an identifier the kernel maps to its string.")
             self.need(all(-(1 << 63) <= x < 1 << 64 for x in v if type(x) is int),
                       f"define {k}'s ints fit 64 bits", [x for x in v if type(x) is int and not
                                                          -(1 << 63) <= x < 1 << 64], "Use smaller values.")

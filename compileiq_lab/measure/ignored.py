@@ -9,10 +9,12 @@ from typing import Any
 
 from compileiq_lab.space.catalogs.base import Catalog, Control, controls_of
 
-__all__ = ["ANY", "IgnoreRule", "Ignored", "find_ignored", "ignored_options"]
+__all__ = ["ANY", "UNSET", "IgnoreRule", "Ignored", "find_ignored", "ignored_options"]
 
 #: In a rule's condition: the control is set, whatever its value (ptxas ignores -maxntid with any -maxrregcount).
 ANY: Any = type("AnyValue", (), {"__repr__": lambda self: "any value"})()
+#: In a rule's condition: the control is not set (the kernel's own value holds: a __launch_bounds__ block).
+UNSET: Any = type("Unset", (), {"__repr__": lambda self: "unset"})()
 
 #: (pattern, groups naming the ignored options, group naming the option it lost against or None)
 _PATTERNS: tuple[tuple[re.Pattern[str], tuple[str, ...], str | None], ...] = (
@@ -110,8 +112,9 @@ class IgnoreRule:
     def record(self) -> dict[str, Any]:
         """The rule as a row of the run keeps it (JSON), for the search to learn it with the conflicts it reads from
         failed compiles (``compileiq_lab.search.conflicts``): ``{"control": name, "when": [{"control": name,
-        "value": v} or {"control": name, "any": true}, ...], "message": text}``."""
-        when = [{"control": k, "any": True} if v is ANY else {"control": k, "value": v} for k, v in self.when]
+        "value": v}, {"control": name, "any": true} or {"control": name, "absent": true}, ...], "message": text}``."""
+        when = [{"control": k, "any": True} if v is ANY else {"control": k, "absent": True} if v is UNSET
+                else {"control": k, "value": v} for k, v in self.when]
         return {"control": self.control, "when": when, "message": self.message}
 
 
@@ -134,8 +137,8 @@ def find_ignored(catalog: Catalog, config: Mapping[str, Any], text: str) -> list
         when: tuple[tuple[str, Any], ...] = ((rival.name, value),) \
             if rival is not None and rival.name != control.name else ((control.name, flat[control.name]),)
         together = next((names for pattern, names in _TOGETHER if pattern.search(item.message)), ())
-        joint = [c for c in (_control_for(catalog, flat, name, exact=False) for name in together) if c is not None]
-        if joint:  # (an option of the message the config leaves unset is the kernel's own, fixed: not a condition)
-            when = tuple(dict.fromkeys((c.name, flat[c.name]) for c in joint))
+        joint = [c for c in catalog.controls if _norm(c.option) in together]
+        if joint:  # (one the config leaves unset holds at the kernel's own value: its __launch_bounds__)
+            when = tuple((c.name, flat.get(c.name, UNSET)) for c in sorted(joint, key=lambda c: c.name != control.name))
         found.append((control.name, IgnoreRule(when, control.name, item.message)))
     return found

@@ -250,9 +250,9 @@ class CudaCompiler:
 
 
 #: What nvcc's own steps read in an argument: it runs cicc, ptxas and fatbinary through a shell, each argument in
-#: double quotes, inside which these still act (a file named 'k$(cmd).cu' would run cmd); a define's quotes and
-#: backslashes nvcc escapes itself (-DMSG="a b" is a string), its $ and backquotes not.
-_SHELL_CHARS, _DEFINE_SHELL_CHARS = frozenset('$`"\\'), frozenset("$`")
+#: double quotes, inside which these still act (a file named 'k$(cmd).cu' would run cmd); a define's quotes nvcc
+#: escapes itself (-DMSG="a b" is a string), its $, backquotes and backslashes not.
+_SHELL_CHARS, _DEFINE_SHELL_CHARS = frozenset('$`"\\'), frozenset("$`\\")
 
 
 def shell_safe(argv: Sequence[str]) -> list[str]:
@@ -265,7 +265,7 @@ def shell_safe(argv: Sequence[str]) -> list[str]:
         if set(arg) & (_DEFINE_SHELL_CHARS if arg.startswith("-D") else _SHELL_CHARS):
             raise ConfigurationError(
                 "an nvcc argument (a path of the kernel, its include folders or the work folder; a define's value) "
-                f"must hold none of $ ` \" \\ (a define: none of $ `), which nvcc's own shell steps would act on (a "
+                f"must hold none of $ ` \" \\ (a define: none of $ ` \\), which nvcc's own shell steps would act on (a "
                 f"file named 'k$(cmd).cu' would run cmd), but got {arg!r}; rename that file or folder, or copy the "
                 "kernel to a path without them")
     return list(argv)

@@ -19,6 +19,7 @@ from compileiq_lab.measure.objective import INVALID_SCORE
 from compileiq_lab.run.events import EvaluationEvent, GenerationEvent, RunEvent
 from compileiq_lab.search.config import SearchConfiguration
 from compileiq_lab.search.factory import STRATEGIES
+from compileiq_lab.store.guard import overwrite_problem
 from compileiq_lab.store.results import Results
 from compileiq_lab.store.sqlite import EvalRecord
 
@@ -139,7 +140,8 @@ _ENGINE_OPTIONS = {"seed": "seed", "mutation_probability": "mutate_rate"}
 
 def search_options(worker_type: Any = None, engine: str | EngineConfig | None = None, *,
                    disable_progress_bar: bool = False, exit_on_failure: bool = False, tracker_config: Any = None,
-                   debug: bool = False, cache_folder: Any = None, dump_results: Any = None) -> SearchOptions:
+                   debug: bool = False, cache_folder: Any = None, dump_results: Any = None,
+                   store: str | os.PathLike[str] | None = None) -> SearchOptions:
     """Check CompileIQ's Search arguments: each does the equivalent here, or is refused naming the equivalent.
 
     Raises:
@@ -160,6 +162,9 @@ def search_options(worker_type: Any = None, engine: str | EngineConfig | None = 
         if os.path.isdir(dump_results):
             raise ConfigurationError(f"dump_results names a CSV file to write, but got the folder "
                                      f"{str(dump_results)!r}; pass a file path such as 'results.csv'")
+        if problem := overwrite_problem(dump_results, None if store is None else os.fspath(store)):
+            raise ConfigurationError(f"dump_results names a CSV file to write, but {str(dump_results)!r}: {problem}; "
+                                     "pass another path such as 'results.csv'")
         os.makedirs(os.path.dirname(os.path.abspath(dump_results)), exist_ok=True)
     return SearchOptions(manual=manual, isolated=isolated, exit_on_failure=bool(exit_on_failure),
                          dump_results=None if dump_results is None else str(dump_results), strategy=strategy,

@@ -97,7 +97,7 @@ class Search:
         assert search_space is not None and search_config is not None  # (checked: for the type checker)
         self._options = search_options(worker_type, engine, disable_progress_bar=disable_progress_bar,
                                        exit_on_failure=exit_on_failure, tracker_config=tracker_config, debug=debug,
-                                       cache_folder=cache_folder, dump_results=dump_results)
+                                       cache_folder=cache_folder, dump_results=dump_results, store=store)
         self.objective_function = objective_function
         self.space = SearchSpace(search_space)
         self.config = self._options.apply(search_config if isinstance(search_config, SearchConfiguration)

@@ -145,9 +145,9 @@ class NamedConflicts:
                 ignored: Sequence[Sequence[Mapping[str, Any]] | None] | None = None) -> list[Conflict]:
         """Learn from evaluated genomes: whether each compiled and, for a failure, its message (None: a failure not
         to learn from); for a compile, the rules of the controls the compiler ignored (``ignored``, one list or None
-        per genome, each rule ``{"control": name, "when": [{"control": name, "value": v} or {"control": name,
-        "any": true}, ...], "message": text}``, names of the space's top-level controls). Returns the conflicts
-        learned."""
+        per genome, each rule ``{"control": name, "when": [{"control": name, "value": v}, {"control": name,
+        "any": true} or {"control": name, "absent": true}, ...], "message": text}``, names of the space's top-level
+        controls). Returns the conflicts learned."""
         X = np.asarray(X, dtype=np.int64).reshape(-1, self.space.n_genes)
         S = states_of(self.space, X)
         good = S[np.asarray(ok, dtype=bool)]
@@ -193,9 +193,12 @@ class NamedConflicts:
         named = {i: self._set_states(i)}
         for cond in rule.get("when", ()):
             j = self._top.get(str(cond.get("control"))) if isinstance(cond, Mapping) else None
+            if j is None and isinstance(cond, Mapping) and cond.get("absent"):
+                continue  # a control the space does not hold is never set
             if j is None:
                 return None
-            states = self._set_states(j) if cond.get("any") else self._value_states(j, cond.get("value"))
+            states = ({0} if self.space.params[j][1].can_knockout else set()) if cond.get("absent") else \
+                self._set_states(j) if cond.get("any") else self._value_states(j, cond.get("value"))
             named[j] = named[j] & states if j in named else states
             if not named[j]:
                 return None

@@ -23,9 +23,23 @@ def overwrite_problem(path: str | os.PathLike[str], store: str | None = None) ->
         if out in {Path(base + end) for end in ("", "-wal", "-shm")} | {Path(lock_path(store))}:
             return (f"it is the run store it comes from ({store!r}) or a file SQLite keeps beside it: writing there "
                     "would destroy the run")
+    if _is_database(out):
+        return "it is a run store (an SQLite database): writing there would destroy it"
+    beside = next((Path(str(out)[:-len(end)]) for end in _BESIDE if out.name.endswith(end)), None)
+    if beside is not None and _is_database(beside):  # another store's, perhaps while its run writes it
+        return f"it is a file SQLite or the writer lock keeps beside the run store {beside.name}: writing there " \
+               "would destroy that run"
+    return ""
+
+
+#: The files SQLite and the writer lock keep beside a store (``<store>-wal``, ...).
+_BESIDE = ("-wal", "-shm", "-journal", ".lock")
+
+
+def _is_database(path: Path) -> bool:
+    """Whether ``path`` is an SQLite database (unreadable or absent: not one)."""
     try:
-        with out.open("rb") as f:
-            held = f.read(len(_SQLITE_MAGIC)) == _SQLITE_MAGIC
-    except OSError:  # (not there, or not readable: nothing to keep)
-        return ""
-    return "it is a run store (an SQLite database): writing there would destroy it" if held else ""
+        with path.open("rb") as f:
+            return f.read(len(_SQLITE_MAGIC)) == _SQLITE_MAGIC
+    except OSError:
+        return False

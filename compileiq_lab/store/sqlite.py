@@ -129,6 +129,10 @@ class RunStore:
             return EnvironmentFaultError(f"cannot write {what} to the run store {self.path!r}: {text}. Free space "
                                          "on its disk, then run the same command again: it continues from the last "
                                          "committed row")
+        if "locked" in text or "busy" in text:
+            return StoreError(f"cannot write {what} to the run store {self.path!r}: another program that has it open "
+                              f"holds it ({text}), e.g. an sqlite3 shell; close it and run the same command again: "
+                              "it continues from the last committed row")
         return StoreError(f"cannot write {what} to the run store {self.path!r}: {text}. Check that the file is "
                           "writable and intact (`compileiq-lab show` reads what it holds)")
 

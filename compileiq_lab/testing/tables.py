@@ -205,9 +205,9 @@ class Table:
         """Raise ValueError, naming the table's metrics, for objectives that are not among them."""
         have = self.metrics
         bad = [o for o in objectives if o not in have]
-        if bad or not objectives:
+        if bad or not objectives or len(set(objectives)) < len(objectives):
             raise ValueError(f"table {self.name!r}: objectives must be metrics of the table (numeric columns of every "
-                             f"ok row), one or more, but got {list(objectives)!r}; its metrics: {have}")
+                             f"ok row), one or more, each once, but got {list(objectives)!r}; its metrics: {have}")
 
     @property
     def size(self) -> int:

@@ -11,7 +11,8 @@ from typing import Any
 
 from compileiq_lab.exceptions import ConfigurationError
 
-__all__ = ["CUDA_ARG_PREFIXES", "EXTRA_ARG_PREFIXES", "BuildContext", "check_extra_arg", "parse_define"]
+__all__ = ["CUDA_ARG_PREFIXES", "DEFINE_VALUE", "EXTRA_ARG_PREFIXES", "BuildContext", "check_extra_arg",
+           "parse_define"]
 
 #: The CUDA compilers' own switches among the extra arguments below (a C kernel's compiler does not take them).
 CUDA_ARG_PREFIXES = ("--expt-relaxed-constexpr", "--expt-extended-lambda", "--extended-lambda", "--disable-warnings",
@@ -27,7 +28,8 @@ CUDA_ARG_PREFIXES = ("--expt-relaxed-constexpr", "--expt-extended-lambda", "--ex
 EXTRA_ARG_PREFIXES = ("-std=", "--std=", "-U", "-w", "-W", "-f", "-m", "--Werror=", "-fpermissive",
                       "-Wno-deprecated-gpu-targets", *CUDA_ARG_PREFIXES)
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
-_VALUE = re.compile(r"[A-Za-z0-9_.+-]*\Z")
+#: What a define's value may hold (an ACF takes the same): nothing a shell or a compiler's own quoting acts on.
+DEFINE_VALUE = _VALUE = re.compile(r"[A-Za-z0-9_.+-]*\Z")
 _ARG = re.compile(r"[A-Za-z0-9_.+=,:-]+\Z")
 #: Never in a build context: they write elsewhere, read other files or pick other tools.
 _REFUSED = ("-o", "-Wl,", "-Wa,", "-Wp,", "-fplugin", "-fpass-plugin", "-fprofile-", "-fdump-", "-MF", "-MD", "-MMD",

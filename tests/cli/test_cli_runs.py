@@ -100,7 +100,8 @@ def test_no_output_ever_writes_over_a_run_store(tmp_path):
     kept = (tmp_path / "d.db").read_bytes(), (tmp_path / "other.db").read_bytes()
     for command, store, output in (("report", "d.db", "d.db"), ("report", "d.db", "link.db"),
                                    ("export", "d.db", "d.db-wal"), ("report", "d.db", "other.db"),
-                                   ("report", "link.db", "d.db-shm"), ("export", "link.db", "d.db.lock")):
+                                   ("report", "link.db", "d.db-shm"), ("export", "link.db", "d.db.lock"),
+                                   ("report", "d.db", "other.db-wal"), ("export", "d.db", "other.db.lock")):
         out = cli(command, store, "-o", output, cwd=tmp_path)
         assert out.returncode == 1 and "writing there would destroy" in out.stderr, (command, output, out.stderr)
     assert ((tmp_path / "d.db").read_bytes(), (tmp_path / "other.db").read_bytes()) == kept

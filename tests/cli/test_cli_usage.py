@@ -89,6 +89,8 @@ def test_an_unknown_pick_is_a_usage_error_before_anything_runs(tmp_path):
     assert not (tmp_path / "x.db").exists() and not (tmp_path / "out.acf").exists()
     alone = cli("tune", "stencil_c", "--objectives", "text_bytes", "--pick", "knee", "--store", "x.db", cwd=tmp_path)
     assert alone.returncode == 2 and "--pick chooses the point --export writes" in alone.stderr
+    empty = cli("tune", "stencil_c", "--objectives", "text_bytes", "--export", "", "--store", "x.db", cwd=tmp_path)
+    assert empty.returncode == 2 and "--export must name a file, but got an empty name" in empty.stderr
     assert not (tmp_path / "x.db").exists()
 
 

@@ -162,6 +162,8 @@ def test_huge_numbers_fail_fast_without_being_printed(tmp_path: Path, old: str, 
     ("repeats = 10", "repeats = 1000000000000", "repeats is an int >= 1 and <= 10000"),
     ("seed = 0", "seed = 9223372036854775808", "seed is an int >= 0 and <= 9223372036854775807"),
     ("ACCUMULATORS = [4, 1, 2, 8]", "ACCUMULATORS = [4, 0x" + "f" * 40 + "]", "ints fit 64 bits"),
+    ("ACCUMULATORS = [4, 1, 2, 8]", "ACCUMULATORS = [4, 'a\\\";touch PWN;#']",  # a shell's, not a value
+     "strings hold only [A-Za-z0-9_.+-]"),
 ])
 def test_counts_and_seeds_are_bounded(tmp_path: Path, old: str, new: str, fragment: str) -> None:
     folder = _dot(tmp_path)

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from compileiq_lab.measure.ignored import ANY, IgnoreRule, find_ignored, ignored_options
+from compileiq_lab.measure.ignored import ANY, UNSET, IgnoreRule, find_ignored, ignored_options
 from compileiq_lab.search.conflicts import NamedConflicts
 from compileiq_lab.space import SearchSpace
 from compileiq_lab.space.catalogs import get_catalog
@@ -78,10 +78,15 @@ def test_threads_per_sm_out_of_range_is_learned_for_the_block_and_the_count_toge
     learner = _learned(space, config, [rule])
     assert _rejects(learner, config)
     assert not _rejects(learner, {"maxntid": 256, "minnctapersm": 4})  # 4 blocks of 256 fit: asked
-    (_, alone), = find_ignored(cat, {"minnctapersm": 6}, line)  # the kernel's own block: the count alone decides
-    assert alone.when == (("minnctapersm", 6),)
+    (_, alone), = find_ignored(cat, {"minnctapersm": 6}, line)  # the kernel's own block (its __launch_bounds__)
+    assert alone.when == (("minnctapersm", 6), ("maxntid", UNSET))
+    learner = _learned(space, {"minnctapersm": 6}, [alone])
+    assert _rejects(learner, {"minnctapersm": 6, "opt_level": 2})
+    assert not _rejects(learner, {"minnctapersm": 6, "maxntid": 256})  # a block of the config's own: asked
+    without = SearchSpace({"minnctapersm": cat.space()["minnctapersm"]})  # a space that never sets the block
+    assert _rejects(_learned(without, {"minnctapersm": 6}, [alone]), {"minnctapersm": 6})
     both = dict(find_ignored(cat, config, BOUNDS))
-    assert both["minnctapersm"].when == both["maxntid"].when == (("minnctapersm", 4), ("maxntid", 1024))
+    assert dict(both["minnctapersm"].when) == dict(both["maxntid"].when) == {"minnctapersm": 4, "maxntid": 1024}
 
 
 def test_unquoted_forms_of_ptxas_13() -> None:

@@ -29,7 +29,8 @@ def test_a_path_nvcc_s_shell_steps_would_act_on_is_refused_and_runs_nothing(tmp_
     plain.write_text(KERNEL)
     with pytest.raises(ConfigurationError, match="work folder"):  # the outputs' folder too
         CudaCompiler("sm_90", tmp_path / "w$(touch PWN)").ptx(plain, [])
-    with pytest.raises(ConfigurationError, match="a define: none of"):
-        cc.ptx(plain, ["-DMSG=$(touch PWN)"])
+    for define in ("-DMSG=$(touch PWN)", '-DMSG=a\\";touch PWN;#'):  # nvcc escapes a define's quotes, not these
+        with pytest.raises(ConfigurationError, match="a define: none of"):
+            cc.ptx(plain, [define])
     assert not (tmp_path / "PWN").exists()
     assert cc.ptx(plain, ['-DMSG="a b"']).ok  # a string define: nvcc quotes it itself

@@ -267,6 +267,10 @@ def test_start_refuses_bad_worker_settings_before_any_call(kwargs: dict[str, Any
 def test_dump_results_writes_the_table_as_csv(tmp_path: Path) -> None:
     with pytest.raises(ConfigurationError, match="names a CSV file to write, but got the folder"):
         Search(lambda c: c["x"], _toy_space(False), SearchConfiguration(generations=2), dump_results=tmp_path)
+    with pytest.raises(ConfigurationError, match="it is the run store it comes from"):  # the CSV over the run
+        Search(lambda c: c["x"], _toy_space(False), SearchConfiguration(generations=2), dump_results=tmp_path / "k.db",
+               store=tmp_path / "k.db")
+    assert not (tmp_path / "k.db").exists()
     out = tmp_path / "new" / "results.csv"  # its folder made as the run is made, as a store's is
     s = Search(lambda c: c["x"], _toy_space(False), SearchConfiguration(generations=2, pool_size=4),
                dump_results=out, store=tmp_path / "run.db")

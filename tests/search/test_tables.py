@@ -76,8 +76,10 @@ def test_configs_outside_the_table_are_refused_with_the_reason(table: Table):
     with pytest.raises(ValueError, match=r"objectives must be metrics of the table .* but got \['runtime'\]; its "
                                          r"metrics: \['sass_instructions', 'registers'"):
         TableObjective(table, ["runtime"])
-    with pytest.raises(ValueError, match=r"one or more, but got \[\]"):
+    with pytest.raises(ValueError, match=r"one or more, each once, but got \[\]"):
         TableObjective(table, [])  # not the table's own, silently
+    with pytest.raises(ValueError, match=r"each once, but got \['registers', 'registers'\]"):
+        TableObjective(table, ["registers", "registers"])
     with pytest.raises(ValueError, match=r"but got the str 'registers'; pass \['registers'\]"):
         TableObjective(table, "registers")  # type: ignore[arg-type]
 

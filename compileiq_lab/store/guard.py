@@ -37,7 +37,9 @@ _BESIDE = ("-wal", "-shm", "-journal", ".lock")
 
 
 def _is_database(path: Path) -> bool:
-    """Whether ``path`` is an SQLite database (unreadable or absent: not one)."""
+    """Whether ``path`` is an SQLite database (unreadable, absent or no regular file, such as a pipe: not one)."""
+    if not path.is_file():
+        return False
     try:
         with path.open("rb") as f:
             return f.read(len(_SQLITE_MAGIC)) == _SQLITE_MAGIC

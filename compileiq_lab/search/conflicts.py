@@ -267,6 +267,8 @@ class NamedConflicts:
             first = 1 if prm.can_knockout else 0
             shown = ["(unset)" if st < first else repr(prm.values[st - first]) for st in sorted(states)]
             text = f"{name} = {shown[0]}" if len(shown) == 1 else f"{name} in ({', '.join(shown)})"
+            if shown == ["(unset)"]:
+                text = f"{name} unset"  # (the kernel's own value holds)
             if first and len(shown) > 1 and set(states) == self._set_states(i):
                 text = f"{name} set"  # to any of its values
             if name == c.ignored:

@@ -81,6 +81,7 @@ def test_threads_per_sm_out_of_range_is_learned_for_the_block_and_the_count_toge
     (_, alone), = find_ignored(cat, {"minnctapersm": 6}, line)  # the kernel's own block (its __launch_bounds__)
     assert alone.when == (("minnctapersm", 6), ("maxntid", UNSET))
     learner = _learned(space, {"minnctapersm": 6}, [alone])
+    assert learner.describe(learner.conflicts[0]) == "minnctapersm = 6 is ignored with maxntid unset"
     assert _rejects(learner, {"minnctapersm": 6, "opt_level": 2})
     assert not _rejects(learner, {"minnctapersm": 6, "maxntid": 256})  # a block of the config's own: asked
     without = SearchSpace({"minnctapersm": cat.space()["minnctapersm"]})  # a space that never sets the block

@@ -57,12 +57,12 @@ def export_point(results: Results, eval_id: int, kernel_run: KernelRun | None = 
     out = (Path(folder) / Path(path or f"{name}-eval{eval_id}{suffix}")).resolve()
     if path is None and _held_by_another(out, results, eval_id):  # the default name of another run's export
         out = out.with_name(f"{name}-{Path(results.store_path).stem}-eval{eval_id}{suffix}")
+    if problem := overwrite_problem(out, results.store_path):  # (first: a store is never read as a point's JSON)
+        raise ConfigurationError(f"an export never writes over a run, but {out.name} in {out.parent}: {problem}; "
+                                 "name another file")
     if held := _held_by_another(out, results, eval_id):
         raise ConfigurationError(f"an export never replaces another point's file, but {out.name} in {out.parent} "
                                  f"holds {held}; name another file, or delete that one first")
-    if problem := overwrite_problem(out, results.store_path):
-        raise ConfigurationError(f"an export never writes over a run, but {out.name} in {out.parent}: {problem}; "
-                                 "name another file")
     out.parent.mkdir(parents=True, exist_ok=True)
     if kernel_run is not None:
         meta = results.header.kernel or kernel_run.metadata()

@@ -129,5 +129,6 @@ def test_a_script_exports_a_point_as_the_lab_does(tmp_path: Path) -> None:
     other = next(r for r in results.records if r.scores != best.scores)
     with pytest.raises(ConfigurationError, match="never replaces another point's file"):
         cil.export_point(results, other.eval_id, path="best.json", folder=tmp_path / "exports")
-    with pytest.raises(ConfigurationError, match="never writes over a run"):
-        cil.export_point(results, best.eval_id, path=tmp_path / "run.db-wal")
+    for store_file in ("run.db-wal", "run.db"):  # the store itself: said as a run, not as "another file"
+        with pytest.raises(ConfigurationError, match="never writes over a run"):
+            cil.export_point(results, best.eval_id, path=tmp_path / store_file)
